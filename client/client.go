@@ -1,0 +1,313 @@
+// Package client is Ordo's Go client. It finds the leader by itself,
+// follows the leader hint that every node sends, retries with capped
+// backoff until the caller's context ends, and checks what it returns: a
+// call never returns an ID that is not above every ID returned by calls
+// that completed before it started.
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// Errors returned by the client.
+var (
+	// ErrNoAddrs means New was given no addresses.
+	ErrNoAddrs = errors.New("no server addresses")
+	// ErrBadCount means NextN was asked for fewer than one ID.
+	ErrBadCount = errors.New("count must be at least 1")
+	// ErrBadResponse means a server answered with IDs that break the
+	// guarantee (wrong count, not increasing, not above IDs already
+	// returned). The IDs are withheld; this is a server bug.
+	ErrBadResponse = errors.New("bad response from server")
+	// ErrClosed means the client was closed.
+	ErrClosed = errors.New("client closed")
+)
+
+// leaderAddrKey is the trailer in which servers name the leader.
+const leaderAddrKey = "ordo-leader-addr"
+
+// Defaults for the options.
+const (
+	DefaultAttemptTimeout = 2 * time.Second
+	DefaultMinBackoff     = 10 * time.Millisecond
+	DefaultMaxBackoff     = 500 * time.Millisecond
+)
+
+// Option configures a Client.
+type Option func(*Client)
+
+// WithAttemptTimeout bounds one RPC attempt, so that a call to a node that
+// hangs (paused, partitioned) moves on to another node.
+func WithAttemptTimeout(d time.Duration) Option { return func(c *Client) { c.attemptTimeout = d } }
+
+// WithBackoff sets the first and the largest pause between attempts.
+func WithBackoff(min, max time.Duration) Option {
+	return func(c *Client) { c.minBackoff, c.maxBackoff = min, max }
+}
+
+// WithDialOptions adds gRPC dial options (TLS, for example).
+func WithDialOptions(opts ...grpc.DialOption) Option {
+	return func(c *Client) { c.dialOpts = append(c.dialOpts, opts...) }
+}
+
+// Client hands out IDs from an Ordo cluster. It is safe for concurrent use.
+type Client struct {
+	addrs          []string
+	attemptTimeout time.Duration
+	minBackoff     time.Duration
+	maxBackoff     time.Duration
+	dialOpts       []grpc.DialOption
+
+	mu       sync.Mutex
+	conns    map[string]*grpc.ClientConn
+	leader   string // best guess; "" when unknown
+	next     int    // round-robin position when no leader is known
+	returned uint64 // the highest ID returned so far
+	closed   bool
+}
+
+// New returns a client for the cluster whose nodes' gRPC addresses are
+// addrs. It connects lazily.
+func New(addrs []string, opts ...Option) (*Client, error) {
+	if len(addrs) == 0 {
+		return nil, ErrNoAddrs
+	}
+	c := &Client{
+		addrs:          append([]string(nil), addrs...),
+		attemptTimeout: DefaultAttemptTimeout,
+		minBackoff:     DefaultMinBackoff,
+		maxBackoff:     DefaultMaxBackoff,
+		dialOpts:       []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())},
+		conns:          map[string]*grpc.ClientConn{},
+	}
+	for _, o := range opts {
+		o(c)
+	}
+	return c, nil
+}
+
+// Close closes every connection.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	var errs []error
+	for _, conn := range c.conns {
+		errs = append(errs, conn.Close())
+	}
+	c.conns = nil
+	return errors.Join(errs...)
+}
+
+// Next returns one ID.
+func (c *Client) Next(ctx context.Context) (uint64, error) {
+	ids, err := c.NextN(ctx, 1)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// NextN returns n IDs, strictly increasing and contiguous in the cluster's
+// order. It retries on other nodes until ctx ends; an error that retrying
+// cannot mend (a bad count, for example) returns at once.
+func (c *Client) NextN(ctx context.Context, n int) ([]uint64, error) {
+	if n < 1 || n > 1<<32-1 {
+		return nil, fmt.Errorf("%w: %d", ErrBadCount, n)
+	}
+	c.mu.Lock()
+	floor := c.returned
+	c.mu.Unlock()
+	var resp *api.NextResponse
+	err := c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
+		var err error
+		resp, err = api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: uint32(n)}, opts...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	ids, err := expand(resp.Runs, n)
+	if err != nil {
+		return nil, err
+	}
+	if ids[0] <= floor {
+		return nil, fmt.Errorf("%w: first ID %d is not above %d, already returned", ErrBadResponse, ids[0], floor)
+	}
+	c.mu.Lock()
+	c.returned = max(c.returned, ids[n-1])
+	if resp.LeaderAddr != "" {
+		c.leader = resp.LeaderAddr
+	}
+	c.mu.Unlock()
+	return ids, nil
+}
+
+// expand turns runs into IDs and checks them.
+func expand(runs []*api.IDRun, n int) ([]uint64, error) {
+	ids := make([]uint64, 0, n)
+	for _, r := range runs {
+		if r.Count == 0 || len(ids)+int(r.Count) > n || (r.Count > 1 && r.Step == 0) {
+			return nil, fmt.Errorf("%w: run %v", ErrBadResponse, r)
+		}
+		for i := uint64(0); i < uint64(r.Count); i++ {
+			id := r.First + i*r.Step
+			if len(ids) > 0 && id <= ids[len(ids)-1] {
+				return nil, fmt.Errorf("%w: IDs not strictly increasing at %d", ErrBadResponse, id)
+			}
+			ids = append(ids, id)
+		}
+	}
+	if len(ids) != n {
+		return nil, fmt.Errorf("%w: got %d IDs, want %d", ErrBadResponse, len(ids), n)
+	}
+	return ids, nil
+}
+
+// Layout asks the cluster for its layout and group.
+func (c *Client) Layout(ctx context.Context) (layout.Layout, uint64, error) {
+	var resp *api.LayoutResponse
+	err := c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
+		var err error
+		resp, err = api.NewSequencerClient(conn).Layout(ctx, &api.LayoutRequest{}, opts...)
+		return err
+	})
+	if err != nil {
+		return layout.Layout{}, 0, err
+	}
+	l, err := layout.Parse(resp.Layout)
+	if err != nil {
+		return layout.Layout{}, 0, fmt.Errorf("%w: %v", ErrBadResponse, err)
+	}
+	return l, resp.Group, nil
+}
+
+// Admin runs an admin call with the same failover and retries as NextN.
+// fn must pass opts to the call; they carry the leader hint back. Admin
+// calls are forwarded to the leader by whichever node gets them.
+func (c *Client) Admin(ctx context.Context, fn func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error) error {
+	return c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
+		return fn(ctx, api.NewAdminClient(conn), opts...)
+	})
+}
+
+// Decode splits an ID made with layout spec (a preset name or a custom
+// spec, see layout.Parse) into its time, group and sequence. It needs no
+// server.
+func Decode(spec string, id uint64) (layout.Parts, error) {
+	l, err := layout.Parse(spec)
+	if err != nil {
+		return layout.Parts{}, err
+	}
+	return l.Decode(id), nil
+}
+
+type call func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error
+
+// retry runs fn against the leader guess until it succeeds, fails in a way
+// retrying cannot mend, or ctx ends.
+func (c *Client) retry(ctx context.Context, fn call) error {
+	backoff := c.minBackoff
+	for attempt := 0; ; attempt++ {
+		addr := c.target()
+		conn, err := c.conn(addr)
+		if err != nil {
+			return err
+		}
+		var trailer metadata.MD
+		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+		err = fn(actx, conn, grpc.Trailer(&trailer))
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w (last error from %s: %v)", ctx.Err(), addr, err)
+		}
+		if !retryable(err) {
+			return err
+		}
+		hint := ""
+		if v := trailer.Get(leaderAddrKey); len(v) > 0 && v[0] != addr {
+			hint = v[0]
+		}
+		c.moveOn(addr, hint)
+		if hint != "" && attempt == 0 {
+			continue // a fresh hint: go there at once
+		}
+		// Full jitter keeps many clients from retrying in step.
+		pause := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (last error from %s: %v)", ctx.Err(), addr, err)
+		case <-time.After(pause):
+		}
+		backoff = min(2*backoff, c.maxBackoff)
+	}
+}
+
+// retryable reports whether another attempt, perhaps at another node, may
+// succeed.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.Unknown, codes.Canceled, codes.ResourceExhausted:
+		return true
+	}
+	return false
+}
+
+func (c *Client) target() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.leader != "" {
+		return c.leader
+	}
+	a := c.addrs[c.next%len(c.addrs)]
+	return a
+}
+
+// moveOn drops a leader guess that failed and takes the hint if any,
+// else the next address in turn.
+func (c *Client) moveOn(failed, hint string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if hint != "" {
+		c.leader = hint
+		return
+	}
+	if c.leader == failed || c.leader == "" {
+		c.leader = ""
+		c.next++
+	}
+}
+
+func (c *Client) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, ErrClosed
+	}
+	if conn, ok := c.conns[addr]; ok {
+		return conn, nil
+	}
+	conn, err := grpc.NewClient(addr, c.dialOpts...)
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	c.conns[addr] = conn
+	return conn, nil
+}

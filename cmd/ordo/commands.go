@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// defaultAddrs are the three nodes that scripts/cluster.sh starts.
+const defaultAddrs = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
+
+// clientFlags are shared by every command that talks to a cluster.
+type clientFlags struct {
+	addrs   *string
+	json    *bool
+	timeout *time.Duration
+}
+
+func addClientFlags(fs *flag.FlagSet) clientFlags {
+	return clientFlags{
+		addrs:   fs.String("addrs", defaultAddrs, "comma-separated gRPC addresses of cluster nodes"),
+		json:    fs.Bool("json", false, "print JSON"),
+		timeout: fs.Duration("timeout", 10*time.Second, "give up after this long"),
+	}
+}
+
+func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc, error) {
+	var addrs []string
+	for _, a := range strings.Split(*f.addrs, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			addrs = append(addrs, a)
+		}
+	}
+	c, err := client.New(addrs)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("%w: --addrs: %v", errUsage, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), *f.timeout)
+	return c, ctx, cancel, nil
+}
+
+func printJSON(v any) error {
+	enc := json.NewEncoder(os.Stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+func runNext(args []string) error {
+	fs := flag.NewFlagSet("next", flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	count := fs.Int("count", 1, "how many IDs")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *count < 1 {
+		return fmt.Errorf("%w: --count %d: want at least 1", errUsage, *count)
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	ids, err := c.NextN(ctx, *count)
+	if err != nil {
+		return err
+	}
+	if *cf.json {
+		// IDs as strings: a JSON number above 2^53 loses precision in
+		// JavaScript and in many JSON tools.
+		s := make([]string, len(ids))
+		for i, id := range ids {
+			s[i] = strconv.FormatUint(id, 10)
+		}
+		return printJSON(map[string]any{"ids": s})
+	}
+	w := bufio.NewWriter(os.Stdout)
+	for _, id := range ids {
+		fmt.Fprintln(w, id)
+	}
+	return w.Flush()
+}
+
+func runStatus(args []string) error {
+	fs := flag.NewFlagSet("status", flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	var resp *api.StatusResponse
+	err = c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (err error) {
+		resp, err = a.Status(ctx, &api.StatusRequest{}, opts...)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if *cf.json {
+		return printJSON(resp)
+	}
+	fmt.Printf("leader %s (%s)  layout %s  group %d\n", resp.LeaderId, resp.LeaderAddr, resp.Layout, resp.Group)
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tROLE\tVOTER\tTERM\tLAST CONTACT\tAPPLIED\tCOMMIT\tHIGH-WATER\tRAFT\tGRPC\tERROR")
+	for _, n := range resp.Nodes {
+		contact := "-"
+		if n.LastContactMs > 0 {
+			contact = (time.Duration(n.LastContactMs) * time.Millisecond).String()
+		}
+		fmt.Fprintf(w, "%s\t%s\t%t\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", n.Id, n.Role, n.Voter, n.Term, contact,
+			n.AppliedIndex, n.CommitIndex, n.HighWater, n.RaftAddr, n.GrpcAddr, n.Error)
+	}
+	return w.Flush()
+}
+
+func runDecode(args []string) error {
+	fs := flag.NewFlagSet("decode", flag.ContinueOnError)
+	spec := fs.String("layout", "default", "the layout the IDs were made with")
+	asJSON := fs.Bool("json", false, "print JSON")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() == 0 {
+		return fmt.Errorf("%w: give one or more IDs", errUsage)
+	}
+	l, err := layout.Parse(*spec)
+	if err != nil {
+		return fmt.Errorf("%w: --layout: %v", errUsage, err)
+	}
+	type decoded struct {
+		ID    string    `json:"id"`
+		Time  time.Time `json:"time"`
+		Group uint64    `json:"group"`
+		Seq   uint64    `json:"seq"`
+	}
+	var out []decoded
+	for _, a := range fs.Args() {
+		id, err := strconv.ParseUint(a, 10, 64)
+		if err != nil {
+			return fmt.Errorf("%w: %q is not a 64-bit unsigned integer", errUsage, a)
+		}
+		p := l.Decode(id)
+		out = append(out, decoded{ID: a, Time: p.Time, Group: p.Group, Seq: p.Seq})
+	}
+	if *asJSON {
+		return printJSON(out)
+	}
+	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(w, "ID\tTIME\tGROUP\tSEQ")
+	for _, d := range out {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", d.ID, d.Time.Format(time.RFC3339Nano), d.Group, d.Seq)
+	}
+	return w.Flush()
+}
+
+func runJoin(args []string) error {
+	fs := flag.NewFlagSet("join", flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	id := fs.String("id", "", "id of the node to add (required)")
+	raftAddr := fs.String("raft-addr", "", "raft address of the node to add (required)")
+	grpcAddr := fs.String("grpc-addr", "", "gRPC address of the node to add (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *id == "" || *raftAddr == "" || *grpcAddr == "" {
+		return fmt.Errorf("%w: --id, --raft-addr and --grpc-addr are required", errUsage)
+	}
+	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+		_, err := a.Join(ctx, &api.JoinRequest{Id: *id, RaftAddr: *raftAddr, GrpcAddr: *grpcAddr}, opts...)
+		return err
+	}, "joined "+*id)
+}
+
+func runRemove(args []string) error {
+	fs := flag.NewFlagSet("remove", flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	id := fs.String("id", "", "id of the node to remove (required)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *id == "" {
+		return fmt.Errorf("%w: --id is required", errUsage)
+	}
+	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+		_, err := a.Remove(ctx, &api.RemoveRequest{Id: *id}, opts...)
+		return err
+	}, "removed "+*id)
+}
+
+func runTransferLeader(args []string) error {
+	fs := flag.NewFlagSet("transfer-leader", flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	id := fs.String("id", "", "id of the node to hand leadership to (default: any up-to-date voter)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+		_, err := a.TransferLeader(ctx, &api.TransferLeaderRequest{Id: *id}, opts...)
+		return err
+	}, "leadership transferred")
+}
+
+// adminCall runs one admin call and reports the outcome.
+func adminCall(cf clientFlags, fn func(context.Context, api.AdminClient, ...grpc.CallOption) error, done string) error {
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	if err := c.Admin(ctx, fn); err != nil {
+		return err
+	}
+	if *cf.json {
+		return printJSON(map[string]string{"result": done})
+	}
+	fmt.Println(done)
+	return nil
+}

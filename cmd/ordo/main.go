@@ -1,0 +1,98 @@
+// Command ordo runs an Ordo node and talks to an Ordo cluster.
+//
+// Every flag can also be set with an environment variable: --data-dir is
+// ORDO_DATA_DIR, and so on. A flag given on the command line wins.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+)
+
+const usage = `ordo: a Raft-replicated sequencer of strictly ordered 64-bit IDs.
+
+Usage: ordo <command> [flags]
+
+Commands:
+  serve            run a node
+  next             get IDs
+  status           show every node of the cluster
+  decode           split IDs into time, group and sequence (offline)
+  join             add a node to the cluster
+  remove           remove a node from the cluster
+  transfer-leader  hand leadership to another node
+
+Run 'ordo <command> -h' for a command's flags.
+`
+
+// errUsage marks errors that come from a bad command line (exit code 2).
+var errUsage = errors.New("usage")
+
+func main() {
+	if len(os.Args) < 2 {
+		fmt.Fprint(os.Stderr, usage)
+		os.Exit(2)
+	}
+	commands := map[string]func([]string) error{
+		"serve":           runServe,
+		"next":            runNext,
+		"status":          runStatus,
+		"decode":          runDecode,
+		"join":            runJoin,
+		"remove":          runRemove,
+		"transfer-leader": runTransferLeader,
+	}
+	name, args := os.Args[1], os.Args[2:]
+	run, ok := commands[name]
+	if !ok {
+		if name == "-h" || name == "--help" || name == "help" {
+			fmt.Print(usage)
+			return
+		}
+		fmt.Fprintf(os.Stderr, "ordo: unknown command %q\n\n%s", name, usage)
+		os.Exit(2)
+	}
+	if err := run(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "ordo %s: %v\n", name, err)
+		if errors.Is(err, errUsage) {
+			os.Exit(2)
+		}
+		os.Exit(1)
+	}
+}
+
+// envName is the environment variable that sets a flag.
+func envName(flagName string) string {
+	return "ORDO_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
+}
+
+// parseFlags parses args, then fills every flag not given on the command
+// line from its ORDO_ environment variable.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	fs.VisitAll(func(f *flag.Flag) { f.Usage += " [$" + envName(f.Name) + "]" })
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	var err error
+	fs.VisitAll(func(f *flag.Flag) {
+		v, ok := os.LookupEnv(envName(f.Name))
+		if set[f.Name] || !ok || err != nil {
+			return
+		}
+		if e := fs.Set(f.Name, v); e != nil {
+			err = fmt.Errorf("%w: $%s=%q: %v", errUsage, envName(f.Name), v, e)
+		}
+	})
+	return err
+}

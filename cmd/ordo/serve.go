@@ -1,0 +1,179 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/server"
+)
+
+func runServe(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	defaults := raft.DefaultConfig()
+	var (
+		id            = fs.String("id", "", "node id, stable across restarts (required)")
+		dataDir       = fs.String("data-dir", "", "directory for the raft log, stable store and snapshots (required)")
+		raftAddr      = fs.String("raft-addr", "127.0.0.1:7101", "raft address: bound and advertised to peers")
+		grpcAddr      = fs.String("grpc-addr", "127.0.0.1:7001", "gRPC address for clients and peers")
+		bootstrap     = fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state)")
+		join          = fs.String("join", "", "join the cluster through this member's gRPC address on first start")
+		joinTimeout   = fs.Duration("join-timeout", time.Minute, "how long to keep trying to join")
+		layoutSpec    = fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]")
+		group         = fs.Uint64("group", 0, "group field of every ID (names this cluster)")
+		window        = fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches")
+		maxCount      = fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for")
+		heartbeat     = fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, "raft heartbeat timeout")
+		election      = fs.Duration("election-timeout", defaults.ElectionTimeout, "raft election timeout")
+		lease         = fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, "raft leader lease timeout")
+		snapThreshold = fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots")
+		logLevel      = fs.String("log-level", "info", "trace, debug, info, warn or error")
+		logJSON       = fs.Bool("log-json", false, "log as JSON")
+		clockFile     = fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock")
+	)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
+	}
+	if *bootstrap != "" && *join != "" {
+		return fmt.Errorf("%w: --bootstrap and --join exclude each other", errUsage)
+	}
+	l, err := layout.Parse(*layoutSpec)
+	if err != nil {
+		return fmt.Errorf("%w: --layout: %v", errUsage, err)
+	}
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name: "ordo", Level: hclog.LevelFromString(*logLevel), JSONFormat: *logJSON, Output: os.Stderr,
+	})
+	rc := raft.DefaultConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *heartbeat, *election, *lease
+	rc.SnapshotThreshold = *snapThreshold
+	cfg := server.Config{
+		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, GRPCAddr: *grpcAddr,
+		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount,
+		Raft: rc, Logger: logger,
+	}
+	stopClock := func() {}
+	if *clockFile != "" {
+		logger.Warn("TEST CLOCK ENABLED: the wall clock is shifted by the offset in a file; never use this in production", "file", *clockFile)
+		cfg.Clock, stopClock = offsetClock(*clockFile, logger)
+	}
+	defer stopClock()
+	if err := cfg.Validate(); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	var peers []server.Peer
+	if *bootstrap != "" {
+		if peers, err = parsePeers(*bootstrap); err != nil {
+			return fmt.Errorf("%w: --bootstrap: %v", errUsage, err)
+		}
+	}
+
+	node, err := server.Open(cfg)
+	if err != nil {
+		return err
+	}
+	hasState, err := node.HasState()
+	switch {
+	case err != nil:
+	case *bootstrap != "":
+		err = node.Bootstrap(peers)
+	case *join != "" && !hasState:
+		ctx, cancel := context.WithTimeout(context.Background(), *joinTimeout)
+		err = node.Join(ctx, *join)
+		cancel()
+	case !hasState:
+		err = fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", errUsage)
+	}
+	if err != nil {
+		node.Close()
+		return err
+	}
+	logger.Info("serving", "id", *id, "grpc_addr", node.GRPCAddr(), "raft_addr", node.RaftAddr(), "layout", l.String(), "group", *group)
+
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
+	defer signal.Stop(sig)
+	var fatal error
+	select {
+	case s := <-sig:
+		logger.Info("shutting down", "signal", s.String())
+	case fatal = <-node.Fatal():
+	}
+	if err := node.Close(); err != nil {
+		logger.Error("close", "error", err)
+	}
+	return fatal
+}
+
+// parsePeers parses id=raftaddr@grpcaddr,...
+func parsePeers(spec string) ([]server.Peer, error) {
+	var peers []server.Peer
+	seen := map[string]bool{}
+	for _, item := range strings.Split(spec, ",") {
+		id, addrs, ok := strings.Cut(strings.TrimSpace(item), "=")
+		raftAddr, grpcAddr, ok2 := strings.Cut(addrs, "@")
+		if !ok || !ok2 || id == "" || raftAddr == "" || grpcAddr == "" {
+			return nil, fmt.Errorf("%q is not id=raftaddr@grpcaddr", item)
+		}
+		if seen[id] {
+			return nil, fmt.Errorf("id %q appears twice", id)
+		}
+		seen[id] = true
+		peers = append(peers, server.Peer{ID: id, RaftAddr: raftAddr, GRPCAddr: grpcAddr})
+	}
+	return peers, nil
+}
+
+// offsetClock returns a wall clock shifted by the duration written in
+// path, re-read every 10 ms, so a test can move one node's clock while it
+// runs. A missing or empty file means no shift.
+func offsetClock(path string, logger hclog.Logger) (func() time.Time, func()) {
+	var offset atomic.Int64
+	read := func() {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return
+		}
+		s := strings.TrimSpace(string(b))
+		if s == "" {
+			offset.Store(0)
+			return
+		}
+		d, err := time.ParseDuration(s)
+		if err != nil {
+			logger.Warn("bad test clock offset", "value", s, "error", err)
+			return
+		}
+		if old := offset.Swap(int64(d)); old != int64(d) {
+			logger.Warn("test clock offset changed", "offset", d)
+		}
+	}
+	read()
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(10 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				read()
+			}
+		}
+	}()
+	return func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }, func() { close(done) }
+}

@@ -1,0 +1,290 @@
+// Package fsm is Ordo's replicated state machine: the high-water mark of
+// reserved ticks, the cluster's ID layout and group, and each node's
+// client-facing address.
+//
+// It is small and deterministic on purpose. Apply decodes a versioned
+// command, validates it, applies it and returns a typed Result; a command
+// it does not understand is rejected, never half-applied. The high-water
+// mark only moves up: Reserve sets it to max(old, proposed), so a stale or
+// repeated reservation can never lower it.
+package fsm
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"math"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// Errors returned in Result.Err and by Decode.
+var (
+	// ErrMalformed means the command bytes could not be decoded.
+	ErrMalformed = errors.New("malformed command")
+	// ErrUnknownVersion means the command was written by a newer Ordo.
+	ErrUnknownVersion = errors.New("unknown command version")
+	// ErrUnknownOp means the command names an operation this FSM lacks.
+	ErrUnknownOp = errors.New("unknown command op")
+	// ErrInvalid means a known command carries a bad field.
+	ErrInvalid = errors.New("invalid command")
+	// ErrLayoutMismatch means an init names a layout or group other than
+	// the one the cluster was created with.
+	ErrLayoutMismatch = errors.New("layout mismatch")
+)
+
+// endOfTime is later than any epoch.
+var endOfTime = time.UnixMilli(math.MaxInt64)
+
+// Version is the command format this FSM writes and reads.
+const Version = 1
+
+// Op names a command.
+type Op string
+
+// The commands. Each is an append-only fact about the cluster.
+const (
+	// OpInit fixes the layout and group; accepted once, then only repeated
+	// with the same values.
+	OpInit Op = "init"
+	// OpReserve raises the high-water mark to UpTo.
+	OpReserve Op = "reserve"
+	// OpConfirm changes nothing; a leader commits one to prove, after it
+	// assigned IDs, that it was still the leader of its term.
+	OpConfirm Op = "confirm"
+	// OpSetNode records a node's client-facing (gRPC) address.
+	OpSetNode Op = "set_node"
+	// OpDeleteNode forgets a node's address after it is removed.
+	OpDeleteNode Op = "delete_node"
+)
+
+// Command is one log entry's payload.
+type Command struct {
+	Version  int            `json:"v"`
+	Op       Op             `json:"op"`
+	Layout   *layout.Layout `json:"layout,omitempty"`
+	Group    uint64         `json:"group,omitempty"`
+	UpTo     uint64         `json:"up_to,omitempty"`
+	NodeID   string         `json:"node_id,omitempty"`
+	GRPCAddr string         `json:"grpc_addr,omitempty"`
+}
+
+// Result is what Apply returns for every command.
+type Result struct {
+	// Err is set when the command was rejected; nothing was changed.
+	Err error
+	// Prev is the high-water mark before this command.
+	Prev uint64
+	// HighWater is the high-water mark after it.
+	HighWater uint64
+	// Term is the Raft term of the log entry. A leader compares it with
+	// its own term: a match proves the entry was appended by that leader
+	// and committed by a majority in that term.
+	Term uint64
+}
+
+// Encode serialises a command, stamping the current version.
+func Encode(c Command) ([]byte, error) {
+	c.Version = Version
+	b, err := json.Marshal(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode command: %w", err)
+	}
+	return b, nil
+}
+
+// Decode parses and validates a command.
+func Decode(b []byte) (Command, error) {
+	var c Command
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Command{}, fmt.Errorf("%w: %v", ErrMalformed, err)
+	}
+	if dec.More() {
+		return Command{}, fmt.Errorf("%w: trailing data", ErrMalformed)
+	}
+	if c.Version != Version {
+		return Command{}, fmt.Errorf("%w: %d (this node reads %d)", ErrUnknownVersion, c.Version, Version)
+	}
+	switch c.Op {
+	case OpInit:
+		if c.Layout == nil {
+			return Command{}, fmt.Errorf("%w: init without layout", ErrInvalid)
+		}
+		// The epoch was checked against the proposer's clock; replaying
+		// the log must not depend on the replaying node's clock, so the
+		// "epoch not in the future" check is judged at the end of time.
+		if err := c.Layout.Validate(endOfTime); err != nil {
+			return Command{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+		if err := c.Layout.CheckGroup(c.Group); err != nil {
+			return Command{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
+	case OpReserve:
+		if c.UpTo == 0 {
+			return Command{}, fmt.Errorf("%w: reserve up to 0", ErrInvalid)
+		}
+	case OpConfirm:
+	case OpSetNode:
+		if c.NodeID == "" || c.GRPCAddr == "" {
+			return Command{}, fmt.Errorf("%w: set_node needs node_id and grpc_addr", ErrInvalid)
+		}
+	case OpDeleteNode:
+		if c.NodeID == "" {
+			return Command{}, fmt.Errorf("%w: delete_node needs node_id", ErrInvalid)
+		}
+	default:
+		return Command{}, fmt.Errorf("%w: %q", ErrUnknownOp, c.Op)
+	}
+	return c, nil
+}
+
+// State is the replicated state; also the snapshot format.
+type State struct {
+	// HighWater is the exclusive upper bound of every tick ever reserved:
+	// no ID at or above it has been handed out.
+	HighWater uint64 `json:"high_water"`
+	// Layout is nil until the first leader commits OpInit.
+	Layout *layout.Layout `json:"layout,omitempty"`
+	// Group is the group field of every ID.
+	Group uint64 `json:"group"`
+	// Nodes maps a node ID to its gRPC address.
+	Nodes map[string]string `json:"nodes"`
+}
+
+// FSM implements raft.FSM.
+type FSM struct {
+	mu    sync.RWMutex
+	state State
+	// onInit, if set, is called with the layout whenever it becomes known
+	// (applied or restored), so a node can refuse to serve a cluster whose
+	// layout differs from its own configuration.
+	onInit func(layout.Layout, uint64)
+}
+
+// New returns an empty FSM. onInit may be nil.
+func New(onInit func(layout.Layout, uint64)) *FSM {
+	return &FSM{state: State{Nodes: map[string]string{}}, onInit: onInit}
+}
+
+// State returns a copy of the current state.
+func (f *FSM) State() State {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := f.state
+	s.Nodes = maps.Clone(f.state.Nodes)
+	if f.state.Layout != nil {
+		l := *f.state.Layout
+		s.Layout = &l
+	}
+	return s
+}
+
+// HighWater returns the replicated high-water mark.
+func (f *FSM) HighWater() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.HighWater
+}
+
+// NodeAddr returns a node's gRPC address, if known.
+func (f *FSM) NodeAddr(id string) (string, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	a, ok := f.state.Nodes[id]
+	return a, ok
+}
+
+// Apply implements raft.FSM. It always returns a Result.
+func (f *FSM) Apply(l *raft.Log) any {
+	c, err := Decode(l.Data)
+	if err != nil {
+		return Result{Err: err, Term: l.Term}
+	}
+	return f.apply(c, l.Term)
+}
+
+func (f *FSM) apply(c Command, term uint64) Result {
+	f.mu.Lock()
+	r := Result{Prev: f.state.HighWater, Term: term}
+	var notify *layout.Layout
+	switch c.Op {
+	case OpInit:
+		switch {
+		case f.state.Layout == nil:
+			l := *c.Layout
+			f.state.Layout, f.state.Group = &l, c.Group
+			notify = &l
+		case *f.state.Layout != *c.Layout || f.state.Group != c.Group:
+			r.Err = fmt.Errorf("%w: cluster has layout %s group %d, command has layout %s group %d",
+				ErrLayoutMismatch, f.state.Layout, f.state.Group, c.Layout, c.Group)
+		}
+	case OpReserve:
+		f.state.HighWater = max(f.state.HighWater, c.UpTo)
+	case OpConfirm:
+	case OpSetNode:
+		f.state.Nodes[c.NodeID] = c.GRPCAddr
+	case OpDeleteNode:
+		delete(f.state.Nodes, c.NodeID)
+	}
+	r.HighWater = f.state.HighWater
+	group, onInit := f.state.Group, f.onInit
+	f.mu.Unlock()
+	if notify != nil && onInit != nil {
+		onInit(*notify, group)
+	}
+	return r
+}
+
+// Snapshot implements raft.FSM.
+func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	b, err := json.Marshal(f.State())
+	if err != nil {
+		return nil, fmt.Errorf("encode snapshot: %w", err)
+	}
+	return snapshot(b), nil
+}
+
+// Restore implements raft.FSM. A snapshot that does not decode is an
+// error, not an empty state: an empty state would lower the high-water
+// mark.
+func (f *FSM) Restore(rc io.ReadCloser) error {
+	defer rc.Close()
+	var s State
+	dec := json.NewDecoder(rc)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return fmt.Errorf("decode snapshot: %w", err)
+	}
+	if s.Nodes == nil {
+		s.Nodes = map[string]string{}
+	}
+	f.mu.Lock()
+	f.state = s
+	onInit := f.onInit
+	f.mu.Unlock()
+	if s.Layout != nil && onInit != nil {
+		onInit(*s.Layout, s.Group)
+	}
+	return nil
+}
+
+type snapshot []byte
+
+func (s snapshot) Persist(sink raft.SnapshotSink) error {
+	if _, err := sink.Write(s); err != nil {
+		sink.Cancel()
+		return fmt.Errorf("write snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s snapshot) Release() {}

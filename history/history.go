@@ -1,0 +1,507 @@
+// Package history records the operations clients perform against the Ordo
+// sequencer and checks the recorded history against the sequencer's
+// guarantee: IDs are handed out in one strict, linearizable order.
+//
+// A history is checked for four properties:
+//
+//  1. Unique: no ID is acknowledged twice, across responses or within one.
+//  2. Real-time order: if operation a completed before operation b was
+//     invoked (a.End < b.Start), every ID of b is greater than every ID of a.
+//  3. Increasing: the IDs of one response are strictly increasing.
+//  4. Contiguous: no ID of another response falls strictly between the
+//     smallest and largest ID of a response, so the ranges handed out by two
+//     responses never interleave.
+//
+// Only acknowledged (OK) operations carry IDs. Failed and Unknown operations
+// are counted but impose no constraint: a failed operation handed out
+// nothing, and an unknown one may or may not have consumed IDs that nobody
+// observed, which is allowed (gaps are fine, reuse and reordering are not).
+//
+// Check is exact and runs in O(n log n + m log m) for n operations and m IDs,
+// so that histories of millions of operations from long soak tests can be
+// checked without sampling.
+package history
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Outcome classifies how an operation ended. The distinction between Failed
+// and Unknown matters to a reader of the report, not to the checker: neither
+// returned IDs, so neither constrains the order.
+type Outcome int
+
+const (
+	// OK means the server acknowledged the operation and returned IDs.
+	OK Outcome = iota
+	// Failed means the server definitely rejected the operation, so it
+	// handed out no IDs.
+	Failed
+	// Unknown means the client cannot tell whether the operation took
+	// effect (timeout, cancellation, transport error, or still in flight).
+	Unknown
+)
+
+// String returns the lower-case name of the outcome, for reports and logs.
+func (o Outcome) String() string {
+	switch o {
+	case OK:
+		return "ok"
+	case Failed:
+		return "failed"
+	case Unknown:
+		return "unknown"
+	default:
+		return fmt.Sprintf("outcome(%d)", int(o))
+	}
+}
+
+// Op is one client operation: its real-time interval and what it returned.
+// Times are monotonic offsets from the recorder's origin so that wall-clock
+// jumps cannot fabricate or hide real-time precedence.
+type Op struct {
+	// Client identifies the issuing client; it is informational only,
+	// because the guarantee is global, not per client.
+	Client int
+	// Start is when the operation was invoked.
+	Start time.Duration
+	// End is when the operation's response (or failure) was observed.
+	End time.Duration
+	// Outcome says whether IDs were acknowledged.
+	Outcome Outcome
+	// IDs are the acknowledged IDs, in the order the server returned them.
+	// They are only considered when Outcome is OK.
+	IDs []uint64
+	// Err is the error text for Failed and Unknown operations.
+	Err string
+}
+
+// Recorder collects operations from many goroutines. Each operation is
+// given its slot when it begins, so an operation that never completes still
+// appears in the history (as Unknown), and op indexes in a snapshot follow
+// invocation order.
+type Recorder struct {
+	origin time.Time // carries a monotonic reading; only used via time.Since
+
+	mu   sync.Mutex
+	ops  []Op
+	done []bool // done[i] reports whether ops[i] has been completed
+}
+
+// NewRecorder returns an empty recorder whose origin is now.
+func NewRecorder() *Recorder {
+	return &Recorder{origin: time.Now()}
+}
+
+// Pending is an operation that has begun but not yet completed. Exactly one
+// of OK, Fail or Unknown should be called on it, once; completing it twice is
+// a bug in the caller and panics, because silently overwriting an outcome
+// would corrupt the history being checked.
+type Pending struct {
+	r   *Recorder
+	idx int
+}
+
+// Begin records the invocation of an operation by client and returns the
+// handle used to record its completion. The start time is taken before the
+// caller sends the request, so the recorded interval contains the real one.
+func (r *Recorder) Begin(client int) Pending {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Read the clock under the lock so that start times are non-decreasing
+	// in slot order, which keeps snapshots easy to read.
+	start := time.Since(r.origin)
+	r.ops = append(r.ops, Op{Client: client, Start: start, End: start, Outcome: Unknown, Err: InFlight})
+	r.done = append(r.done, false)
+	return Pending{r: r, idx: len(r.ops) - 1}
+}
+
+// OK records that the operation was acknowledged with ids. The slice is
+// copied, so the caller may reuse it.
+func (p Pending) OK(ids []uint64) {
+	p.finish(OK, slices.Clone(ids), "")
+}
+
+// Fail records that the server definitely rejected the operation.
+func (p Pending) Fail(err error) {
+	p.finish(Failed, nil, errText(err))
+}
+
+// Unknown records that the operation's effect is unknown, e.g. because it
+// timed out or the connection broke after the request was sent.
+func (p Pending) Unknown(err error) {
+	p.finish(Unknown, nil, errText(err))
+}
+
+// finish takes the end time before acquiring the lock so that contention on
+// the recorder does not stretch the recorded interval more than necessary.
+// A longer interval only weakens the check, never produces false alarms.
+func (p Pending) finish(o Outcome, ids []uint64, errStr string) {
+	end := time.Since(p.r.origin)
+	p.r.mu.Lock()
+	defer p.r.mu.Unlock()
+	if p.r.done[p.idx] {
+		panic(fmt.Sprintf("history: operation %d completed twice", p.idx))
+	}
+	p.r.done[p.idx] = true
+	op := &p.r.ops[p.idx]
+	op.End = end
+	op.Outcome = o
+	op.IDs = ids
+	op.Err = errStr
+}
+
+func errText(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// InFlight is the Err text of operations that had not completed when a
+// snapshot was taken, so readers can tell them from real timeouts.
+const InFlight = "in flight"
+
+// Ops returns a snapshot of all operations recorded so far, in invocation
+// order. Operations still in flight are reported as Unknown with End set to
+// the snapshot time: they had not completed by then, so any real completion
+// is later, and Unknown operations impose no constraint anyway.
+func (r *Recorder) Ops() []Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := time.Since(r.origin)
+	out := make([]Op, len(r.ops))
+	for i, op := range r.ops {
+		op.IDs = slices.Clone(op.IDs)
+		if !r.done[i] {
+			op.End = now
+			op.Err = InFlight
+		}
+		out[i] = op
+	}
+	return out
+}
+
+// Violation kinds, used in Violation.Kind.
+const (
+	// KindDuplicate marks an ID acknowledged more than once.
+	KindDuplicate = "duplicate"
+	// KindOrder marks a pair of operations whose IDs contradict real time.
+	KindOrder = "order"
+	// KindNotIncreasing marks a response whose IDs are not strictly increasing.
+	KindNotIncreasing = "not-increasing"
+	// KindInterleaved marks a response whose range contains another
+	// response's ID.
+	KindInterleaved = "interleaved"
+)
+
+// MaxExamples bounds the examples kept per kind: enough to debug, while a
+// badly broken history of millions of operations keeps a readable report.
+const MaxExamples = 10
+
+// Violation is one concrete example of a broken property, pointing at the
+// operations involved by their index in the checked slice.
+type Violation struct {
+	// Kind is one of the Kind constants.
+	Kind string
+	// A is the index of the first operation involved (for KindOrder, the
+	// one that completed first).
+	A int
+	// B is the index of the second operation involved, or -1 when only one
+	// operation is involved (KindNotIncreasing). For a duplicate within one
+	// response, A == B.
+	B int
+	// Detail explains the violation in words.
+	Detail string
+}
+
+// String formats the violation on one line.
+func (v Violation) String() string {
+	if v.B < 0 {
+		return fmt.Sprintf("%s: op %d: %s", v.Kind, v.A, v.Detail)
+	}
+	return fmt.Sprintf("%s: ops %d, %d: %s", v.Kind, v.A, v.B, v.Detail)
+}
+
+// Report summarises a checked history. The counts are exact, so a report
+// can be compared across runs and against a reference implementation.
+type Report struct {
+	// Attempted is the number of operations in the history.
+	Attempted int
+	// Acknowledged is the number of OK operations.
+	Acknowledged int
+	// Failed is the number of Failed operations.
+	Failed int
+	// Unknown is the number of Unknown operations (and of operations with
+	// an unrecognised Outcome, which are treated the same way).
+	Unknown int
+	// IDs is the total number of acknowledged IDs, duplicates included.
+	IDs int
+	// Duplicates counts extra copies: an ID acknowledged k times adds k-1.
+	Duplicates int
+	// OrderViolations is the exact number of ordered pairs (a, b) of
+	// distinct operations with IDs such that a.End < b.Start and
+	// min(b.IDs) <= max(a.IDs).
+	OrderViolations int64
+	// NotIncreasing counts responses whose IDs are not strictly increasing.
+	NotIncreasing int
+	// Interleaved counts responses r for which some ID of another response
+	// lies strictly between min(r.IDs) and max(r.IDs).
+	Interleaved int
+	// Examples holds up to MaxExamples violations of each kind.
+	Examples []Violation
+}
+
+// OK reports whether the history satisfies every checked property.
+func (r Report) OK() bool {
+	return r.Duplicates == 0 && r.OrderViolations == 0 && r.NotIncreasing == 0 && r.Interleaved == 0
+}
+
+// String returns a one-line summary followed by one indented line per
+// example, so a failing test or soak run prints everything needed to start
+// debugging.
+func (r Report) String() string {
+	var b strings.Builder
+	verdict := "OK"
+	if !r.OK() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "history %s: attempted=%d acknowledged=%d failed=%d unknown=%d ids=%d duplicates=%d order-violations=%d not-increasing=%d interleaved=%d",
+		verdict, r.Attempted, r.Acknowledged, r.Failed, r.Unknown, r.IDs,
+		r.Duplicates, r.OrderViolations, r.NotIncreasing, r.Interleaved)
+	for _, v := range r.Examples {
+		b.WriteString("\n  ")
+		b.WriteString(v.String())
+	}
+	return b.String()
+}
+
+// resp is an acknowledged operation with at least one ID; only these take
+// part in the checks.
+type resp struct {
+	op       int // index into the checked slice
+	min, max uint64
+}
+
+// idRef is one acknowledged ID together with the operation that returned it.
+type idRef struct {
+	id uint64
+	op int
+}
+
+// examples collects at most MaxExamples violations per kind.
+type examples struct {
+	list  []Violation
+	count map[string]int
+}
+
+func (e *examples) want(kind string) bool {
+	return e.count[kind] < MaxExamples
+}
+
+func (e *examples) add(v Violation) {
+	if !e.want(v.Kind) {
+		return
+	}
+	if e.count == nil {
+		e.count = make(map[string]int)
+	}
+	e.count[v.Kind]++
+	e.list = append(e.list, v)
+}
+
+// Check verifies ops against the sequencer's guarantee and returns exact
+// counts of every kind of violation, with examples. Indexes in the report
+// refer to positions in ops. It does not modify ops.
+func Check(ops []Op) Report {
+	var rep Report
+	var ex examples
+	rep.Attempted = len(ops)
+
+	var resps []resp
+	for i, op := range ops {
+		switch op.Outcome {
+		case OK:
+			rep.Acknowledged++
+		case Failed:
+			rep.Failed++
+			continue
+		default:
+			rep.Unknown++
+			continue
+		}
+		if len(op.IDs) == 0 {
+			continue // acknowledged but empty: nothing to order
+		}
+		rep.IDs += len(op.IDs)
+		lo, hi := op.IDs[0], op.IDs[0]
+		increasing := true
+		for j, id := range op.IDs {
+			lo, hi = min(lo, id), max(hi, id)
+			if j > 0 && id <= op.IDs[j-1] && increasing {
+				increasing = false
+				ex.add(Violation{Kind: KindNotIncreasing, A: i, B: -1,
+					Detail: fmt.Sprintf("client %d: ids[%d]=%d follows ids[%d]=%d", op.Client, j, id, j-1, op.IDs[j-1])})
+			}
+		}
+		if !increasing {
+			rep.NotIncreasing++
+		}
+		resps = append(resps, resp{op: i, min: lo, max: hi})
+	}
+
+	checkIDs(ops, resps, &rep, &ex)
+	rep.OrderViolations = checkOrder(ops, resps, &ex)
+	rep.Examples = ex.list
+	return rep
+}
+
+// checkIDs finds duplicates and interleaving with a single sort of all
+// (id, op) pairs. Within that sorted list, a response is interleaved exactly
+// when the entries strictly between its min and max are not all its own;
+// two binary searches per response count them, so the whole pass is
+// O(m log m) for m IDs.
+func checkIDs(ops []Op, resps []resp, rep *Report, ex *examples) {
+	refs := make([]idRef, 0, rep.IDs)
+	for _, r := range resps {
+		for _, id := range ops[r.op].IDs {
+			refs = append(refs, idRef{id: id, op: r.op})
+		}
+	}
+	slices.SortFunc(refs, func(a, b idRef) int {
+		if c := cmp.Compare(a.id, b.id); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.op, b.op)
+	})
+
+	for i := 1; i < len(refs); i++ {
+		if refs[i].id != refs[i-1].id {
+			continue
+		}
+		rep.Duplicates++
+		if ex.want(KindDuplicate) {
+			// Point at the first holder of the ID, so every copy of one ID
+			// is reported against the same original.
+			first := i - 1
+			for first > 0 && refs[first-1].id == refs[i].id {
+				first--
+			}
+			a, b := refs[first].op, refs[i].op
+			detail := fmt.Sprintf("id %d returned to client %d and client %d", refs[i].id, ops[a].Client, ops[b].Client)
+			if a == b {
+				detail = fmt.Sprintf("id %d returned twice in one response to client %d", refs[i].id, ops[a].Client)
+			}
+			ex.add(Violation{Kind: KindDuplicate, A: a, B: b, Detail: detail})
+		}
+	}
+
+	for _, r := range resps {
+		if r.max-r.min < 2 {
+			continue // no integer lies strictly between min and max
+		}
+		// Entries with min < id < max occupy refs[lo:hi].
+		lo, _ := slices.BinarySearchFunc(refs, r.min+1, func(e idRef, t uint64) int { return cmp.Compare(e.id, t) })
+		hi, _ := slices.BinarySearchFunc(refs, r.max, func(e idRef, t uint64) int { return cmp.Compare(e.id, t) })
+		own := 0
+		for _, id := range ops[r.op].IDs {
+			if id > r.min && id < r.max {
+				own++
+			}
+		}
+		if hi-lo == own {
+			continue
+		}
+		rep.Interleaved++
+		if ex.want(KindInterleaved) {
+			// At most own entries in the window belong to r, so this scan
+			// finds a foreign one within own+1 steps.
+			for _, e := range refs[lo:hi] {
+				if e.op != r.op {
+					ex.add(Violation{Kind: KindInterleaved, A: r.op, B: e.op,
+						Detail: fmt.Sprintf("id %d of client %d lies inside range [%d, %d] of client %d",
+							e.id, ops[e.op].Client, r.min, r.max, ops[r.op].Client)})
+					break
+				}
+			}
+		}
+	}
+}
+
+// checkOrder counts ordered pairs (a, b) with a.End < b.Start and
+// max(a) >= min(b). It sweeps operations by Start; before handling b it
+// inserts every a with a.End < b.Start into a Fenwick tree keyed by the
+// coordinate-compressed max(a), then counts inserted maxima >= min(b). Both
+// sorts and all tree operations are O(n log n).
+func checkOrder(ops []Op, resps []resp, ex *examples) int64 {
+	n := len(resps)
+	if n < 2 {
+		return 0
+	}
+	byEnd := slices.Clone(resps)
+	slices.SortFunc(byEnd, func(a, b resp) int { return cmp.Compare(ops[a.op].End, ops[b.op].End) })
+	byStart := slices.Clone(resps)
+	slices.SortFunc(byStart, func(a, b resp) int { return cmp.Compare(ops[a.op].Start, ops[b.op].Start) })
+
+	maxes := make([]uint64, n)
+	for i, r := range resps {
+		maxes[i] = r.max
+	}
+	slices.Sort(maxes)
+	maxes = slices.Compact(maxes)
+	tree := make([]int, len(maxes)+1) // Fenwick tree, 1-based
+
+	// best and second track the two inserted responses with the largest
+	// max, so an example witness exists for b even if b itself was inserted
+	// (possible only for a malformed op with End < Start).
+	best, second := -1, -1
+	var total int64
+	inserted := 0
+	i := 0
+	for _, b := range byStart {
+		bStart := ops[b.op].Start
+		for ; i < n && ops[byEnd[i].op].End < bStart; i++ {
+			a := byEnd[i]
+			k, _ := slices.BinarySearch(maxes, a.max)
+			for k++; k < len(tree); k += k & -k {
+				tree[k]++
+			}
+			inserted++
+			if best < 0 || a.max > byEnd[best].max {
+				best, second = i, best
+			} else if second < 0 || a.max > byEnd[second].max {
+				second = i
+			}
+		}
+		// below = number of inserted maxima < min(b).
+		below := 0
+		k, _ := slices.BinarySearch(maxes, b.min)
+		for ; k > 0; k -= k & -k {
+			below += tree[k]
+		}
+		c := inserted - below
+		if ops[b.op].End < bStart {
+			c-- // b was inserted and trivially "precedes" itself; pairs are of distinct ops
+		}
+		if c <= 0 {
+			continue
+		}
+		total += int64(c)
+		if ex.want(KindOrder) {
+			w := best
+			if byEnd[w].op == b.op {
+				w = second
+			}
+			a := byEnd[w]
+			ex.add(Violation{Kind: KindOrder, A: a.op, B: b.op,
+				Detail: fmt.Sprintf("client %d ended at %v with max id %d before client %d started at %v, which got min id %d (%d earlier ops conflict)",
+					ops[a.op].Client, ops[a.op].End, a.max, ops[b.op].Client, bStart, b.min, c)})
+		}
+	}
+	return total
+}

@@ -1,0 +1,121 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// Defaults for Config.
+const (
+	// DefaultReserveWindow is how far ahead of the wall clock one
+	// reservation reaches. Longer means fewer Raft commits when idle (one
+	// every half window); shorter means a new leader's first IDs run less
+	// far ahead of the wall clock. 3 s is what PD's TSO keeps.
+	DefaultReserveWindow = 3 * time.Second
+	// DefaultMaxCount is the largest count one Next request may ask for:
+	// 100,000 IDs are about 25 ms of the default layout's capacity.
+	DefaultMaxCount = 100_000
+	// DefaultApplyTimeout bounds one Raft commit (reservation, confirmation
+	// or membership change).
+	DefaultApplyTimeout = 5 * time.Second
+	// DefaultSnapshotRetain is how many snapshots stay on disk.
+	DefaultSnapshotRetain = 2
+)
+
+// Config configures one node.
+type Config struct {
+	// ID names the node in the Raft configuration; stable across restarts.
+	ID string
+	// DataDir holds the Raft log, stable store and snapshots.
+	DataDir string
+	// RaftAddr is the address the Raft transport binds and advertises;
+	// port 0 picks a free port.
+	RaftAddr string
+	// GRPCAddr is the client-facing address; port 0 picks a free port.
+	GRPCAddr string
+	// Layout and Group fix how IDs are built. They must match the
+	// cluster's, which the first leader records.
+	Layout layout.Layout
+	Group  uint64
+	// ReserveWindow is how far ahead of now a reservation reaches.
+	ReserveWindow time.Duration
+	// MaxCount is the largest count per Next request.
+	MaxCount uint64
+	// ApplyTimeout bounds Raft commits made by this node.
+	ApplyTimeout time.Duration
+	// Raft tunes Raft's timers; LocalID, Logger and NotifyCh are set by
+	// Open. Nil means raft.DefaultConfig().
+	Raft *raft.Config
+	// Clock is the wall clock; nil means time.Now.
+	Clock func() time.Time
+	// Logger is the root of the node's logger tree; nil means a default
+	// hclog logger.
+	Logger hclog.Logger
+}
+
+// withDefaults fills zero fields.
+func (c Config) withDefaults() Config {
+	if c.ReserveWindow == 0 {
+		c.ReserveWindow = DefaultReserveWindow
+	}
+	if c.MaxCount == 0 {
+		c.MaxCount = DefaultMaxCount
+	}
+	if c.ApplyTimeout == 0 {
+		c.ApplyTimeout = DefaultApplyTimeout
+	}
+	if c.Raft == nil {
+		c.Raft = raft.DefaultConfig()
+	} else {
+		rc := *c.Raft
+		c.Raft = &rc
+	}
+	if c.Clock == nil {
+		c.Clock = time.Now
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "ordo"})
+	}
+	c.Raft.LocalID = raft.ServerID(c.ID)
+	c.Raft.Logger = c.Logger.Named("raft")
+	return c
+}
+
+// Validate reports the first invalid field, after defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	switch {
+	case c.ID == "":
+		return fmt.Errorf("%w: node id is empty", ErrBadConfig)
+	case c.DataDir == "":
+		return fmt.Errorf("%w: data dir is empty", ErrBadConfig)
+	case c.RaftAddr == "":
+		return fmt.Errorf("%w: raft address is empty", ErrBadConfig)
+	case c.GRPCAddr == "":
+		return fmt.Errorf("%w: gRPC address is empty", ErrBadConfig)
+	case c.ReserveWindow < 0:
+		return fmt.Errorf("%w: reserve window %s is negative", ErrBadConfig, c.ReserveWindow)
+	case c.ApplyTimeout < 0:
+		return fmt.Errorf("%w: apply timeout %s is negative", ErrBadConfig, c.ApplyTimeout)
+	case c.MaxCount > c.Layout.MaxTick():
+		return fmt.Errorf("%w: max count %d exceeds the layout's capacity", ErrBadConfig, c.MaxCount)
+	}
+	if c.ReserveWindow < time.Duration(c.Layout.UnitMs)*time.Millisecond {
+		return fmt.Errorf("%w: reserve window %s is shorter than one time unit (%d ms)", ErrBadConfig, c.ReserveWindow, c.Layout.UnitMs)
+	}
+	if err := c.Layout.Validate(c.Clock()); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if err := c.Layout.CheckGroup(c.Group); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+	}
+	if err := raft.ValidateConfig(c.Raft); err != nil {
+		return fmt.Errorf("%w: raft: %w", ErrBadConfig, err)
+	}
+	return nil
+}

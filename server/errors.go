@@ -1,0 +1,90 @@
+package server
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// Errors of this package. toStatus is the one place that maps them to gRPC
+// codes.
+var (
+	// ErrNotLeader means this node cannot hand out IDs now: it is not the
+	// leader, or it is a leader that has not yet committed its first
+	// reservation, or it just lost a confirmation round.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrNoLeader means no leader is known to forward to.
+	ErrNoLeader = errors.New("no leader known")
+	// ErrBadCount means a request asked for 0 IDs or more than the maximum.
+	ErrBadCount = errors.New("bad count")
+	// ErrBadRequest means an admin request carries a bad field.
+	ErrBadRequest = errors.New("bad request")
+	// ErrTimeExhausted means the layout's time field is full: no more IDs
+	// can be made with this layout.
+	ErrTimeExhausted = errors.New("time field exhausted")
+	// ErrLayoutMismatch means a node's configured layout or group differs
+	// from the one the cluster was created with.
+	ErrLayoutMismatch = errors.New("layout mismatch")
+	// ErrUnknownNode means an admin request names a node that is not a
+	// member.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrNodeExists means a join names an id or address already in use by
+	// another member.
+	ErrNodeExists = errors.New("node already exists")
+	// ErrNotReady means the cluster has not been initialised yet.
+	ErrNotReady = errors.New("cluster not initialised")
+	// ErrBadConfig means a Config field is invalid.
+	ErrBadConfig = errors.New("invalid configuration")
+)
+
+// LeaderAddrKey is the response trailer that names the leader's gRPC
+// address whenever a node knows it, so clients can go there directly.
+const LeaderAddrKey = "ordo-leader-addr"
+
+// toStatus maps an error to a gRPC status, attaching the leader hint.
+func toStatus(ctx context.Context, err error, leaderAddr string) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if leaderAddr != "" {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderAddrKey, leaderAddr))
+	}
+	code := codes.Internal
+	switch {
+	case errors.Is(err, ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, layout.ErrInvalidLayout):
+		code = codes.InvalidArgument
+	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrNotReady):
+		code = codes.FailedPrecondition
+	case errors.Is(err, ErrUnknownNode):
+		code = codes.NotFound
+	case errors.Is(err, ErrNodeExists):
+		code = codes.AlreadyExists
+	case errors.Is(err, ErrTimeExhausted):
+		code = codes.OutOfRange
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader),
+		errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown),
+		errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrAbortedByRestore):
+		code = codes.Unavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		code = codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		code = codes.Canceled
+	}
+	msg := err.Error()
+	if code == codes.Unavailable && leaderAddr != "" {
+		msg += "; leader is at " + leaderAddr
+	}
+	return status.Error(code, msg)
+}

@@ -1,0 +1,420 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// forwardedKey marks a request a follower forwarded, so that a node that
+// is not the leader either never forwards it again: one hop at most.
+const forwardedKey = "ordo-forwarded"
+
+// nodeStatusTimeout bounds asking one peer for its status.
+const nodeStatusTimeout = time.Second
+
+func (n *Node) openGRPC() error {
+	lis, err := net.Listen("tcp", n.cfg.GRPCAddr)
+	if err != nil {
+		return fmt.Errorf("listen for gRPC: %w", err)
+	}
+	n.grpcAddr = lis.Addr().String()
+	n.grpcServer = grpc.NewServer()
+	svc := &service{n: n}
+	api.RegisterSequencerServer(n.grpcServer, svc)
+	api.RegisterAdminServer(n.grpcServer, svc)
+	hs := health.NewServer()
+	healthpb.RegisterHealthServer(n.grpcServer, hs)
+	reflection.Register(n.grpcServer)
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if err := n.grpcServer.Serve(lis); err != nil {
+			n.logger.Named("grpc").Error("gRPC server stopped", "error", err)
+		}
+	}()
+	return nil
+}
+
+// service implements the Sequencer and Admin gRPC services.
+type service struct {
+	api.UnimplementedSequencerServer
+	api.UnimplementedAdminServer
+	n *Node
+}
+
+// forward reports whether a request should go to the leader, and the
+// connection to use. It returns an error when this node can neither serve
+// nor forward.
+func (s *service) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
+	if err := s.n.refusal(); err != nil {
+		return nil, false, err
+	}
+	if s.n.isLeader() {
+		return nil, false, nil
+	}
+	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
+		return nil, false, ErrNotLeader
+	}
+	id, addr := s.n.leader()
+	if id == "" || addr == "" || id == s.n.cfg.ID {
+		return nil, false, ErrNoLeader
+	}
+	conn, err := s.n.peers.get(addr)
+	if err != nil {
+		return nil, false, err
+	}
+	return conn, true, nil
+}
+
+func forwardCtx(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+}
+
+// Next implements api.SequencerServer.
+func (s *service) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	resp, err := s.next(ctx, req)
+	_, leaderAddr := s.n.leader()
+	return resp, toStatus(ctx, err, leaderAddr)
+}
+
+func (s *service) next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	if req.Count == 0 || uint64(req.Count) > s.n.cfg.MaxCount {
+		return nil, fmt.Errorf("%w: count %d, want 1 to %d", ErrBadCount, req.Count, s.n.cfg.MaxCount)
+	}
+	conn, fwd, err := s.forward(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if fwd {
+		return api.NewSequencerClient(conn).Next(forwardCtx(ctx), req)
+	}
+	b, err := s.n.seq.Next(ctx, uint64(req.Count))
+	if err != nil {
+		return nil, err
+	}
+	return &api.NextResponse{
+		Runs:       Runs(s.n.cfg.Layout, s.n.cfg.Group, b),
+		LeaderId:   s.n.cfg.ID,
+		LeaderAddr: s.n.grpcAddr,
+	}, nil
+}
+
+// Runs encodes a block of ticks as runs of IDs with a constant step: one
+// run per time unit the block touches.
+func Runs(l layout.Layout, group uint64, b Block) []*api.IDRun {
+	perUnit := uint64(1) << l.SeqBits
+	runs := make([]*api.IDRun, 0, 1+b.Count/perUnit)
+	for t, left := b.First, b.Count; left > 0; {
+		inUnit := min(left, perUnit-t%perUnit)
+		runs = append(runs, &api.IDRun{First: l.ID(t, group), Count: uint32(inUnit), Step: l.Step()})
+		t += inUnit
+		left -= inUnit
+	}
+	return runs
+}
+
+// Layout implements api.SequencerServer.
+func (s *service) Layout(ctx context.Context, _ *api.LayoutRequest) (*api.LayoutResponse, error) {
+	st := s.n.fsm.State()
+	leaderID, leaderAddr := s.n.leader()
+	if st.Layout == nil {
+		return nil, toStatus(ctx, ErrNotReady, leaderAddr)
+	}
+	l := st.Layout
+	return &api.LayoutResponse{
+		Layout: l.String(), Group: st.Group, EpochMs: l.EpochMs, UnitMs: l.UnitMs,
+		TimeBits: uint32(l.TimeBits), GroupBits: uint32(l.GroupBits), SeqBits: uint32(l.SeqBits),
+		Order: string(l.Order), LeaderId: leaderID, LeaderAddr: leaderAddr,
+	}, nil
+}
+
+// NodeStatus implements api.AdminServer.
+func (s *service) NodeStatus(context.Context, *api.NodeStatusRequest) (*api.NodeInfo, error) {
+	return s.n.localStatus(), nil
+}
+
+func (n *Node) localStatus() *api.NodeInfo {
+	info := &api.NodeInfo{
+		Id:           n.cfg.ID,
+		RaftAddr:     n.RaftAddr(),
+		GrpcAddr:     n.grpcAddr,
+		Role:         roleName(n.raft.State()),
+		Term:         n.raft.CurrentTerm(),
+		AppliedIndex: n.raft.AppliedIndex(),
+		CommitIndex:  n.raft.CommitIndex(),
+		HighWater:    n.fsm.HighWater(),
+		Voter:        true,
+	}
+	switch last := n.raft.LastContact(); {
+	case n.isLeader():
+	case last.IsZero():
+		info.LastContactMs = -1
+	default:
+		info.LastContactMs = time.Since(last).Milliseconds()
+	}
+	if err := n.refusal(); err != nil {
+		info.Error = err.Error()
+	}
+	return info
+}
+
+func roleName(s raft.RaftState) string {
+	switch s {
+	case raft.Leader:
+		return "leader"
+	case raft.Follower:
+		return "follower"
+	case raft.Candidate:
+		return "candidate"
+	default:
+		return "shutdown"
+	}
+}
+
+// Status implements api.AdminServer: it asks every member in parallel. A
+// follower passes the question to the leader, whose view of the membership
+// and addresses is the newest; without a leader it answers itself.
+func (s *service) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
+	if conn, fwd, err := s.forward(ctx); err == nil && fwd {
+		if resp, err := api.NewAdminClient(conn).Status(forwardCtx(ctx), req); err == nil {
+			return resp, nil
+		}
+	}
+	f := s.n.raft.GetConfiguration()
+	leaderID, leaderAddr := s.n.leader()
+	if err := f.Error(); err != nil {
+		return nil, toStatus(ctx, fmt.Errorf("read configuration: %w", err), leaderAddr)
+	}
+	servers := f.Configuration().Servers
+	st := s.n.fsm.State()
+	resp := &api.StatusResponse{Nodes: make([]*api.NodeInfo, len(servers)), LeaderId: leaderID, LeaderAddr: leaderAddr, Group: st.Group}
+	if st.Layout != nil {
+		resp.Layout = st.Layout.String()
+	}
+	var wg sync.WaitGroup
+	for i, srv := range servers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info := s.peerStatus(ctx, string(srv.ID), st.Nodes[string(srv.ID)])
+			info.Id, info.RaftAddr, info.Voter = string(srv.ID), string(srv.Address), srv.Suffrage == raft.Voter
+			resp.Nodes[i] = info
+		}()
+	}
+	wg.Wait()
+	return resp, nil
+}
+
+func (s *service) peerStatus(ctx context.Context, id, addr string) *api.NodeInfo {
+	if id == s.n.cfg.ID {
+		return s.n.localStatus()
+	}
+	unreachable := func(err error) *api.NodeInfo {
+		return &api.NodeInfo{GrpcAddr: addr, Role: "unreachable", Error: err.Error()}
+	}
+	if addr == "" {
+		return unreachable(fmt.Errorf("gRPC address unknown"))
+	}
+	conn, err := s.n.peers.get(addr)
+	if err != nil {
+		return unreachable(err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, nodeStatusTimeout)
+	defer cancel()
+	info, err := api.NewAdminClient(conn).NodeStatus(ctx, &api.NodeStatusRequest{})
+	if err != nil {
+		return unreachable(err)
+	}
+	return info
+}
+
+// Join implements api.AdminServer.
+func (s *service) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinResponse, error) {
+	err := s.join(ctx, req)
+	_, leaderAddr := s.n.leader()
+	return &api.JoinResponse{}, toStatus(ctx, err, leaderAddr)
+}
+
+func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
+	if req.Id == "" || req.RaftAddr == "" || req.GrpcAddr == "" {
+		return fmt.Errorf("%w: join needs id, raft_addr and grpc_addr", ErrBadRequest)
+	}
+	for _, a := range []string{req.RaftAddr, req.GrpcAddr} {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			return fmt.Errorf("%w: address %q: %v", ErrBadRequest, a, err)
+		}
+	}
+	conn, fwd, err := s.forward(ctx)
+	if err != nil {
+		return err
+	}
+	if fwd {
+		_, err := api.NewAdminClient(conn).Join(forwardCtx(ctx), req)
+		return err
+	}
+	if req.Layout != "" {
+		theirs, err := layout.Parse(req.Layout)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+		if theirs != s.n.cfg.Layout || req.Group != s.n.cfg.Group {
+			return fmt.Errorf("%w: joining node %q has layout %s group %d, the cluster has layout %s group %d",
+				ErrLayoutMismatch, req.Id, theirs, req.Group, s.n.cfg.Layout, s.n.cfg.Group)
+		}
+	}
+	f := s.n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	for _, srv := range f.Configuration().Servers {
+		sameID, sameAddr := string(srv.ID) == req.Id, string(srv.Address) == req.RaftAddr
+		switch {
+		case sameID && sameAddr:
+			// Already a member: a restart re-joining. Refresh its address.
+			_, err := s.n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr})
+			return err
+		case sameID:
+			return fmt.Errorf("%w: id %q is in use by the member at %s", ErrNodeExists, req.Id, srv.Address)
+		case sameAddr:
+			return fmt.Errorf("%w: raft address %s is in use by member %q", ErrNodeExists, req.RaftAddr, srv.ID)
+		}
+	}
+	if err := s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, s.n.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("add voter: %w", err)
+	}
+	if _, err := s.n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr}); err != nil {
+		return fmt.Errorf("record address: %w", err)
+	}
+	s.n.logger.Info("node joined", "id", req.Id, "raft_addr", req.RaftAddr, "grpc_addr", req.GrpcAddr)
+	return nil
+}
+
+// Remove implements api.AdminServer.
+func (s *service) Remove(ctx context.Context, req *api.RemoveRequest) (*api.RemoveResponse, error) {
+	err := s.remove(ctx, req)
+	_, leaderAddr := s.n.leader()
+	return &api.RemoveResponse{}, toStatus(ctx, err, leaderAddr)
+}
+
+func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
+	if req.Id == "" {
+		return fmt.Errorf("%w: remove needs an id", ErrBadRequest)
+	}
+	conn, fwd, err := s.forward(ctx)
+	if err != nil {
+		return err
+	}
+	if fwd {
+		_, err := api.NewAdminClient(conn).Remove(forwardCtx(ctx), req)
+		return err
+	}
+	if !s.n.isMember(req.Id) {
+		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
+	}
+	if err := s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("remove server: %w", err)
+	}
+	if req.Id == s.n.cfg.ID {
+		// The leader removed itself and steps down; the next leader
+		// may forget the address.
+		return nil
+	}
+	if _, err := s.n.apply(fsm.Command{Op: fsm.OpDeleteNode, NodeID: req.Id}); err != nil {
+		return fmt.Errorf("forget address: %w", err)
+	}
+	s.n.logger.Info("node removed", "id", req.Id)
+	return nil
+}
+
+func (n *Node) isMember(id string) bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, srv := range f.Configuration().Servers {
+		if string(srv.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// TransferLeader implements api.AdminServer.
+func (s *service) TransferLeader(ctx context.Context, req *api.TransferLeaderRequest) (*api.TransferLeaderResponse, error) {
+	err := s.transfer(ctx, req)
+	leaderID, leaderAddr := s.n.leader()
+	return &api.TransferLeaderResponse{LeaderId: leaderID}, toStatus(ctx, err, leaderAddr)
+}
+
+func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) error {
+	conn, fwd, err := s.forward(ctx)
+	if err != nil {
+		return err
+	}
+	if fwd {
+		_, err := api.NewAdminClient(conn).TransferLeader(forwardCtx(ctx), req)
+		return err
+	}
+	if req.Id == "" {
+		return s.n.raft.LeadershipTransfer().Error()
+	}
+	if req.Id == s.n.cfg.ID {
+		return nil // already leads
+	}
+	f := s.n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	for _, srv := range f.Configuration().Servers {
+		if string(srv.ID) == req.Id {
+			return s.n.raft.LeadershipTransferToServer(srv.ID, srv.Address).Error()
+		}
+	}
+	return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
+}
+
+// peerConns caches one client connection per peer gRPC address.
+type peerConns struct {
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newPeerConns() *peerConns { return &peerConns{conns: map[string]*grpc.ClientConn{}} }
+
+func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, fmt.Errorf("dial %s: %w", addr, err)
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+func (p *peerConns) close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = map[string]*grpc.ClientConn{}
+}

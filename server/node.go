@@ -1,0 +1,455 @@
+// Package server runs one Ordo node: the Raft group member that replicates
+// the high-water mark, the Sequencer that hands out ticks while this node
+// leads, and the gRPC services that clients and operators call.
+//
+// Lifecycle: Open → Bootstrap or Join → serve → Close. Close hands over
+// leadership first when this node leads.
+package server
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// Peer names one member of the initial cluster.
+type Peer struct {
+	ID       string
+	RaftAddr string
+	GRPCAddr string
+}
+
+// Node is one running Ordo node.
+type Node struct {
+	cfg    Config
+	logger hclog.Logger
+
+	raft      *raft.Raft
+	fsm       *fsm.FSM
+	store     *raftboltdb.BoltStore
+	snaps     *raft.FileSnapshotStore
+	transport *raft.NetworkTransport
+	seq       *Sequencer
+
+	grpcServer *grpc.Server
+	grpcAddr   string
+	peers      *peerConns
+
+	// bootstrapPeers are registered in the FSM by whichever of them leads
+	// first, so every node can find every other's gRPC address.
+	mu             sync.Mutex
+	bootstrapPeers []Peer
+
+	fatalOnce sync.Once
+	fatal     chan error
+	refused   chan struct{}
+	refuseErr error
+
+	stop chan struct{}
+	wg   sync.WaitGroup
+}
+
+// Open starts a node: Raft with its stores under cfg.DataDir, and the gRPC
+// services on cfg.GRPCAddr. It does not create a cluster; call Bootstrap or
+// Join, or neither when restarting with existing data.
+func Open(cfg Config) (*Node, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	n := &Node{
+		cfg:     cfg,
+		logger:  cfg.Logger,
+		fatal:   make(chan error, 1),
+		refused: make(chan struct{}),
+		stop:    make(chan struct{}),
+		peers:   newPeerConns(),
+	}
+	if err := n.openRaft(); err != nil {
+		if n.seq != nil {
+			n.seq.Close()
+		}
+		n.closeStores()
+		return nil, err
+	}
+	if err := n.openGRPC(); err != nil {
+		close(n.stop)
+		n.raft.Shutdown()
+		n.wg.Wait()
+		n.seq.Close()
+		n.closeStores()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) openRaft() error {
+	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
+		return fmt.Errorf("create data dir: %w", err)
+	}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.DataDir, "raft.db")})
+	if err != nil {
+		return fmt.Errorf("open raft log: %w", err)
+	}
+	n.store = store
+	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, DefaultSnapshotRetain, n.logger.Named("snapshot"))
+	if err != nil {
+		return fmt.Errorf("open snapshot store: %w", err)
+	}
+	addr, err := net.ResolveTCPAddr("tcp", n.cfg.RaftAddr)
+	if err != nil {
+		return fmt.Errorf("resolve raft address: %w", err)
+	}
+	var advertise net.Addr
+	if addr.Port != 0 {
+		advertise = addr
+	}
+	n.transport, err = raft.NewTCPTransportWithLogger(n.cfg.RaftAddr, advertise, 3, 10*time.Second, n.logger.Named("transport"))
+	if err != nil {
+		return fmt.Errorf("open raft transport: %w", err)
+	}
+	// The sequencer exists before Raft starts: NewRaft may restore a
+	// snapshot, and a layout mismatch found then stops the sequencer.
+	n.seq = NewSequencer(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, raftLog{n}, n.logger.Named("sequencer"))
+	n.fsm = fsm.New(n.checkLayout)
+	rc := *n.cfg.Raft
+	notify := make(chan bool, 8)
+	rc.NotifyCh = notify
+	n.raft, err = raft.NewRaft(&rc, n.fsm, store, store, n.snaps, n.transport)
+	if err != nil {
+		return fmt.Errorf("start raft: %w", err)
+	}
+	n.wg.Add(1)
+	go n.watchLeadership(notify)
+	return nil
+}
+
+func (n *Node) closeStores() {
+	if n.transport != nil {
+		n.transport.Close()
+	}
+	if n.store != nil {
+		n.store.Close()
+	}
+}
+
+// ID returns the node's id.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// RaftAddr returns the address the Raft transport listens on.
+func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
+
+// GRPCAddr returns the address the gRPC services listen on.
+func (n *Node) GRPCAddr() string { return n.grpcAddr }
+
+// Fatal delivers the error that made this node refuse to serve, such as a
+// layout that differs from the cluster's. The caller should shut down.
+func (n *Node) Fatal() <-chan error { return n.fatal }
+
+// Bootstrap creates a new cluster of peers, which must include this node.
+// It does nothing when the data dir already holds Raft state, so the same
+// command line can restart a node.
+func (n *Node) Bootstrap(peers []Peer) error {
+	has, err := raft.HasExistingState(n.store, n.store, n.snaps)
+	if err != nil {
+		return fmt.Errorf("check existing state: %w", err)
+	}
+	if has {
+		n.logger.Info("data dir holds raft state; bootstrap ignored")
+		return nil
+	}
+	var cfg raft.Configuration
+	self := false
+	for _, p := range peers {
+		if p.ID == "" || p.RaftAddr == "" || p.GRPCAddr == "" {
+			return fmt.Errorf("%w: bootstrap peer %+v lacks an id or address", ErrBadConfig, p)
+		}
+		self = self || p.ID == n.cfg.ID
+		cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
+	}
+	if !self {
+		return fmt.Errorf("%w: bootstrap peers do not include this node %q", ErrBadConfig, n.cfg.ID)
+	}
+	n.mu.Lock()
+	n.bootstrapPeers = peers
+	n.mu.Unlock()
+	if err := n.raft.BootstrapCluster(cfg).Error(); err != nil {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	return nil
+}
+
+// BootstrapSingle creates a one-node cluster of this node, for tests and
+// trying things out; others can join it.
+func (n *Node) BootstrapSingle() error {
+	return n.Bootstrap([]Peer{{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), GRPCAddr: n.GRPCAddr()}})
+}
+
+// Join asks the cluster at addr (any member's gRPC address) to add this
+// node as a voter, retrying until ctx ends. Errors that retrying cannot
+// mend, such as a layout mismatch or an id in use, return at once.
+func (n *Node) Join(ctx context.Context, addr string) error {
+	conn, err := n.peers.get(addr)
+	if err != nil {
+		return err
+	}
+	req := &api.JoinRequest{Id: n.cfg.ID, RaftAddr: n.RaftAddr(), GrpcAddr: n.grpcAddr, Layout: n.cfg.Layout.String(), Group: n.cfg.Group}
+	for {
+		_, err := api.NewAdminClient(conn).Join(ctx, req)
+		switch status.Code(err) {
+		case codes.OK:
+			return nil
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Internal:
+		default:
+			return fmt.Errorf("join %s: %w", addr, err)
+		}
+		n.logger.Warn("join failed; retrying", "addr", addr, "error", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("join %s: %w (last error: %v)", addr, ctx.Err(), err)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// HasState reports whether the data dir already holds Raft state.
+func (n *Node) HasState() (bool, error) {
+	return raft.HasExistingState(n.store, n.store, n.snaps)
+}
+
+// Close stops the node, handing leadership to another voter first when it
+// leads, so clients see a short handover instead of an election timeout.
+func (n *Node) Close() error {
+	select {
+	case <-n.stop:
+		return nil
+	default:
+	}
+	if n.raft.State() == raft.Leader && n.voters() > 1 {
+		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			n.logger.Warn("leadership transfer on close failed", "error", err)
+		}
+	}
+	close(n.stop)
+	stopped := make(chan struct{})
+	go func() { n.grpcServer.GracefulStop(); close(stopped) }()
+	select {
+	case <-stopped:
+	case <-time.After(2 * time.Second):
+		n.grpcServer.Stop()
+	}
+	n.seq.Close()
+	err := n.raft.Shutdown().Error()
+	n.wg.Wait()
+	n.peers.close()
+	n.closeStores()
+	if err != nil {
+		return fmt.Errorf("shut down raft: %w", err)
+	}
+	return nil
+}
+
+func (n *Node) voters() int {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
+}
+
+// checkLayout is called by the FSM whenever the cluster's layout becomes
+// known. A node whose own layout differs must not serve: IDs made with two
+// layouts do not sort as one sequence.
+func (n *Node) checkLayout(l layout.Layout, group uint64) {
+	if l == n.cfg.Layout && group == n.cfg.Group {
+		return
+	}
+	n.refuse(fmt.Errorf("%w: this node is configured with layout %s group %d, but the cluster was created with layout %s group %d",
+		ErrLayoutMismatch, n.cfg.Layout, n.cfg.Group, l, group))
+}
+
+func (n *Node) refuse(err error) {
+	n.fatalOnce.Do(func() {
+		n.logger.Error("refusing to serve", "error", err)
+		n.refuseErr = err
+		close(n.refused)
+		n.seq.StepDown()
+		n.fatal <- err
+	})
+}
+
+// refusal returns the error that made this node refuse to serve, or nil.
+func (n *Node) refusal() error {
+	select {
+	case <-n.refused:
+		return n.refuseErr
+	default:
+		return nil
+	}
+}
+
+// watchLeadership turns Raft's leadership notifications into the
+// sequencer's lifecycle: each time this node wins, a lead loop runs until
+// it loses.
+func (n *Node) watchLeadership(notify <-chan bool) {
+	defer n.wg.Done()
+	var (
+		cancel = context.CancelFunc(func() {})
+		done   chan struct{}
+	)
+	stopLeading := func() {
+		cancel()
+		if done != nil {
+			<-done
+			done = nil
+		}
+		n.seq.StepDown()
+	}
+	defer stopLeading()
+	for {
+		select {
+		case <-n.stop:
+			return
+		case leader := <-notify:
+			stopLeading()
+			if !leader {
+				n.logger.Info("lost leadership")
+				continue
+			}
+			n.logger.Info("won leadership")
+			ctx, c := context.WithCancel(context.Background())
+			cancel, done = c, make(chan struct{})
+			go func() { defer close(done); n.lead(ctx) }()
+		}
+	}
+}
+
+// lead keeps the sequencer serving while this node leads: Barrier so that
+// every earlier entry is applied, record the layout if this is a new
+// cluster, register addresses, then commit a fresh reservation. It starts
+// over whenever the sequencer stops serving (a failed confirmation) while
+// Raft still says this node leads.
+func (n *Node) lead(ctx context.Context) {
+	for ctx.Err() == nil {
+		if n.refusal() == nil && !n.seq.Serving() {
+			if err := n.becomeReady(ctx); err != nil && ctx.Err() == nil {
+				n.logger.Warn("not ready to serve yet", "error", err)
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Node) becomeReady(ctx context.Context) error {
+	if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+		return fmt.Errorf("barrier: %w", err)
+	}
+	st := n.fsm.State()
+	if st.Layout == nil {
+		l := n.cfg.Layout
+		if _, err := n.apply(fsm.Command{Op: fsm.OpInit, Layout: &l, Group: n.cfg.Group}); err != nil {
+			return fmt.Errorf("record layout: %w", err)
+		}
+	}
+	if err := n.refusal(); err != nil {
+		return err
+	}
+	if err := n.registerAddrs(st.Nodes); err != nil {
+		return err
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return n.seq.Lead(ctx, n.fsm.HighWater())
+}
+
+// registerAddrs records this node's and the bootstrap peers' gRPC
+// addresses where the FSM lacks them or has another.
+func (n *Node) registerAddrs(known map[string]string) error {
+	n.mu.Lock()
+	want := append([]Peer(nil), n.bootstrapPeers...)
+	n.mu.Unlock()
+	want = append(want, Peer{ID: n.cfg.ID, GRPCAddr: n.grpcAddr})
+	for _, p := range want {
+		if p.ID != n.cfg.ID && known[p.ID] != "" {
+			continue // a peer's own registration wins over the bootstrap flag
+		}
+		if known[p.ID] == p.GRPCAddr {
+			continue
+		}
+		if _, err := n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: p.ID, GRPCAddr: p.GRPCAddr}); err != nil {
+			return fmt.Errorf("register %s: %w", p.ID, err)
+		}
+		known[p.ID] = p.GRPCAddr
+	}
+	return nil
+}
+
+// apply commits a command and returns the FSM's result.
+func (n *Node) apply(c fsm.Command) (fsm.Result, error) {
+	b, err := fsm.Encode(c)
+	if err != nil {
+		return fsm.Result{}, err
+	}
+	f := n.raft.Apply(b, n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		return fsm.Result{}, err
+	}
+	res, ok := f.Response().(fsm.Result)
+	if !ok {
+		return fsm.Result{}, fmt.Errorf("unexpected FSM response %T", f.Response())
+	}
+	return res, res.Err
+}
+
+// raftLog is the Sequencer's view of Raft.
+type raftLog struct{ n *Node }
+
+func (l raftLog) Reserve(_ context.Context, upTo uint64) (fsm.Result, error) {
+	return l.n.apply(fsm.Command{Op: fsm.OpReserve, UpTo: upTo})
+}
+
+func (l raftLog) Confirm(context.Context) (fsm.Result, error) {
+	return l.n.apply(fsm.Command{Op: fsm.OpConfirm})
+}
+
+// leader returns the leader's id and gRPC address, as far as this node
+// knows.
+func (n *Node) leader() (id, addr string) {
+	_, lid := n.raft.LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	if string(lid) == n.cfg.ID {
+		return n.cfg.ID, n.grpcAddr
+	}
+	a, _ := n.fsm.NodeAddr(string(lid))
+	return string(lid), a
+}
+
+// isLeader reports whether Raft says this node leads.
+func (n *Node) isLeader() bool { return n.raft.State() == raft.Leader }

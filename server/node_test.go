@@ -1,0 +1,412 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// testRaftConfig makes elections quick so in-process tests stay short.
+func testRaftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.HeartbeatTimeout = 200 * time.Millisecond
+	rc.ElectionTimeout = 200 * time.Millisecond
+	rc.LeaderLeaseTimeout = 100 * time.Millisecond
+	rc.CommitTimeout = 5 * time.Millisecond
+	return rc
+}
+
+func testConfig(t *testing.T, id, dir string) Config {
+	t.Helper()
+	return Config{
+		ID: id, DataDir: dir, RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0",
+		Layout: mustPreset(t, "default"), Raft: testRaftConfig(),
+		Logger: hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t}}),
+	}
+}
+
+// testWriter sends logs to the test log, so they show only on failure.
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Helper()
+	w.t.Log(strings.TrimRight(string(p), "\n"))
+	return len(p), nil
+}
+
+func mustPreset(t *testing.T, name string) layout.Layout {
+	t.Helper()
+	l, err := layout.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func mustOpen(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n, err := Open(cfg)
+	if err != nil {
+		t.Fatalf("open %s: %v", cfg.ID, err)
+	}
+	var once sync.Once
+	t.Cleanup(func() { once.Do(func() { n.Close() }) })
+	return n
+}
+
+func mustConn(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// mustNext asks addr for count IDs, retrying Unavailable until a deadline
+// (a leader may still be committing its first reservation).
+func mustNext(t *testing.T, addr string, count uint32) []uint64 {
+	t.Helper()
+	c := api.NewSequencerClient(mustConn(t, addr))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for {
+		resp, err := c.Next(ctx, &api.NextRequest{Count: count})
+		if err == nil {
+			ids := expandRuns(resp.Runs)
+			if len(ids) != int(count) {
+				t.Fatalf("got %d IDs, want %d", len(ids), count)
+			}
+			return ids
+		}
+		if status.Code(err) != codes.Unavailable || ctx.Err() != nil {
+			t.Fatalf("next from %s: %v", addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func expandRuns(runs []*api.IDRun) []uint64 {
+	var ids []uint64
+	for _, r := range runs {
+		for i := range uint64(r.Count) {
+			ids = append(ids, r.First+i*r.Step)
+		}
+	}
+	return ids
+}
+
+// mustIncrease fails unless every ID of ids is above prev and ids increase.
+func mustIncrease(t *testing.T, prev uint64, ids []uint64) uint64 {
+	t.Helper()
+	for _, id := range ids {
+		if id <= prev {
+			t.Fatalf("ID %d is not above %d", id, prev)
+		}
+		prev = id
+	}
+	return prev
+}
+
+// mustCluster starts three nodes: n1 bootstraps alone, n2 and n3 join it.
+func mustCluster(t *testing.T) []*Node {
+	t.Helper()
+	n1 := mustOpen(t, testConfig(t, "n1", t.TempDir()))
+	if err := n1.BootstrapSingle(); err != nil {
+		t.Fatal(err)
+	}
+	mustNext(t, n1.GRPCAddr(), 1)
+	nodes := []*Node{n1}
+	for _, id := range []string{"n2", "n3"} {
+		n := mustOpen(t, testConfig(t, id, t.TempDir()))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := n.Join(ctx, n1.GRPCAddr())
+		cancel()
+		if err != nil {
+			t.Fatalf("join %s: %v", id, err)
+		}
+		nodes = append(nodes, n)
+	}
+	return nodes
+}
+
+func mustLeader(t *testing.T, nodes []*Node) *Node {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		for _, n := range nodes {
+			if n.isLeader() && n.seq.Serving() {
+				return n
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("no serving leader within 10 s")
+	return nil
+}
+
+func TestSingleNodeRestartContinuesAbove(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, "n1", dir)
+	n := mustOpen(t, cfg)
+	if err := n.BootstrapSingle(); err != nil {
+		t.Fatal(err)
+	}
+	last := mustIncrease(t, 0, mustNext(t, n.GRPCAddr(), 100))
+	last = mustIncrease(t, last, mustNext(t, n.GRPCAddr(), 5000))
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restart with the wall clock an hour behind: IDs must still go up.
+	cfg.Clock = func() time.Time { return time.Now().Add(-time.Hour) }
+	n = mustOpen(t, cfg)
+	if err := n.BootstrapSingle(); err != nil { // ignored: state exists
+		t.Fatal(err)
+	}
+	mustIncrease(t, last, mustNext(t, n.GRPCAddr(), 100))
+}
+
+func TestThreeNodesForwardAndFailover(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	var follower *Node
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	last := mustIncrease(t, 0, mustNext(t, leader.GRPCAddr(), 10))
+
+	// A follower forwards and names the leader.
+	resp, err := api.NewSequencerClient(mustConn(t, follower.GRPCAddr())).Next(context.Background(), &api.NextRequest{Count: 3})
+	if err != nil {
+		t.Fatalf("next via follower: %v", err)
+	}
+	if resp.LeaderAddr != leader.GRPCAddr() {
+		t.Fatalf("leader hint %q, want %q", resp.LeaderAddr, leader.GRPCAddr())
+	}
+	last = mustIncrease(t, last, expandRuns(resp.Runs))
+
+	// Closing the leader hands over; the new leader continues above.
+	if err := leader.Close(); err != nil {
+		t.Fatal(err)
+	}
+	var rest []*Node
+	for _, n := range nodes {
+		if n != leader {
+			rest = append(rest, n)
+		}
+	}
+	next := mustLeader(t, rest)
+	mustIncrease(t, last, mustNext(t, next.GRPCAddr(), 10))
+}
+
+func TestAdminErrors(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	seq := api.NewSequencerClient(mustConn(t, nodes[1].GRPCAddr()))
+	admin := api.NewAdminClient(mustConn(t, nodes[2].GRPCAddr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	twitter := mustPreset(t, "twitter")
+
+	tests := []struct {
+		name string
+		call func() error
+		want codes.Code
+		says []string
+	}{
+		{"count 0", func() error { _, err := seq.Next(ctx, &api.NextRequest{Count: 0}); return err }, codes.InvalidArgument, []string{"count 0"}},
+		{"count above max", func() error {
+			_, err := seq.Next(ctx, &api.NextRequest{Count: DefaultMaxCount + 1})
+			return err
+		}, codes.InvalidArgument, []string{"100001"}},
+		{"remove unknown", func() error { _, err := admin.Remove(ctx, &api.RemoveRequest{Id: "nope"}); return err }, codes.NotFound, []string{"nope"}},
+		{"remove without id", func() error { _, err := admin.Remove(ctx, &api.RemoveRequest{}); return err }, codes.InvalidArgument, nil},
+		{"join id in use", func() error {
+			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2"})
+			return err
+		}, codes.AlreadyExists, []string{"n2"}},
+		{"join address in use", func() error {
+			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: leader.RaftAddr(), GrpcAddr: "127.0.0.1:2"})
+			return err
+		}, codes.AlreadyExists, []string{leader.RaftAddr()}},
+		{"join other layout", func() error {
+			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", Layout: twitter.String()})
+			return err
+		}, codes.FailedPrecondition, []string{"twitter", "default"}},
+		{"join bad address", func() error {
+			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "nowhere", GrpcAddr: "127.0.0.1:2"})
+			return err
+		}, codes.InvalidArgument, []string{"nowhere"}},
+		{"transfer to unknown", func() error {
+			_, err := admin.TransferLeader(ctx, &api.TransferLeaderRequest{Id: "nope"})
+			return err
+		}, codes.NotFound, []string{"nope"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if status.Code(err) != tt.want {
+				t.Fatalf("got %v, want code %s", err, tt.want)
+			}
+			for _, s := range tt.says {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error %q does not mention %q", err, s)
+				}
+			}
+		})
+	}
+	// Nothing above harmed the cluster.
+	st, err := admin.Status(ctx, &api.StatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Nodes) != 3 {
+		t.Fatalf("status lists %d nodes, want 3: %v", len(st.Nodes), st.Nodes)
+	}
+	mustNext(t, nodes[0].GRPCAddr(), 5)
+}
+
+func TestRestartWithOtherLayoutRefuses(t *testing.T) {
+	// With a snapshot the layout is known when Raft starts; without one,
+	// only when the log is replayed. Both must refuse.
+	for _, snapshot := range []bool{false, true} {
+		t.Run(fmt.Sprintf("snapshot=%t", snapshot), func(t *testing.T) {
+			cfg := testConfig(t, "n1", t.TempDir())
+			n := mustOpen(t, cfg)
+			if err := n.BootstrapSingle(); err != nil {
+				t.Fatal(err)
+			}
+			mustNext(t, n.GRPCAddr(), 1)
+			if snapshot {
+				if err := n.raft.Snapshot().Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := n.Close(); err != nil {
+				t.Fatal(err)
+			}
+			cfg.Layout = mustPreset(t, "twitter")
+			n = mustOpen(t, cfg)
+			select {
+			case err := <-n.Fatal():
+				if !errors.Is(err, ErrLayoutMismatch) || !strings.Contains(err.Error(), "twitter") || !strings.Contains(err.Error(), "default") {
+					t.Fatalf("fatal error %v does not name both layouts", err)
+				}
+			case <-time.After(10 * time.Second):
+				t.Fatal("node with another layout did not refuse within 10 s")
+			}
+			_, err := api.NewSequencerClient(mustConn(t, n.GRPCAddr())).Next(context.Background(), &api.NextRequest{Count: 1})
+			if status.Code(err) != codes.FailedPrecondition {
+				t.Fatalf("next on refusing node: %v, want FailedPrecondition", err)
+			}
+		})
+	}
+}
+
+func TestRuns(t *testing.T) {
+	for _, name := range []string{"default", "sonyflake", "instagram"} {
+		t.Run(name, func(t *testing.T) {
+			l := mustPreset(t, name)
+			perUnit := uint64(1) << l.SeqBits
+			b := Block{First: 7*perUnit + perUnit - 3, Count: 2*perUnit + 5}
+			runs := Runs(l, 1, b)
+			if len(runs) != 4 {
+				t.Fatalf("%d runs, want 4 (3 IDs, a full unit, a full unit, 2 IDs)", len(runs))
+			}
+			ids := expandRuns(runs)
+			if uint64(len(ids)) != b.Count {
+				t.Fatalf("%d IDs, want %d", len(ids), b.Count)
+			}
+			for i, id := range ids {
+				if got, want := l.Tick(id), b.First+uint64(i); got != want {
+					t.Fatalf("ID %d has tick %d, want %d", i, got, want)
+				}
+				if g := l.Decode(id).Group; g != 1 {
+					t.Fatalf("ID %d has group %d, want 1", i, g)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkClusterNext measures IDs from a three-node in-process cluster
+// (real Raft, BoltDB with fsync, gRPC on loopback) by many callers.
+func BenchmarkClusterNext(b *testing.B) {
+	for _, count := range []uint32{1, 1000} {
+		b.Run(fmt.Sprintf("count=%d", count), func(b *testing.B) {
+			nodes := mustBenchCluster(b)
+			leader := nodes[0]
+			conn, err := grpc.NewClient(leader.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer conn.Close()
+			c := api.NewSequencerClient(conn)
+			b.SetParallelism(16)
+			b.ResetTimer()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					if _, err := c.Next(context.Background(), &api.NextRequest{Count: count}); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+			b.ReportMetric(float64(b.N)*float64(count)/b.Elapsed().Seconds(), "IDs/s")
+		})
+	}
+}
+
+// mustBenchCluster starts three nodes for a benchmark; the first leads.
+func mustBenchCluster(b *testing.B) []*Node {
+	b.Helper()
+	open := func(id string) *Node {
+		cfg := Config{ID: id, DataDir: b.TempDir(), RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0",
+			Raft: testRaftConfig(), Logger: hclog.NewNullLogger()}
+		cfg.Layout, _ = layout.Preset("default")
+		n, err := Open(cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Cleanup(func() { n.Close() })
+		return n
+	}
+	n1 := open("n1")
+	if err := n1.BootstrapSingle(); err != nil {
+		b.Fatal(err)
+	}
+	nodes := []*Node{n1}
+	for _, id := range []string{"n2", "n3"} {
+		n := open(id)
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		err := n.Join(ctx, n1.GRPCAddr())
+		cancel()
+		if err != nil {
+			b.Fatal(err)
+		}
+		nodes = append(nodes, n)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !n1.seq.Serving() && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nodes
+}

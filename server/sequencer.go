@@ -1,0 +1,281 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// Log is what the Sequencer needs from Raft: committing a reservation and
+// committing a leadership confirmation. Both return the FSM's Result, whose
+// Term is the term of the committed entry.
+type Log interface {
+	Reserve(ctx context.Context, upTo uint64) (fsm.Result, error)
+	Confirm(ctx context.Context) (fsm.Result, error)
+}
+
+// Block is a run of consecutive ticks handed to one request.
+type Block struct {
+	First uint64
+	Count uint64
+}
+
+// Sequencer hands out ticks on the leader.
+//
+// The order argument, in short (DESIGN in README.md has the long form):
+//
+//  1. Every tick handed out lies below a reservation that was committed
+//     before the tick was handed out, so it lies below the replicated
+//     high-water mark from then on.
+//  2. A new leader starts at the high-water mark its own first reservation
+//     found (fsm.Result.Prev, computed after every earlier entry applied),
+//     so it hands out only ticks no earlier leader could have.
+//  3. Before answering, the leader commits a confirmation entry that it
+//     appended after the ticks were assigned, and checks that the entry
+//     carries the term its reservation was committed in. A majority
+//     accepted that entry in that term, so no majority had yet voted for a
+//     newer leader when it was sent: a newer leader cannot have answered
+//     any request before these ticks were assigned. A leader paused after
+//     assigning and resumed after a newer leader answered cannot commit the
+//     entry and never replies.
+//
+// The tick rule next = max(last+1, now) keeps IDs increasing when the wall
+// clock moves back, without ever sleeping.
+type Sequencer struct {
+	layout layout.Layout
+	window uint64 // ticks a reservation reaches ahead of now
+	clock  func() time.Time
+	log    Log
+	logger hclog.Logger
+
+	mu sync.Mutex
+	// term is the Raft term this sequencer serves in; 0 when not serving.
+	term uint64
+	// next is the next tick to hand out; limit is the exclusive end of the
+	// committed reservation.
+	next, limit uint64
+	// renewDone is non-nil while a reservation is being committed, and is
+	// closed when that attempt ends.
+	renewDone chan struct{}
+	// batch collects requests that wait for the next confirmation.
+	batch *confirmBatch
+	kick  chan struct{}
+	stop  chan struct{}
+	wg    sync.WaitGroup
+}
+
+type confirmBatch struct {
+	term uint64
+	done chan struct{}
+	err  error
+}
+
+// renewRetryDelay spaces out reservation attempts that fail while this
+// node still believes it leads, so a struggling log is not hammered.
+const renewRetryDelay = 20 * time.Millisecond
+
+// NewSequencer returns a sequencer that does not serve until Lead.
+func NewSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger) *Sequencer {
+	s := &Sequencer{
+		layout: l,
+		window: l.TicksIn(window),
+		clock:  clock,
+		log:    log,
+		logger: logger,
+		kick:   make(chan struct{}, 1),
+		stop:   make(chan struct{}),
+	}
+	s.wg.Add(1)
+	go s.confirmLoop()
+	return s
+}
+
+// Close stops the sequencer; pending requests fail with ErrNotLeader.
+func (s *Sequencer) Close() {
+	s.StepDown()
+	close(s.stop)
+	s.wg.Wait()
+}
+
+// Lead makes the sequencer serve: it commits a fresh reservation above
+// highWater (the replicated mark read after a Barrier) and starts handing
+// out ticks from what that reservation found below it.
+func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
+	now := s.layout.TickAt(s.clock())
+	res, err := s.log.Reserve(ctx, max(highWater, now)+s.window)
+	if err != nil {
+		return fmt.Errorf("commit first reservation: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failBatchLocked()
+	s.term, s.next, s.limit = res.Term, res.Prev, res.HighWater
+	s.logger.Info("serving", "term", res.Term, "from_tick", res.Prev, "reserved_to", res.HighWater)
+	return nil
+}
+
+// StepDown stops serving at once.
+func (s *Sequencer) StepDown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.term = 0
+	s.failBatchLocked()
+}
+
+// Serving reports whether the sequencer hands out ticks.
+func (s *Sequencer) Serving() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.term != 0
+}
+
+// stepDownFrom stops serving if still serving term; a newer Lead is kept.
+func (s *Sequencer) stepDownFrom(term uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term == term {
+		s.term = 0
+		s.failBatchLocked()
+	}
+}
+
+func (s *Sequencer) failBatchLocked() {
+	if s.batch != nil {
+		s.batch.err = ErrNotLeader
+		close(s.batch.done)
+		s.batch = nil
+	}
+}
+
+// Next hands out n consecutive ticks, confirmed by a quorum round that
+// started after they were assigned.
+func (s *Sequencer) Next(ctx context.Context, n uint64) (Block, error) {
+	if n == 0 {
+		return Block{}, fmt.Errorf("%w: count 0", ErrBadCount)
+	}
+	s.mu.Lock()
+	for {
+		if s.term == 0 {
+			s.mu.Unlock()
+			return Block{}, ErrNotLeader
+		}
+		now := s.layout.TickAt(s.clock())
+		start := max(s.next, now)
+		end := start + n
+		if end-1 > s.layout.MaxTick() || end < start {
+			s.mu.Unlock()
+			return Block{}, fmt.Errorf("%w: tick %d is past the layout's last tick %d", ErrTimeExhausted, end-1, s.layout.MaxTick())
+		}
+		if end <= s.limit {
+			s.next = end
+			if s.limit-end < s.window/2 && s.renewDone == nil {
+				s.renewLocked(end)
+			}
+			b := s.joinBatchLocked()
+			s.mu.Unlock()
+			select {
+			case <-b.done:
+			case <-ctx.Done():
+				return Block{}, ctx.Err()
+			}
+			if b.err != nil {
+				return Block{}, b.err
+			}
+			return Block{First: start, Count: n}, nil
+		}
+		done := s.renewDone
+		if done == nil {
+			done = s.renewLocked(end)
+		}
+		s.mu.Unlock()
+		select {
+		case <-done:
+		case <-ctx.Done():
+			return Block{}, ctx.Err()
+		}
+		s.mu.Lock()
+	}
+}
+
+// renewLocked commits, in the background, a reservation that reaches the
+// window ahead of now and covers at least need.
+func (s *Sequencer) renewLocked(need uint64) chan struct{} {
+	done := make(chan struct{})
+	s.renewDone = done
+	term := s.term
+	upTo := max(need, max(s.next, s.layout.TickAt(s.clock()))+s.window)
+	go func() {
+		res, err := s.log.Reserve(context.Background(), upTo)
+		if err != nil {
+			s.logger.Warn("reservation failed", "up_to", upTo, "error", err)
+			time.Sleep(renewRetryDelay)
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch {
+		case err != nil:
+		case s.term != term:
+			// Leadership changed meanwhile; Lead set new bounds.
+		case res.Term != term:
+			// Appended in another term: this node lost leadership and
+			// may have won it again. It must not trust its old state.
+			s.logger.Warn("reservation committed in another term; stepping down", "want", term, "got", res.Term)
+			s.term = 0
+			s.failBatchLocked()
+		default:
+			s.limit = max(s.limit, res.HighWater)
+		}
+		s.renewDone = nil
+		close(done)
+	}()
+	return done
+}
+
+func (s *Sequencer) joinBatchLocked() *confirmBatch {
+	if s.batch == nil {
+		s.batch = &confirmBatch{term: s.term, done: make(chan struct{})}
+		select {
+		case s.kick <- struct{}{}:
+		default:
+		}
+	}
+	return s.batch
+}
+
+// confirmLoop runs one confirmation at a time; requests that arrive while
+// one is in flight share the next one. Every request in a batch was
+// assigned before the batch was taken, so before its round was sent.
+func (s *Sequencer) confirmLoop() {
+	defer s.wg.Done()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.kick:
+		}
+		s.mu.Lock()
+		b := s.batch
+		s.batch = nil
+		s.mu.Unlock()
+		if b == nil {
+			continue
+		}
+		res, err := s.log.Confirm(context.Background())
+		switch {
+		case err != nil:
+			b.err = fmt.Errorf("%w: confirm leadership: %v", ErrNotLeader, err)
+		case res.Term != b.term:
+			b.err = fmt.Errorf("%w: confirmation committed in term %d, IDs assigned in term %d", ErrNotLeader, res.Term, b.term)
+		}
+		if b.err != nil {
+			s.stepDownFrom(b.term)
+		}
+		close(b.done)
+	}
+}
