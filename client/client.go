@@ -35,6 +35,8 @@ var (
 	ErrBadResponse = errors.New("bad response from server")
 	// ErrClosed means the client was closed.
 	ErrClosed = errors.New("client closed")
+	// ErrBadOption means an option's value is out of range.
+	ErrBadOption = errors.New("bad client option")
 )
 
 // leaderAddrKey is the trailer in which servers name the leader.
@@ -96,6 +98,12 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	switch {
+	case c.attemptTimeout <= 0:
+		return nil, fmt.Errorf("%w: attempt timeout %s, want > 0", ErrBadOption, c.attemptTimeout)
+	case c.minBackoff <= 0 || c.maxBackoff < c.minBackoff:
+		return nil, fmt.Errorf("%w: backoff %s to %s, want 0 < min <= max", ErrBadOption, c.minBackoff, c.maxBackoff)
 	}
 	return c, nil
 }
