@@ -103,13 +103,8 @@ func Encode(c Command) ([]byte, error) {
 // Decode parses and validates a command.
 func Decode(b []byte) (Command, error) {
 	var c Command
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&c); err != nil {
+	if err := decodeStrict(bytes.NewReader(b), &c); err != nil {
 		return Command{}, fmt.Errorf("%w: %v", ErrMalformed, err)
-	}
-	if dec.More() {
-		return Command{}, fmt.Errorf("%w: trailing data", ErrMalformed)
 	}
 	if c.Version != Version {
 		return Command{}, fmt.Errorf("%w: %d (this node reads %d)", ErrUnknownVersion, c.Version, Version)
@@ -145,6 +140,20 @@ func Decode(b []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: %q", ErrUnknownOp, c.Op)
 	}
 	return c, nil
+}
+
+// decodeStrict decodes exactly one JSON value with no unknown fields and
+// nothing after it.
+func decodeStrict(r io.Reader, v any) error {
+	dec := json.NewDecoder(r)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return errors.New("trailing data")
+	}
+	return nil
 }
 
 // State is the replicated state; also the snapshot format.
@@ -258,12 +267,14 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // mark.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	var s State
-	dec := json.NewDecoder(rc)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&s); err != nil {
+	var sp *State // a pointer, so that a null snapshot is caught
+	if err := decodeStrict(rc, &sp); err != nil {
 		return fmt.Errorf("decode snapshot: %w", err)
 	}
+	if sp == nil {
+		return fmt.Errorf("decode snapshot: null")
+	}
+	s := *sp
 	if s.Nodes == nil {
 		s.Nodes = map[string]string{}
 	}

@@ -36,6 +36,9 @@ type Config struct {
 	// RaftAddr is the address the Raft transport binds and advertises;
 	// port 0 picks a free port.
 	RaftAddr string
+	// RaftAdvertise is the Raft address peers dial, when it differs from
+	// RaftAddr (a proxy, NAT, or a bind to every interface).
+	RaftAdvertise string
 	// GRPCAddr is the client-facing address; port 0 picks a free port.
 	GRPCAddr string
 	// Layout and Group fix how IDs are built. They must match the
@@ -51,6 +54,11 @@ type Config struct {
 	// Raft tunes Raft's timers; LocalID, Logger and NotifyCh are set by
 	// Open. Nil means raft.DefaultConfig().
 	Raft *raft.Config
+	// UnsafeSkipConfirm makes the leader answer without confirming that
+	// it still leads. It breaks the order guarantee on purpose, so that
+	// tests can show the history checker catches a stale leader. Never
+	// set it in production.
+	UnsafeSkipConfirm bool
 	// Clock is the wall clock; nil means time.Now.
 	Clock func() time.Time
 	// Logger is the root of the node's logger tree; nil means a default

@@ -9,7 +9,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
@@ -111,21 +110,20 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("open snapshot store: %w", err)
 	}
-	addr, err := net.ResolveTCPAddr("tcp", n.cfg.RaftAddr)
+	stream, err := newStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise)
 	if err != nil {
-		return fmt.Errorf("resolve raft address: %w", err)
+		return err
 	}
-	var advertise net.Addr
-	if addr.Port != 0 {
-		advertise = addr
-	}
-	n.transport, err = raft.NewTCPTransportWithLogger(n.cfg.RaftAddr, advertise, 3, 10*time.Second, n.logger.Named("transport"))
-	if err != nil {
-		return fmt.Errorf("open raft transport: %w", err)
-	}
+	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: n.logger.Named("transport"),
+	})
 	// The sequencer exists before Raft starts: NewRaft may restore a
 	// snapshot, and a layout mismatch found then stops the sequencer.
 	n.seq = NewSequencer(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, raftLog{n}, n.logger.Named("sequencer"))
+	n.seq.unsafeSkipConfirm = n.cfg.UnsafeSkipConfirm
+	if n.cfg.UnsafeSkipConfirm {
+		n.logger.Error("UNSAFE: leadership confirmation is off; IDs can go out of order. Tests only")
+	}
 	n.fsm = fsm.New(n.checkLayout)
 	rc := *n.cfg.Raft
 	notify := make(chan bool, 8)
@@ -200,28 +198,33 @@ func (n *Node) BootstrapSingle() error {
 	return n.Bootstrap([]Peer{{ID: n.cfg.ID, RaftAddr: n.RaftAddr(), GRPCAddr: n.GRPCAddr()}})
 }
 
-// Join asks the cluster at addr (any member's gRPC address) to add this
-// node as a voter, retrying until ctx ends. Errors that retrying cannot
-// mend, such as a layout mismatch or an id in use, return at once.
-func (n *Node) Join(ctx context.Context, addr string) error {
-	conn, err := n.peers.get(addr)
-	if err != nil {
-		return err
+// Join asks the cluster, through any of addrs (members' gRPC addresses),
+// to add this node as a voter, trying each in turn until ctx ends. Errors
+// that retrying cannot mend, such as a layout mismatch or an id in use,
+// return at once.
+func (n *Node) Join(ctx context.Context, addrs ...string) error {
+	if len(addrs) == 0 {
+		return fmt.Errorf("%w: no address to join through", ErrBadConfig)
 	}
 	req := &api.JoinRequest{Id: n.cfg.ID, RaftAddr: n.RaftAddr(), GrpcAddr: n.grpcAddr, Layout: n.cfg.Layout.String(), Group: n.cfg.Group}
-	for {
-		_, err := api.NewAdminClient(conn).Join(ctx, req)
+	for i := 0; ; i++ {
+		addr := addrs[i%len(addrs)]
+		conn, err := n.peers.get(addr)
+		if err != nil {
+			return err
+		}
+		_, err = api.NewAdminClient(conn).Join(ctx, req)
 		switch status.Code(err) {
 		case codes.OK:
 			return nil
 		case codes.Unavailable, codes.DeadlineExceeded, codes.Internal:
 		default:
-			return fmt.Errorf("join %s: %w", addr, err)
+			return fmt.Errorf("join through %s: %w", addr, err)
 		}
 		n.logger.Warn("join failed; retrying", "addr", addr, "error", err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("join %s: %w (last error: %v)", addr, ctx.Err(), err)
+			return fmt.Errorf("join: %w (last error from %s: %v)", ctx.Err(), addr, err)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}

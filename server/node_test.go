@@ -142,6 +142,17 @@ func mustCluster(t *testing.T) []*Node {
 		}
 		nodes = append(nodes, n)
 	}
+	// Every node must know the leader and its address before tests
+	// expect followers to forward.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, n := range nodes {
+		for _, addr := n.leader(); addr == ""; _, addr = n.leader() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s does not know the leader's address within 10 s", n.ID())
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
 	return nodes
 }
 

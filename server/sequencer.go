@@ -53,6 +53,10 @@ type Sequencer struct {
 	clock  func() time.Time
 	log    Log
 	logger hclog.Logger
+	// unsafeSkipConfirm answers without confirming leadership. It exists
+	// only so tests can show that the history checker catches the stale
+	// leader this would let through; see Config.UnsafeSkipConfirm.
+	unsafeSkipConfirm bool
 
 	mu sync.Mutex
 	// term is the Raft term this sequencer serves in; 0 when not serving.
@@ -63,6 +67,9 @@ type Sequencer struct {
 	// renewDone is non-nil while a reservation is being committed, and is
 	// closed when that attempt ends.
 	renewDone chan struct{}
+	// serving is closed when the sequencer stops serving its term, to wake
+	// requests that wait for a reservation.
+	serving chan struct{}
 	// batch collects requests that wait for the next confirmation.
 	batch *confirmBatch
 	kick  chan struct{}
@@ -88,8 +95,9 @@ func NewSequencer(l layout.Layout, window time.Duration, clock func() time.Time,
 		clock:  clock,
 		log:    log,
 		logger: logger,
-		kick:   make(chan struct{}, 1),
-		stop:   make(chan struct{}),
+		kick:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		serving: make(chan struct{}),
 	}
 	s.wg.Add(1)
 	go s.confirmLoop()
@@ -114,8 +122,10 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.failBatchLocked()
-	s.term, s.next, s.limit = res.Term, res.Prev, res.HighWater
+	s.stopServingLocked()
+	s.serving = make(chan struct{})
+	// Tick 0 is never handed out, so 0 can mean "no ID" to clients.
+	s.term, s.next, s.limit = res.Term, max(res.Prev, 1), res.HighWater
 	s.logger.Info("serving", "term", res.Term, "from_tick", res.Prev, "reserved_to", res.HighWater)
 	return nil
 }
@@ -124,8 +134,7 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 func (s *Sequencer) StepDown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.term = 0
-	s.failBatchLocked()
+	s.stopServingLocked()
 }
 
 // Serving reports whether the sequencer hands out ticks.
@@ -140,12 +149,18 @@ func (s *Sequencer) stepDownFrom(term uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.term == term {
-		s.term = 0
-		s.failBatchLocked()
+		s.stopServingLocked()
 	}
 }
 
-func (s *Sequencer) failBatchLocked() {
+// stopServingLocked ends the current term: waiting requests fail.
+func (s *Sequencer) stopServingLocked() {
+	s.term = 0
+	select {
+	case <-s.serving:
+	default:
+		close(s.serving)
+	}
 	if s.batch != nil {
 		s.batch.err = ErrNotLeader
 		close(s.batch.done)
@@ -177,6 +192,10 @@ func (s *Sequencer) Next(ctx context.Context, n uint64) (Block, error) {
 			if s.limit-end < s.window/2 && s.renewDone == nil {
 				s.renewLocked(end)
 			}
+			if s.unsafeSkipConfirm {
+				s.mu.Unlock()
+				return Block{First: start, Count: n}, nil
+			}
 			b := s.joinBatchLocked()
 			s.mu.Unlock()
 			select {
@@ -193,9 +212,11 @@ func (s *Sequencer) Next(ctx context.Context, n uint64) (Block, error) {
 		if done == nil {
 			done = s.renewLocked(end)
 		}
+		serving := s.serving
 		s.mu.Unlock()
 		select {
 		case <-done:
+		case <-serving:
 		case <-ctx.Done():
 			return Block{}, ctx.Err()
 		}
@@ -209,8 +230,12 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 	done := make(chan struct{})
 	s.renewDone = done
 	term := s.term
-	upTo := max(need, max(s.next, s.layout.TickAt(s.clock()))+s.window)
+	// A window beyond what is needed, so a large request does not leave
+	// the reservation empty and force another commit at once.
+	upTo := max(need, s.next, s.layout.TickAt(s.clock())) + s.window
+	s.wg.Add(1)
 	go func() {
+		defer s.wg.Done()
 		res, err := s.log.Reserve(context.Background(), upTo)
 		if err != nil {
 			s.logger.Warn("reservation failed", "up_to", upTo, "error", err)
@@ -226,8 +251,7 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 			// Appended in another term: this node lost leadership and
 			// may have won it again. It must not trust its old state.
 			s.logger.Warn("reservation committed in another term; stepping down", "want", term, "got", res.Term)
-			s.term = 0
-			s.failBatchLocked()
+			s.stopServingLocked()
 		default:
 			s.limit = max(s.limit, res.HighWater)
 		}

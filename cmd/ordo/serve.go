@@ -25,9 +25,10 @@ func runServe(args []string) error {
 		id            = fs.String("id", "", "node id, stable across restarts (required)")
 		dataDir       = fs.String("data-dir", "", "directory for the raft log, stable store and snapshots (required)")
 		raftAddr      = fs.String("raft-addr", "127.0.0.1:7101", "raft address: bound and advertised to peers")
+		raftAdvertise = fs.String("raft-advertise", "", "raft address peers dial, if not --raft-addr (a proxy, NAT, or binding 0.0.0.0)")
 		grpcAddr      = fs.String("grpc-addr", "127.0.0.1:7001", "gRPC address for clients and peers")
 		bootstrap     = fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state)")
-		join          = fs.String("join", "", "join the cluster through this member's gRPC address on first start")
+		join          = fs.String("join", "", "join the cluster on first start through these members' gRPC addresses (comma-separated, tried in turn)")
 		joinTimeout   = fs.Duration("join-timeout", time.Minute, "how long to keep trying to join")
 		layoutSpec    = fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]")
 		group         = fs.Uint64("group", 0, "group field of every ID (names this cluster)")
@@ -39,6 +40,7 @@ func runServe(args []string) error {
 		snapThreshold = fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots")
 		logLevel      = fs.String("log-level", "info", "trace, debug, info, warn or error")
 		logJSON       = fs.Bool("log-json", false, "log as JSON")
+		skipConfirm   = fs.Bool("test-unsafe-skip-confirm", false, "TESTS ONLY: answer without confirming leadership, which breaks the order guarantee (shows that `ordo verify` catches it)")
 		clockFile     = fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock")
 	)
 	if err := parseFlags(fs, args); err != nil {
@@ -61,9 +63,9 @@ func runServe(args []string) error {
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *heartbeat, *election, *lease
 	rc.SnapshotThreshold = *snapThreshold
 	cfg := server.Config{
-		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, GRPCAddr: *grpcAddr,
+		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise, GRPCAddr: *grpcAddr,
 		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount,
-		Raft: rc, Logger: logger,
+		Raft: rc, Logger: logger, UnsafeSkipConfirm: *skipConfirm,
 	}
 	stopClock := func() {}
 	if *clockFile != "" {
@@ -92,7 +94,7 @@ func runServe(args []string) error {
 		err = node.Bootstrap(peers)
 	case *join != "" && !hasState:
 		ctx, cancel := context.WithTimeout(context.Background(), *joinTimeout)
-		err = node.Join(ctx, *join)
+		err = node.Join(ctx, strings.Split(*join, ",")...)
 		cancel()
 	case !hasState:
 		err = fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", errUsage)

@@ -1,0 +1,1109 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// seqTestWait bounds every wait in these tests. It is a deadline, never a
+// way to let something happen.
+const seqTestWait = 10 * time.Second
+
+// seqTestStart is the fake clock's starting time, well inside the default
+// layout's range.
+var seqTestStart = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+
+// ---- fake Log --------------------------------------------------------------
+
+// seqFakeLog is a Log that keeps its own high-water mark with max() and
+// answers like the FSM: Prev is the mark before, HighWater after, Term the
+// current term. It can be told to fail, to change term, or to block calls
+// until the test releases them.
+type seqFakeLog struct {
+	mu           sync.Mutex
+	hw, term     uint64
+	reserveErr   error
+	confirmErr   error
+	reserveCalls int
+	confirmCalls int
+	upTos        []uint64
+	// Gates: when non-nil, each call waits until it receives a value (one
+	// call per send) or the gate is closed.
+	reserveGate, confirmGate chan struct{}
+	// Each call entering Reserve/Confirm sends its 1-based call number here.
+	reserveEntered, confirmEntered chan int
+	// unblock is closed at test cleanup so that no call stays blocked.
+	unblock chan struct{}
+}
+
+func newSeqFakeLog(term uint64) *seqFakeLog {
+	return &seqFakeLog{
+		term:           term,
+		reserveEntered: make(chan int, 1<<16),
+		confirmEntered: make(chan int, 1<<16),
+		unblock:        make(chan struct{}),
+	}
+}
+
+func (f *seqFakeLog) wait(ctx context.Context, gate chan struct{}) error {
+	if gate == nil {
+		return nil
+	}
+	select {
+	case <-gate:
+		return nil
+	case <-f.unblock:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func notify(ch chan int, n int) {
+	select {
+	case ch <- n:
+	default:
+	}
+}
+
+func (f *seqFakeLog) Reserve(ctx context.Context, upTo uint64) (fsm.Result, error) {
+	f.mu.Lock()
+	f.reserveCalls++
+	n := f.reserveCalls
+	f.upTos = append(f.upTos, upTo)
+	gate := f.reserveGate
+	f.mu.Unlock()
+	notify(f.reserveEntered, n)
+	if err := f.wait(ctx, gate); err != nil {
+		return fsm.Result{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.reserveErr != nil {
+		return fsm.Result{}, f.reserveErr
+	}
+	r := fsm.Result{Prev: f.hw, Term: f.term}
+	f.hw = max(f.hw, upTo)
+	r.HighWater = f.hw
+	return r, nil
+}
+
+func (f *seqFakeLog) Confirm(ctx context.Context) (fsm.Result, error) {
+	f.mu.Lock()
+	f.confirmCalls++
+	n := f.confirmCalls
+	gate := f.confirmGate
+	f.mu.Unlock()
+	notify(f.confirmEntered, n)
+	if err := f.wait(ctx, gate); err != nil {
+		return fsm.Result{}, err
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.confirmErr != nil {
+		return fsm.Result{}, f.confirmErr
+	}
+	return fsm.Result{Prev: f.hw, HighWater: f.hw, Term: f.term}, nil
+}
+
+func (f *seqFakeLog) set(fn func(f *seqFakeLog)) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fn(f)
+}
+
+func (f *seqFakeLog) highWater() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.hw
+}
+
+func (f *seqFakeLog) calls() (reserve, confirm int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.reserveCalls, f.confirmCalls
+}
+
+func (f *seqFakeLog) lastUpTo() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.upTos[len(f.upTos)-1]
+}
+
+// blockReserve and blockConfirm install a fresh gate and return it.
+func (f *seqFakeLog) blockReserve() chan struct{} {
+	g := make(chan struct{})
+	f.set(func(f *seqFakeLog) { f.reserveGate = g })
+	return g
+}
+
+func (f *seqFakeLog) blockConfirm() chan struct{} {
+	g := make(chan struct{})
+	f.set(func(f *seqFakeLog) { f.confirmGate = g })
+	return g
+}
+
+// release lets exactly one call blocked on gate through.
+func release(t testing.TB, gate chan struct{}) {
+	t.Helper()
+	select {
+	case gate <- struct{}{}:
+	case <-time.After(seqTestWait):
+		t.Fatal("timed out releasing a blocked call: nothing is waiting on the gate")
+	}
+}
+
+// entered waits for the call numbered want to enter (via ch).
+func entered(t testing.TB, ch chan int, what string, want int) {
+	t.Helper()
+	deadline := time.After(seqTestWait)
+	for {
+		select {
+		case n := <-ch:
+			if n == want {
+				return
+			}
+			if n > want {
+				t.Fatalf("%s call %d entered, expected call %d", what, n, want)
+			}
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s call %d", what, want)
+		}
+	}
+}
+
+// ---- fake clock ------------------------------------------------------------
+
+type seqFakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *seqFakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *seqFakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+func (c *seqFakeClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+// ---- harness ---------------------------------------------------------------
+
+type seqHarness struct {
+	t     *testing.T
+	l     layout.Layout
+	s     *Sequencer
+	log   *seqFakeLog
+	clock *seqFakeClock
+	w     uint64 // window in ticks
+}
+
+func newSeqHarness(t *testing.T, l layout.Layout, window time.Duration, start time.Time) *seqHarness {
+	t.Helper()
+	h := &seqHarness{
+		t:     t,
+		l:     l,
+		log:   newSeqFakeLog(1),
+		clock: &seqFakeClock{now: start},
+		w:     l.TicksIn(window),
+	}
+	h.s = NewSequencer(l, window, h.clock.Now, h.log, hclog.NewNullLogger())
+	// Cleanups run last-in first-out: unblock the fake before Close, which
+	// waits for the confirmation loop.
+	t.Cleanup(h.s.Close)
+	t.Cleanup(func() { close(h.log.unblock) })
+	return h
+}
+
+func newDefaultHarness(t *testing.T, window time.Duration) *seqHarness {
+	t.Helper()
+	l, err := layout.Preset("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return newSeqHarness(t, l, window, seqTestStart)
+}
+
+func seqCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func (h *seqHarness) lead(hw uint64) {
+	h.t.Helper()
+	if err := h.s.Lead(seqCtx(h.t), hw); err != nil {
+		h.t.Fatalf("Lead: %v", err)
+	}
+	if !h.s.Serving() {
+		h.t.Fatal("not serving after Lead")
+	}
+}
+
+func (h *seqHarness) now() uint64 { return h.l.TickAt(h.clock.Now()) }
+
+// next calls Next and checks the invariants every answer must satisfy:
+// the right count, at or after the clock, and below a committed
+// reservation.
+func (h *seqHarness) next(n uint64) Block {
+	h.t.Helper()
+	now := h.now()
+	b, err := h.s.Next(seqCtx(h.t), n)
+	if err != nil {
+		h.t.Fatalf("Next(%d): %v", n, err)
+	}
+	h.checkBlock(b, n, now)
+	return b
+}
+
+func (h *seqHarness) checkBlock(b Block, n, nowBefore uint64) {
+	h.t.Helper()
+	if b.Count != n {
+		h.t.Fatalf("Next(%d) returned %d ticks", n, b.Count)
+	}
+	if b.First < nowBefore {
+		h.t.Fatalf("Next(%d).First = %d is behind the clock tick %d", n, b.First, nowBefore)
+	}
+	if hw := h.log.highWater(); b.First+b.Count > hw {
+		h.t.Fatalf("Next(%d) = [%d, %d) reaches past the committed high-water mark %d", n, b.First, b.First+b.Count, hw)
+	}
+}
+
+type nextResult struct {
+	b   Block
+	err error
+}
+
+// goNext runs Next in a goroutine; the result arrives on the channel.
+func (h *seqHarness) goNext(n uint64) <-chan nextResult {
+	ch := make(chan nextResult, 1)
+	ctx := seqCtx(h.t)
+	go func() {
+		b, err := h.s.Next(ctx, n)
+		ch <- nextResult{b, err}
+	}()
+	return ch
+}
+
+func await(t testing.TB, ch <-chan nextResult) nextResult {
+	t.Helper()
+	select {
+	case r := <-ch:
+		return r
+	case <-time.After(seqTestWait):
+		t.Fatal("timed out waiting for Next to return")
+		return nextResult{}
+	}
+}
+
+// notReturned checks that Next has not answered yet.
+func notReturned(t testing.TB, ch <-chan nextResult, why string) {
+	t.Helper()
+	select {
+	case r := <-ch:
+		t.Fatalf("Next returned %+v, %v before %s", r.b, r.err, why)
+	default:
+	}
+}
+
+// waitFor polls cond until it holds or the deadline passes. It polls state
+// that the code under test changes; it never waits for time to pass.
+func waitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(100 * time.Microsecond)
+	defer tick.Stop()
+	deadline := time.After(seqTestWait)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s", what)
+		}
+	}
+}
+
+func (h *seqHarness) assigned() uint64 {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return h.s.next
+}
+
+// nextTick is the tick the next request would start at with the clock
+// where it is now.
+func (h *seqHarness) nextTick() uint64 {
+	return max(h.assigned(), h.now())
+}
+
+func (h *seqHarness) limit() uint64 {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return h.s.limit
+}
+
+// renewing returns the done channel of the renewal in flight, or nil.
+func (h *seqHarness) renewing() chan struct{} {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return h.s.renewDone
+}
+
+// waitRenewal waits until the renewal in flight, if any, has finished.
+func (h *seqHarness) waitRenewal() {
+	h.t.Helper()
+	d := h.renewing()
+	if d == nil {
+		return
+	}
+	select {
+	case <-d:
+	case <-time.After(seqTestWait):
+		h.t.Fatal("timed out waiting for the renewal to finish")
+	}
+}
+
+// ---- tests -----------------------------------------------------------------
+
+func TestSequencerNotLeader(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	if h.s.Serving() {
+		t.Fatal("serving before Lead")
+	}
+	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Next before Lead: %v, want ErrNotLeader", err)
+	}
+	h.lead(0)
+	h.next(1)
+	h.s.StepDown()
+	if h.s.Serving() {
+		t.Fatal("serving after StepDown")
+	}
+	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Next after StepDown: %v, want ErrNotLeader", err)
+	}
+	if _, c := h.log.calls(); c != 1 {
+		t.Errorf("%d Confirm calls, want 1 (only the request while leading)", c)
+	}
+}
+
+func TestSequencerBadCount(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	if _, err := h.s.Next(seqCtx(t), 0); !errors.Is(err, ErrBadCount) {
+		t.Fatalf("Next(0) before Lead: %v, want ErrBadCount", err)
+	}
+	h.lead(0)
+	before := h.assigned()
+	if _, err := h.s.Next(seqCtx(t), 0); !errors.Is(err, ErrBadCount) {
+		t.Fatalf("Next(0): %v, want ErrBadCount", err)
+	}
+	if h.assigned() != before {
+		t.Error("Next(0) consumed ticks")
+	}
+	if _, c := h.log.calls(); c != 0 {
+		t.Errorf("Next(0) caused %d Confirm calls", c)
+	}
+}
+
+func TestSequencerLeadFails(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	boom := errors.New("no quorum")
+	h.log.set(func(f *seqFakeLog) { f.reserveErr = boom })
+	if err := h.s.Lead(seqCtx(t), 0); !errors.Is(err, boom) {
+		t.Fatalf("Lead: %v, want %v", err, boom)
+	}
+	if h.s.Serving() {
+		t.Fatal("serving after a failed Lead")
+	}
+	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Next after failed Lead: %v, want ErrNotLeader", err)
+	}
+}
+
+func TestSequencerLeadStartsAtPrev(t *testing.T) {
+	t.Run("mark ahead of clock", func(t *testing.T) {
+		h := newDefaultHarness(t, time.Second)
+		// An earlier leader reserved 5 s ahead of the clock.
+		earlier := h.now() + h.l.TicksIn(5*time.Second)
+		h.log.set(func(f *seqFakeLog) { f.hw = earlier })
+		hw := h.now() + 7 // the mark this node read, older than the FSM's
+		h.lead(hw)
+		if got, want := h.log.lastUpTo(), hw+h.w; got != want {
+			t.Errorf("first reservation up to %d, want max(hw, now)+window = %d", got, want)
+		}
+		b := h.next(1)
+		if b.First != earlier {
+			t.Errorf("first tick %d, want the reservation's Prev %d", b.First, earlier)
+		}
+		if b.First < hw {
+			t.Errorf("first tick %d below the high-water mark %d", b.First, hw)
+		}
+	})
+	t.Run("mark behind clock", func(t *testing.T) {
+		h := newDefaultHarness(t, time.Second)
+		h.log.set(func(f *seqFakeLog) { f.hw = 1000 })
+		h.lead(1000)
+		if got, want := h.log.lastUpTo(), h.now()+h.w; got != want {
+			t.Errorf("first reservation up to %d, want now+window = %d", got, want)
+		}
+		if b := h.next(1); b.First != h.now() {
+			t.Errorf("first tick %d, want the clock's tick %d", b.First, h.now())
+		}
+	})
+	t.Run("clock before epoch never gives tick 0", func(t *testing.T) {
+		l, err := layout.Preset("default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := newSeqHarness(t, l, time.Second, time.UnixMilli(l.EpochMs).Add(-time.Hour))
+		if h.now() != 0 {
+			t.Fatalf("clock tick %d, want 0", h.now())
+		}
+		h.lead(0)
+		b := h.next(3)
+		if b.First == 0 {
+			t.Fatal("tick 0 handed out")
+		}
+		if b2 := h.next(1); b2.First != b.First+3 {
+			t.Errorf("tick %d, want %d", b2.First, b.First+3)
+		}
+	})
+	t.Run("new term restarts at new Prev", func(t *testing.T) {
+		h := newDefaultHarness(t, time.Second)
+		h.lead(0)
+		h.next(10)
+		h.s.StepDown()
+		// Another leader served meanwhile and reserved further ahead.
+		other := h.log.highWater() + h.l.TicksIn(time.Minute)
+		h.log.set(func(f *seqFakeLog) { f.hw, f.term = other, 2 })
+		h.lead(other)
+		if b := h.next(1); b.First != other {
+			t.Errorf("first tick in term 2 = %d, want %d", b.First, other)
+		}
+	})
+}
+
+func TestSequencerContiguous(t *testing.T) {
+	h := newDefaultHarness(t, 10*time.Millisecond)
+	h.lead(0)
+	first := h.next(1)
+	end := first.First + 1
+	for i, n := range []uint64{1, 2, 3, 100, 4096, 1, 10_000, 7, 40_000, 1, 123_457, 1} {
+		b := h.next(n)
+		if b.First != end {
+			t.Fatalf("call %d: Next(%d).First = %d, want %d (contiguous)", i, n, b.First, end)
+		}
+		end = b.First + b.Count
+	}
+}
+
+func TestSequencerFollowsClockForward(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	h.lead(0)
+	prev := h.next(5)
+	for _, d := range []time.Duration{time.Millisecond, 10 * time.Millisecond, 400 * time.Millisecond, 2 * time.Second, time.Hour, 24 * time.Hour} {
+		h.clock.Add(d)
+		b := h.next(3)
+		if b.First <= prev.First+prev.Count-1 {
+			t.Fatalf("after +%s: tick %d not above previous %d", d, b.First, prev.First+prev.Count-1)
+		}
+		if b.First != h.now() {
+			t.Errorf("after +%s: tick %d, want the clock's tick %d", d, b.First, h.now())
+		}
+		prev = b
+	}
+}
+
+func TestSequencerClockBackwards(t *testing.T) {
+	h := newDefaultHarness(t, 10*time.Millisecond)
+	h.lead(0)
+	b := h.next(1)
+	end := b.First + 1
+	h.clock.Add(-time.Hour)
+	reserves, _ := h.log.calls()
+	// The fake clock never moves again: a sequencer that waited for the
+	// clock to catch up would hang until the context deadline.
+	const calls = 300
+	for i := range calls {
+		n := uint64(1 + i%500)
+		b := h.next(n)
+		if b.First != end {
+			t.Fatalf("call %d: tick %d, want %d (last+1 with the clock behind)", i, b.First, end)
+		}
+		end += n
+	}
+	if r, _ := h.log.calls(); r <= reserves {
+		t.Errorf("no renewal while the clock was behind (Reserve calls %d → %d)", reserves, r)
+	}
+	h.waitRenewal()
+	if up := h.log.lastUpTo(); up < end {
+		t.Errorf("renewal with the clock behind reserved up to %d, below the next tick %d", up, end)
+	}
+}
+
+func TestSequencerLargeRequestWaitsForRenewal(t *testing.T) {
+	h := newDefaultHarness(t, time.Millisecond) // 4096 ticks
+	h.lead(0)
+	start := h.nextTick()
+	if h.limit()-start != h.w {
+		t.Fatalf("reserved %d ticks, want a window of %d", h.limit()-start, h.w)
+	}
+	gate := h.log.blockReserve()
+	const n = 100_000
+	ch := h.goNext(n)
+	entered(t, h.log.reserveEntered, "Reserve", 2)
+	if up := h.log.lastUpTo(); up < start+n {
+		t.Fatalf("renewal up to %d does not cover the request [%d, %d)", up, start, start+n)
+	}
+	notReturned(t, ch, "its reservation was committed")
+	release(t, gate)
+	r := await(t, ch)
+	if r.err != nil {
+		t.Fatalf("Next(%d): %v", n, r.err)
+	}
+	h.checkBlock(r.b, n, h.now())
+	if r.b.First != start {
+		t.Errorf("First = %d, want %d", r.b.First, start)
+	}
+	// The request's reservation reached a window beyond what it needed, so
+	// no second commit follows at once.
+	if got, want := h.limit(), start+n+h.w; got != want {
+		t.Errorf("limit %d, want %d", got, want)
+	}
+	h.next(1)
+	if res, _ := h.log.calls(); res != 2 {
+		t.Errorf("%d Reserve calls, want 2", res)
+	}
+}
+
+func TestSequencerBackgroundRenewal(t *testing.T) {
+	h := newDefaultHarness(t, 10*time.Millisecond)
+	h.lead(0)
+	start := h.nextTick()
+	half := h.w / 2
+	// Down to exactly half a window left: no renewal yet.
+	h.next(half)
+	if h.renewing() != nil {
+		t.Fatal("renewal started with half a window left")
+	}
+	if r, _ := h.log.calls(); r != 1 {
+		t.Fatalf("%d Reserve calls, want 1", r)
+	}
+	// One tick more: less than half remains, a renewal starts.
+	h.next(1)
+	entered(t, h.log.reserveEntered, "Reserve", 1)
+	entered(t, h.log.reserveEntered, "Reserve", 2)
+	h.waitRenewal()
+	end := start + half + 1
+	if got, want := h.log.lastUpTo(), end+h.w; got != want {
+		t.Errorf("renewal up to %d, want next+window = %d", got, want)
+	}
+	if h.limit() != end+h.w {
+		t.Errorf("limit %d after renewal, want %d", h.limit(), end+h.w)
+	}
+	// The next renewal comes only once less than half is left again.
+	h.next(half)
+	if h.renewing() != nil {
+		t.Fatal("renewal started with half a window left")
+	}
+	h.next(1)
+	entered(t, h.log.reserveEntered, "Reserve", 3)
+	h.waitRenewal()
+	if r, _ := h.log.calls(); r != 3 {
+		t.Errorf("%d Reserve calls, want 3", r)
+	}
+}
+
+func TestSequencerHotPathDuringBlockedRenewal(t *testing.T) {
+	h := newDefaultHarness(t, 10*time.Millisecond)
+	h.lead(0)
+	start := h.nextTick()
+	oldLimit := h.limit()
+	gate := h.log.blockReserve()
+	h.next(h.w/2 + 1) // starts a renewal, which blocks
+	entered(t, h.log.reserveEntered, "Reserve", 2)
+	// The remaining reservation keeps serving while the renewal hangs.
+	end := start + h.w/2 + 1
+	for end+100 <= oldLimit {
+		b := h.next(100)
+		if b.First != end {
+			t.Fatalf("tick %d, want %d", b.First, end)
+		}
+		end += 100
+	}
+	if r, _ := h.log.calls(); r != 2 {
+		t.Fatalf("%d Reserve calls while one renewal was in flight, want 2", r)
+	}
+	// Past the old limit a request must wait for the renewal.
+	ch := h.goNext(200)
+	notReturned(t, ch, "the renewal finished")
+	release(t, gate)
+	r := await(t, ch)
+	if r.err != nil {
+		t.Fatalf("Next after renewal: %v", r.err)
+	}
+	h.checkBlock(r.b, 200, h.now())
+	if r.b.First != end {
+		t.Errorf("tick %d, want %d", r.b.First, end)
+	}
+	if h.limit() <= oldLimit {
+		t.Errorf("limit %d not raised above %d", h.limit(), oldLimit)
+	}
+}
+
+func TestSequencerRenewalErrorRetries(t *testing.T) {
+	h := newDefaultHarness(t, time.Millisecond)
+	h.lead(0)
+	h.log.set(func(f *seqFakeLog) { f.reserveErr = errors.New("apply timeout") })
+	ch := h.goNext(3 * h.w)
+	entered(t, h.log.reserveEntered, "Reserve", 2)
+	entered(t, h.log.reserveEntered, "Reserve", 3) // retried
+	if !h.s.Serving() {
+		t.Fatal("a failed reservation stopped serving")
+	}
+	notReturned(t, ch, "a reservation succeeded")
+	h.log.set(func(f *seqFakeLog) { f.reserveErr = nil })
+	if r := await(t, ch); r.err != nil {
+		t.Fatalf("Next after the log recovered: %v", r.err)
+	} else {
+		h.checkBlock(r.b, 3*h.w, 0)
+	}
+}
+
+func TestSequencerRenewalInOtherTermStops(t *testing.T) {
+	h := newDefaultHarness(t, 10*time.Millisecond)
+	h.lead(0)
+	gate := h.log.blockReserve()
+	h.next(h.w/2 + 1)
+	entered(t, h.log.reserveEntered, "Reserve", 2)
+	// This request waits for the renewal (or, if it arrives late, finds
+	// the sequencer already stopped): either way it must not be served.
+	ch := h.goNext(2 * h.w)
+	// Leadership was lost and won again while the renewal was in flight.
+	h.log.set(func(f *seqFakeLog) { f.term = 2 })
+	release(t, gate)
+	if r := await(t, ch); !errors.Is(r.err, ErrNotLeader) {
+		t.Fatalf("Next after a renewal in another term: %+v, %v; want ErrNotLeader", r.b, r.err)
+	}
+	if h.s.Serving() {
+		t.Fatal("still serving after a renewal committed in another term")
+	}
+	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Next: %v, want ErrNotLeader", err)
+	}
+}
+
+// fillBatch starts k requests of one tick each and waits until all of them
+// were assigned, so they sit in the batch for the next confirmation.
+func (h *seqHarness) fillBatch(k int) []<-chan nextResult {
+	h.t.Helper()
+	before := h.assigned()
+	chs := make([]<-chan nextResult, k)
+	for i := range chs {
+		chs[i] = h.goNext(1)
+	}
+	waitFor(h.t, fmt.Sprintf("%d requests to be assigned", k), func() bool {
+		return h.assigned() == before+uint64(k)
+	})
+	return chs
+}
+
+func TestSequencerConfirmFailure(t *testing.T) {
+	faults := []struct {
+		name string
+		set  func(f *seqFakeLog)
+	}{
+		{"error", func(f *seqFakeLog) { f.confirmErr = errors.New("leadership lost") }},
+		{"other term", func(f *seqFakeLog) { f.term = 2 }},
+	}
+	for _, fault := range faults {
+		t.Run(fault.name+"/own batch", func(t *testing.T) {
+			h := newDefaultHarness(t, time.Second)
+			h.lead(0)
+			gate := h.log.blockConfirm()
+			r0 := h.goNext(1)
+			entered(t, h.log.confirmEntered, "Confirm", 1)
+			batch := h.fillBatch(10)
+			release(t, gate) // confirmation 1 succeeds
+			if r := await(t, r0); r.err != nil {
+				t.Fatalf("first request: %v", r.err)
+			}
+			entered(t, h.log.confirmEntered, "Confirm", 2)
+			h.log.set(fault.set)
+			release(t, gate) // confirmation 2 fails
+			for i, ch := range batch {
+				if r := await(t, ch); !errors.Is(r.err, ErrNotLeader) {
+					t.Errorf("request %d: %+v, %v; want ErrNotLeader", i, r.b, r.err)
+				}
+			}
+			if h.s.Serving() {
+				t.Fatal("still serving after a failed confirmation")
+			}
+			if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
+				t.Fatalf("Next: %v, want ErrNotLeader", err)
+			}
+			if _, c := h.log.calls(); c != 2 {
+				t.Errorf("%d Confirm calls, want 2", c)
+			}
+		})
+		t.Run(fault.name+"/waiting batch", func(t *testing.T) {
+			h := newDefaultHarness(t, time.Second)
+			h.lead(0)
+			gate := h.log.blockConfirm()
+			r0 := h.goNext(1)
+			entered(t, h.log.confirmEntered, "Confirm", 1)
+			batch := h.fillBatch(10)
+			h.log.set(fault.set)
+			release(t, gate)
+			if r := await(t, r0); !errors.Is(r.err, ErrNotLeader) {
+				t.Errorf("first request: %+v, %v; want ErrNotLeader", r.b, r.err)
+			}
+			// Those waiting for the next round fail with it: the node has
+			// stepped down, so no round will confirm them.
+			for i, ch := range batch {
+				if r := await(t, ch); !errors.Is(r.err, ErrNotLeader) {
+					t.Errorf("request %d: %+v, %v; want ErrNotLeader", i, r.b, r.err)
+				}
+			}
+			if h.s.Serving() {
+				t.Fatal("still serving after a failed confirmation")
+			}
+			if _, c := h.log.calls(); c != 1 {
+				t.Errorf("%d Confirm calls, want 1", c)
+			}
+		})
+	}
+}
+
+func TestSequencerConfirmBatching(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	h.lead(0)
+	gate := h.log.blockConfirm()
+	r0 := h.goNext(1)
+	entered(t, h.log.confirmEntered, "Confirm", 1)
+	const k = 50
+	batch := h.fillBatch(k)
+	for _, ch := range batch {
+		notReturned(t, ch, "the confirmation that started after it was assigned")
+	}
+	close(gate) // release this and every later confirmation
+	first := await(t, r0)
+	if first.err != nil {
+		t.Fatalf("first request: %v", first.err)
+	}
+	seen := map[uint64]bool{first.b.First: true}
+	for i, ch := range batch {
+		r := await(t, ch)
+		if r.err != nil {
+			t.Fatalf("request %d: %v", i, r.err)
+		}
+		h.checkBlock(r.b, 1, 0)
+		if seen[r.b.First] {
+			t.Fatalf("tick %d handed out twice", r.b.First)
+		}
+		seen[r.b.First] = true
+	}
+	// One confirmation for the first request, exactly one for all 50.
+	if _, c := h.log.calls(); c != 2 {
+		t.Errorf("%d Confirm calls, want 2", c)
+	}
+	for i := range uint64(k + 1) {
+		if !seen[first.b.First+i] {
+			t.Errorf("tick %d missing: the 51 ticks are not contiguous", first.b.First+i)
+		}
+	}
+}
+
+func TestSequencerStepDownFailsWaiting(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	h.lead(0)
+	gate := h.log.blockConfirm()
+	r0 := h.goNext(1)
+	entered(t, h.log.confirmEntered, "Confirm", 1)
+	batch := h.fillBatch(5)
+	h.s.StepDown()
+	// They fail at once, while the confirmation in flight still hangs.
+	for i, ch := range batch {
+		if r := await(t, ch); !errors.Is(r.err, ErrNotLeader) {
+			t.Errorf("request %d: %+v, %v; want ErrNotLeader", i, r.b, r.err)
+		}
+	}
+	if h.s.Serving() {
+		t.Fatal("serving after StepDown")
+	}
+	close(gate)
+	// The request whose round was already in flight is decided by that
+	// round (committed in its own term); it must return either way.
+	if r := await(t, r0); r.err == nil {
+		h.checkBlock(r.b, 1, 0)
+	} else if !errors.Is(r.err, ErrNotLeader) {
+		t.Errorf("in-flight request: %v", r.err)
+	}
+	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Next after StepDown: %v, want ErrNotLeader", err)
+	}
+}
+
+func TestSequencerLeadFailsPreviousTermBatch(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	h.lead(0)
+	gate := h.log.blockConfirm()
+	r0 := h.goNext(1)
+	entered(t, h.log.confirmEntered, "Confirm", 1)
+	batch := h.fillBatch(3)
+	h.log.set(func(f *seqFakeLog) { f.term = 2 })
+	h.lead(0) // a new term, without a StepDown in between
+	for i, ch := range batch {
+		if r := await(t, ch); !errors.Is(r.err, ErrNotLeader) {
+			t.Errorf("term-1 request %d: %+v, %v; want ErrNotLeader", i, r.b, r.err)
+		}
+	}
+	close(gate)
+	// The term-1 round now commits in term 2: it must not confirm.
+	if r := await(t, r0); !errors.Is(r.err, ErrNotLeader) {
+		t.Errorf("term-1 in-flight request: %+v, %v; want ErrNotLeader", r.b, r.err)
+	}
+	// Term 2 itself keeps serving.
+	if !h.s.Serving() {
+		t.Fatal("a failed term-1 round stopped term 2")
+	}
+	h.next(1)
+}
+
+// A request waiting for a reservation should fail as soon as the sequencer
+// steps down, like one waiting for a confirmation does.
+func TestSequencerStepDownFailsRequestWaitingForRenewal(t *testing.T) {
+	h := newDefaultHarness(t, time.Millisecond)
+	h.lead(0)
+	h.log.blockReserve()
+	ch := h.goNext(3 * h.w)
+	entered(t, h.log.reserveEntered, "Reserve", 2)
+	h.s.StepDown()
+	select {
+	case r := <-ch:
+		if !errors.Is(r.err, ErrNotLeader) {
+			t.Fatalf("Next: %+v, %v; want ErrNotLeader", r.b, r.err)
+		}
+	case <-time.After(2 * time.Second):
+		t.Fatal("request waiting for a renewal still waits after StepDown")
+	}
+}
+
+func TestSequencerContextCancelled(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	h.lead(0)
+	h.log.blockConfirm()
+	ctx, cancel := context.WithCancel(context.Background())
+	ch := make(chan error, 1)
+	go func() { _, err := h.s.Next(ctx, 1); ch <- err }()
+	entered(t, h.log.confirmEntered, "Confirm", 1)
+	cancel()
+	select {
+	case err := <-ch:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Next: %v, want context.Canceled", err)
+		}
+	case <-time.After(seqTestWait):
+		t.Fatal("Next ignored its context")
+	}
+}
+
+func TestSequencerTimeExhausted(t *testing.T) {
+	def, err := layout.Preset("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 20 time bits of 1 ms: the field ends about 17.5 minutes after 2024.
+	small, err := layout.Parse("custom:epoch=1704067200000,unit=1,bits=20/31/12")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lastUnit := func(l layout.Layout) time.Time {
+		return time.UnixMilli(l.EpochMs + int64(l.MaxTick()>>l.SeqBits)*l.UnitMs)
+	}
+	for _, l := range []layout.Layout{def, small} {
+		t.Run(l.String(), func(t *testing.T) {
+			perUnit := uint64(1) << l.SeqBits
+
+			t.Run("last unit", func(t *testing.T) {
+				h := newSeqHarness(t, l, time.Second, lastUnit(l))
+				if h.now() != l.MaxTick()+1-perUnit {
+					t.Fatalf("clock tick %d, want the last unit's first tick %d", h.now(), l.MaxTick()+1-perUnit)
+				}
+				h.lead(0)
+				// The last unit's ticks are all still there.
+				h.next(perUnit - 1)
+				b := h.next(1)
+				if b.First != l.MaxTick() {
+					t.Fatalf("last tick %d, want MaxTick %d", b.First, l.MaxTick())
+				}
+				_, c := h.log.calls()
+				if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrTimeExhausted) {
+					t.Fatalf("Next past MaxTick: %v, want ErrTimeExhausted", err)
+				}
+				if _, c2 := h.log.calls(); c2 != c {
+					t.Error("an exhausted request asked for a confirmation")
+				}
+			})
+			t.Run("request crosses the end", func(t *testing.T) {
+				h := newSeqHarness(t, l, time.Second, lastUnit(l))
+				h.lead(0)
+				if _, err := h.s.Next(seqCtx(t), perUnit+1); !errors.Is(err, ErrTimeExhausted) {
+					t.Fatalf("Next(%d): %v, want ErrTimeExhausted", perUnit+1, err)
+				}
+				h.next(perUnit) // nothing was consumed by the refusal
+			})
+			t.Run("clock past the field", func(t *testing.T) {
+				h := newSeqHarness(t, l, time.Second, lastUnit(l).Add(time.Duration(l.UnitMs)*time.Millisecond))
+				if h.now() != l.MaxTick()+1 {
+					t.Fatalf("clock tick %d, want MaxTick+1", h.now())
+				}
+				h.lead(0)
+				if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrTimeExhausted) {
+					t.Fatalf("Next: %v, want ErrTimeExhausted", err)
+				}
+				h.clock.Add(1000 * time.Hour)
+				if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrTimeExhausted) {
+					t.Fatalf("Next: %v, want ErrTimeExhausted", err)
+				}
+			})
+		})
+	}
+	t.Run("count overflows", func(t *testing.T) {
+		h := newDefaultHarness(t, time.Second)
+		h.lead(0)
+		for _, n := range []uint64{math.MaxUint64, math.MaxUint64 - h.now(), def.MaxTick()} {
+			if _, err := h.s.Next(seqCtx(t), n); !errors.Is(err, ErrTimeExhausted) {
+				t.Errorf("Next(%d): %v, want ErrTimeExhausted", n, err)
+			}
+		}
+		h.next(1)
+	})
+}
+
+func TestSequencerConcurrent(t *testing.T) {
+	const (
+		workers = 16
+		calls   = 200
+	)
+	h := newDefaultHarness(t, time.Millisecond) // small window: many renewals
+	h.lead(0)
+	ctx := seqCtx(t)
+	blocks := make([][]Block, workers)
+	errs := make(chan error, workers)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var last uint64
+			for i := range calls {
+				switch {
+				case w == 0 && i%50 == 49:
+					h.clock.Add(time.Millisecond)
+				case w == 1 && i == 100:
+					h.clock.Add(-time.Second)
+				}
+				n := uint64(1 + (w+i)%4)
+				b, err := h.s.Next(ctx, n)
+				if err != nil {
+					errs <- fmt.Errorf("worker %d call %d: %w", w, i, err)
+					return
+				}
+				if b.Count != n {
+					errs <- fmt.Errorf("worker %d call %d: %d ticks, want %d", w, i, b.Count, n)
+					return
+				}
+				if i > 0 && b.First <= last {
+					errs <- fmt.Errorf("worker %d call %d: tick %d not above its previous %d", w, i, b.First, last)
+					return
+				}
+				if hw := h.log.highWater(); b.First+b.Count > hw {
+					errs <- fmt.Errorf("worker %d: ticks up to %d above the committed mark %d", w, b.First+b.Count, hw)
+					return
+				}
+				last = b.First + b.Count - 1
+				blocks[w] = append(blocks[w], b)
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if t.Failed() {
+		return
+	}
+	var all []Block
+	for _, bs := range blocks {
+		all = append(all, bs...)
+	}
+	slices.SortFunc(all, func(a, b Block) int {
+		switch {
+		case a.First < b.First:
+			return -1
+		case a.First > b.First:
+			return 1
+		}
+		return 0
+	})
+	for i := 1; i < len(all); i++ {
+		if all[i].First < all[i-1].First+all[i-1].Count {
+			t.Fatalf("blocks overlap: [%d,+%d) and [%d,+%d)", all[i-1].First, all[i-1].Count, all[i].First, all[i].Count)
+		}
+	}
+	if r, c := h.log.calls(); r < 2 || c < 1 {
+		t.Errorf("Reserve calls %d, Confirm calls %d: expected renewals and confirmations", r, c)
+	} else {
+		t.Logf("%d requests: %d Reserve calls, %d Confirm calls", workers*calls, r, c)
+	}
+}
+
+// BenchmarkSequencerNext measures the hot path with a log that answers at
+// once: assignment, batching and one confirmation per batch.
+func BenchmarkSequencerNext(b *testing.B) {
+	l, err := layout.Preset("default")
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := newSeqFakeLog(1)
+	s := NewSequencer(l, DefaultReserveWindow, time.Now, log, hclog.NewNullLogger())
+	defer s.Close()
+	ctx := context.Background()
+	if err := s.Lead(ctx, 0); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Next(ctx, 1); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+	b.StopTimer()
+	_, c := log.calls()
+	b.ReportMetric(float64(b.N)/float64(max(c, 1)), "req/confirm")
+}
