@@ -54,11 +54,12 @@ type Config struct {
 	// Raft tunes Raft's timers; LocalID, Logger and NotifyCh are set by
 	// Open. Nil means raft.DefaultConfig().
 	Raft *raft.Config
-	// UnsafeSkipConfirm makes the leader answer without confirming that
-	// it still leads. It breaks the order guarantee on purpose, so that
-	// tests can show the history checker catches a stale leader. Never
-	// set it in production.
-	UnsafeSkipConfirm bool
+	// UnsafeTrustReservation builds the classic stale-leader bug on
+	// purpose: a node hands out IDs from its committed reservation without
+	// confirming that it still leads, and keeps doing so after it lost
+	// leadership. Tests use it to show that the history checker catches
+	// the reordering this causes. Never set it in production.
+	UnsafeTrustReservation bool
 	// Clock is the wall clock; nil means time.Now.
 	Clock func() time.Time
 	// Logger is the root of the node's logger tree; nil means a default

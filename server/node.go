@@ -120,9 +120,9 @@ func (n *Node) openRaft() error {
 	// The sequencer exists before Raft starts: NewRaft may restore a
 	// snapshot, and a layout mismatch found then stops the sequencer.
 	n.seq = NewSequencer(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, raftLog{n}, n.logger.Named("sequencer"))
-	n.seq.unsafeSkipConfirm = n.cfg.UnsafeSkipConfirm
-	if n.cfg.UnsafeSkipConfirm {
-		n.logger.Error("UNSAFE: leadership confirmation is off; IDs can go out of order. Tests only")
+	n.seq.unsafeTrust = n.cfg.UnsafeTrustReservation
+	if n.cfg.UnsafeTrustReservation {
+		n.logger.Error("UNSAFE: IDs are handed out without confirming leadership and can go out of order; tests only")
 	}
 	n.fsm = fsm.New(n.checkLayout)
 	rc := *n.cfg.Raft

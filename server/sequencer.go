@@ -53,10 +53,11 @@ type Sequencer struct {
 	clock  func() time.Time
 	log    Log
 	logger hclog.Logger
-	// unsafeSkipConfirm answers without confirming leadership. It exists
-	// only so tests can show that the history checker catches the stale
-	// leader this would let through; see Config.UnsafeSkipConfirm.
-	unsafeSkipConfirm bool
+	// unsafeTrust hands out ticks from the reservation without confirming
+	// leadership, and keeps doing so after losing it. It exists only so
+	// tests can show that the history checker catches the stale leader
+	// this lets through; see Config.UnsafeTrustReservation.
+	unsafeTrust bool
 
 	mu sync.Mutex
 	// term is the Raft term this sequencer serves in; 0 when not serving.
@@ -90,11 +91,11 @@ const renewRetryDelay = 20 * time.Millisecond
 // NewSequencer returns a sequencer that does not serve until Lead.
 func NewSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger) *Sequencer {
 	s := &Sequencer{
-		layout: l,
-		window: l.TicksIn(window),
-		clock:  clock,
-		log:    log,
-		logger: logger,
+		layout:  l,
+		window:  l.TicksIn(window),
+		clock:   clock,
+		log:     log,
+		logger:  logger,
 		kick:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		serving: make(chan struct{}),
@@ -134,6 +135,9 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 func (s *Sequencer) StepDown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.unsafeTrust {
+		return // the bug under test: the reservation is trusted alone
+	}
 	s.stopServingLocked()
 }
 
@@ -192,7 +196,7 @@ func (s *Sequencer) Next(ctx context.Context, n uint64) (Block, error) {
 			if s.limit-end < s.window/2 && s.renewDone == nil {
 				s.renewLocked(end)
 			}
-			if s.unsafeSkipConfirm {
+			if s.unsafeTrust {
 				s.mu.Unlock()
 				return Block{First: start, Count: n}, nil
 			}

@@ -24,6 +24,7 @@ Commands:
   join             add a node to the cluster
   remove           remove a node from the cluster
   transfer-leader  hand leadership to another node
+  verify           run clients and faults against a cluster and check the order
 
 Run 'ordo <command> -h' for a command's flags.
 `
@@ -44,6 +45,7 @@ func main() {
 		"join":            runJoin,
 		"remove":          runRemove,
 		"transfer-leader": runTransferLeader,
+		"verify":          runVerify,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	run, ok := commands[name]

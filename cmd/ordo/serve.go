@@ -40,7 +40,7 @@ func runServe(args []string) error {
 		snapThreshold = fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots")
 		logLevel      = fs.String("log-level", "info", "trace, debug, info, warn or error")
 		logJSON       = fs.Bool("log-json", false, "log as JSON")
-		skipConfirm   = fs.Bool("test-unsafe-skip-confirm", false, "TESTS ONLY: answer without confirming leadership, which breaks the order guarantee (shows that `ordo verify` catches it)")
+		unsafeTrust   = fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it")
 		clockFile     = fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock")
 	)
 	if err := parseFlags(fs, args); err != nil {
@@ -65,7 +65,7 @@ func runServe(args []string) error {
 	cfg := server.Config{
 		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise, GRPCAddr: *grpcAddr,
 		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount,
-		Raft: rc, Logger: logger, UnsafeSkipConfirm: *skipConfirm,
+		Raft: rc, Logger: logger, UnsafeTrustReservation: *unsafeTrust,
 	}
 	stopClock := func() {}
 	if *clockFile != "" {

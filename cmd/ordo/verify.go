@@ -1,0 +1,110 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seed-e8569b35/ordo/verify"
+)
+
+// errVerifyFailed is returned when the history or recovery check fails.
+var errVerifyFailed = errors.New("verification failed")
+
+func runVerify(args []string) error {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	var (
+		addrs       = fs.String("addrs", "", "check an existing cluster (client side only, no faults); by default verify starts its own")
+		nodes       = fs.Int("nodes", 3, "nodes of the cluster verify starts")
+		duration    = fs.Duration("duration", 30*time.Second, "how long the workload runs")
+		clients     = fs.Int("clients", 16, "concurrent failover clients")
+		pinned      = fs.Bool("pinned", true, "also one client per node that never fails over (catches a stale leader's answers)")
+		maxCount    = fs.Int("max-count", 8, "each request asks for 1 to this many IDs")
+		faultList   = fs.String("faults", "all", "comma-separated fault kinds, 'all', or 'none': "+strings.Join(verify.FaultNames(), ", "))
+		interval    = fs.Duration("interval", 5*time.Second, "time from one fault's start to the next's")
+		hold        = fs.Duration("hold", 2500*time.Millisecond, "how long each fault lasts before it is healed")
+		dir         = fs.String("dir", "", "directory for the nodes' data and logs (default: a temporary one, removed unless the run fails)")
+		seed        = fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices")
+		heartbeat   = fs.Duration("heartbeat-timeout", 300*time.Millisecond, "raft heartbeat timeout of the nodes verify starts")
+		election    = fs.Duration("election-timeout", 300*time.Millisecond, "raft election timeout of the nodes verify starts")
+		lease       = fs.Duration("leader-lease-timeout", 150*time.Millisecond, "raft leader lease timeout of the nodes verify starts")
+		unsafeTrust = fs.Bool("unsafe-trust-reservation", false, "TESTS ONLY: start nodes with the stale-leader bug built in (see ordo serve --test-unsafe-trust-reservation), to show the checker catches it")
+		asJSON      = fs.Bool("json", false, "print the result as JSON")
+	)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	cfg := verify.Config{
+		Nodes: *nodes, Duration: *duration, Clients: *clients, Pinned: *pinned, MaxCount: *maxCount,
+		Interval: *interval, Hold: *hold, Seed: *seed, Progress: os.Stderr,
+		ServeArgs: []string{
+			"--heartbeat-timeout", heartbeat.String(), "--election-timeout", election.String(),
+			"--leader-lease-timeout", lease.String(), "--log-level", "warn",
+		},
+	}
+	if *unsafeTrust {
+		cfg.ServeArgs = append(cfg.ServeArgs, "--test-unsafe-trust-reservation")
+	}
+	switch *faultList {
+	case "all":
+		if *addrs == "" {
+			cfg.Faults = verify.FaultNames()
+		}
+	case "none", "":
+	default:
+		cfg.Faults = strings.Split(*faultList, ",")
+	}
+	if *addrs != "" {
+		cfg.Addrs = strings.Split(*addrs, ",")
+	} else {
+		bin, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find the ordo binary: %w", err)
+		}
+		cfg.Binary = bin
+		cfg.Dir = *dir
+		if cfg.Dir == "" {
+			if cfg.Dir, err = os.MkdirTemp("", "ordo-verify-"); err != nil {
+				return err
+			}
+		}
+	}
+	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients (+pinned: %t), faults %v, seed %d, data in %s\n",
+		cfg.Duration, cfg.Clients, cfg.Pinned, cfg.Faults, cfg.Seed, cfg.Dir)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	res, err := verify.Run(ctx, cfg)
+	if err != nil {
+		if errors.Is(err, verify.ErrBadConfig) {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		return err
+	}
+	if *asJSON {
+		if err := printJSON(struct {
+			OK bool `json:"ok"`
+			verify.Result
+		}{res.OK(), res}); err != nil {
+			return err
+		}
+	} else {
+		fmt.Print(res)
+	}
+	if !res.OK() {
+		if cfg.Dir != "" {
+			fmt.Fprintf(os.Stderr, "node logs kept in %s\n", cfg.Dir)
+		}
+		return errVerifyFailed
+	}
+	if *dir == "" && cfg.Dir != "" {
+		os.RemoveAll(cfg.Dir)
+	}
+	return nil
+}

@@ -1,0 +1,344 @@
+// Package verify proves Ordo's order under faults: it runs a real
+// multi-process cluster (the ordo binary, real TCP, real data dirs), drives
+// it through crashes, pauses, partitions and clock jumps while clients
+// record a history, and checks that history with package history.
+//
+// Each node binds its own loopback IP (127.0.0.11, .12, ...) and Raft dials
+// peers from it, so a fault-injecting proxy in front of each node's Raft
+// port can tell which peer a connection comes from and cut single links.
+package verify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/faultproxy"
+)
+
+// Errors of this package.
+var (
+	// ErrNoLeader means no node led within the time allowed.
+	ErrNoLeader = errors.New("no leader")
+	// ErrBadConfig means a Config field is out of range.
+	ErrBadConfig = errors.New("invalid verify configuration")
+)
+
+// ClusterConfig describes the cluster to start.
+type ClusterConfig struct {
+	// Binary is the ordo binary.
+	Binary string
+	// Dir holds each node's data dir, log and clock-offset file.
+	Dir string
+	// Nodes is the number of voters, 3 or 5.
+	Nodes int
+	// ServeArgs are added to every node's `ordo serve` command line (Raft
+	// timers, or a test-only switch).
+	ServeArgs []string
+	// Logf reports what the cluster does; nil discards.
+	Logf func(format string, args ...any)
+}
+
+// Node is one ordo process and the proxy in front of its Raft port.
+type Node struct {
+	Name      string
+	IP        string
+	RaftAddr  string // the node's own Raft listener
+	Advertise string // the proxy in front of it, which peers dial
+	GRPCAddr  string
+	DataDir   string
+	ClockFile string
+	LogFile   string
+
+	proxy *faultproxy.Proxy
+	mu    sync.Mutex
+	cmd   *exec.Cmd
+	done  chan struct{} // closed when cmd exits
+}
+
+// Cluster is a running set of ordo processes.
+type Cluster struct {
+	cfg   ClusterConfig
+	Nodes []*Node
+	Net   *faultproxy.Net
+}
+
+// StartCluster starts cfg.Nodes nodes that bootstrap together and waits
+// until one of them serves IDs.
+func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
+	if cfg.Nodes < 1 || cfg.Nodes > 9 {
+		return nil, fmt.Errorf("%w: %d nodes, want 1 to 9", ErrBadConfig, cfg.Nodes)
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	c := &Cluster{cfg: cfg, Net: faultproxy.NewNet()}
+	var peers []string
+	for i := range cfg.Nodes {
+		n, err := c.newNode(i)
+		if err != nil {
+			c.Stop()
+			return nil, err
+		}
+		c.Nodes = append(c.Nodes, n)
+		c.Net.Add(n.Name, n.IP, n.proxy)
+		peers = append(peers, fmt.Sprintf("%s=%s@%s", n.Name, n.Advertise, n.GRPCAddr))
+	}
+	bootstrap := strings.Join(peers, ",")
+	for _, n := range c.Nodes {
+		if err := c.start(n, "--bootstrap", bootstrap); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	if err := c.WaitServing(ctx); err != nil {
+		c.Stop()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *Cluster) newNode(i int) (*Node, error) {
+	n := &Node{Name: fmt.Sprintf("n%d", i+1), IP: fmt.Sprintf("127.0.0.%d", 11+i)}
+	n.DataDir = filepath.Join(c.cfg.Dir, n.Name)
+	n.ClockFile = filepath.Join(c.cfg.Dir, n.Name+".clock")
+	n.LogFile = filepath.Join(c.cfg.Dir, n.Name+".log")
+	if err := os.MkdirAll(c.cfg.Dir, 0o750); err != nil {
+		return nil, fmt.Errorf("create %s: %w", c.cfg.Dir, err)
+	}
+	if err := os.WriteFile(n.ClockFile, nil, 0o640); err != nil {
+		return nil, fmt.Errorf("create clock file: %w", err)
+	}
+	var err error
+	if n.RaftAddr, err = freeAddr(n.IP); err != nil {
+		return nil, err
+	}
+	if n.GRPCAddr, err = freeAddr(n.IP); err != nil {
+		return nil, err
+	}
+	n.proxy, err = faultproxy.New(n.IP+":0", n.RaftAddr, nil)
+	if err != nil {
+		return nil, fmt.Errorf("start proxy for %s: %w", n.Name, err)
+	}
+	n.Advertise = n.proxy.Addr()
+	return n, nil
+}
+
+// freeAddr returns ip:port with a port that was free a moment ago.
+func freeAddr(ip string) (string, error) {
+	l, err := net.Listen("tcp", ip+":0")
+	if err != nil {
+		return "", fmt.Errorf("find a free port on %s: %w", ip, err)
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// start runs `ordo serve` for n with extra arguments.
+func (c *Cluster) start(n *Node, extra ...string) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return fmt.Errorf("%s is already running", n.Name)
+	}
+	args := append([]string{"serve",
+		"--id", n.Name, "--data-dir", n.DataDir,
+		"--raft-addr", n.RaftAddr, "--raft-advertise", n.Advertise, "--grpc-addr", n.GRPCAddr,
+		"--test-clock-offset-file", n.ClockFile,
+	}, c.cfg.ServeArgs...)
+	args = append(args, extra...)
+	logFile, err := os.OpenFile(n.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
+	if err != nil {
+		return fmt.Errorf("open log: %w", err)
+	}
+	cmd := exec.Command(c.cfg.Binary, args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.Env = cleanEnv()
+	setDeathSignal(cmd)
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("start %s: %w", n.Name, err)
+	}
+	done := make(chan struct{})
+	go func() { cmd.Wait(); logFile.Close(); close(done) }()
+	n.cmd, n.done = cmd, done
+	c.cfg.Logf("started %s (pid %d)", n.Name, cmd.Process.Pid)
+	return nil
+}
+
+// cleanEnv drops ORDO_ variables, which would silently change every
+// node's flags.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ORDO_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// Start restarts a stopped node with its data dir.
+func (c *Cluster) Start(n *Node) error { return c.start(n) }
+
+// Kill sends SIGKILL and waits for the process to go.
+func (c *Cluster) Kill(n *Node) error {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("kill %s: %w", n.Name, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("kill %s: still running after 10 s", n.Name)
+	}
+	c.cfg.Logf("killed %s", n.Name)
+	return nil
+}
+
+// Pause sends SIGSTOP; Resume sends SIGCONT.
+func (c *Cluster) Pause(n *Node) error  { return c.signal(n, syscall.SIGSTOP) }
+func (c *Cluster) Resume(n *Node) error { return c.signal(n, syscall.SIGCONT) }
+
+func (c *Cluster) signal(n *Node, sig syscall.Signal) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("%s is not running", n.Name)
+	}
+	if err := n.cmd.Process.Signal(sig); err != nil {
+		return fmt.Errorf("signal %s: %w", n.Name, err)
+	}
+	c.cfg.Logf("sent %s to %s", sig, n.Name)
+	return nil
+}
+
+// Running reports whether n's process is up.
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return false
+	}
+	select {
+	case <-n.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// SetClockOffset shifts n's wall clock (test-only flag of ordo serve).
+func (c *Cluster) SetClockOffset(n *Node, d time.Duration) error {
+	s := ""
+	if d != 0 {
+		s = d.String()
+	}
+	if err := os.WriteFile(n.ClockFile, []byte(s), 0o640); err != nil {
+		return fmt.Errorf("set clock offset of %s: %w", n.Name, err)
+	}
+	c.cfg.Logf("clock of %s shifted by %s", n.Name, d)
+	return nil
+}
+
+// Addrs returns every node's gRPC address.
+func (c *Cluster) Addrs() []string {
+	var a []string
+	for _, n := range c.Nodes {
+		a = append(a, n.GRPCAddr)
+	}
+	return a
+}
+
+// Node returns the node with the given name or gRPC address.
+func (c *Cluster) Node(nameOrAddr string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == nameOrAddr || n.GRPCAddr == nameOrAddr {
+			return n
+		}
+	}
+	return nil
+}
+
+// Leader asks the running nodes who leads, and returns that node once it
+// hands out IDs.
+func (c *Cluster) Leader(ctx context.Context) (*Node, error) {
+	for {
+		for _, n := range c.Nodes {
+			if !n.Running() {
+				continue
+			}
+			if l := c.askLeader(ctx, n); l != nil && l.Running() {
+				return l, nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w: %v", ErrNoLeader, ctx.Err())
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// askLeader asks n for a single ID straight from n (no failover); a reply
+// names the leader that issued it.
+func (c *Cluster) askLeader(ctx context.Context, n *Node) *Node {
+	conn, err := dial(n.GRPCAddr)
+	if err != nil {
+		return nil
+	}
+	defer conn.Close()
+	actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	resp, err := api.NewSequencerClient(conn).Next(actx, &api.NextRequest{Count: 1})
+	if err != nil {
+		return nil
+	}
+	return c.Node(resp.LeaderId)
+}
+
+// WaitServing waits until some node hands out IDs.
+func (c *Cluster) WaitServing(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := c.Leader(ctx)
+	return err
+}
+
+// Admin runs an admin call through a failover client.
+func (c *Cluster) Admin(ctx context.Context, fn func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error) error {
+	cl, err := client.New(c.Addrs(), client.WithAttemptTimeout(time.Second))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return cl.Admin(ctx, fn)
+}
+
+// Stop kills every node and closes the proxies.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		if err := c.Kill(n); err != nil {
+			c.cfg.Logf("%v", err)
+		}
+	}
+	c.Net.Close()
+}

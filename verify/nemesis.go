@@ -1,0 +1,293 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/seed-e8569b35/ordo/api"
+)
+
+// A fault breaks something and returns how to mend it.
+type fault struct {
+	// needs is the least number of nodes the fault makes sense with.
+	needs int
+	// start breaks something; the returned heal mends it. target names
+	// what was hit, for the report.
+	start func(ctx context.Context, c *Cluster, rng *rand.Rand) (target string, heal func(context.Context) error, err error)
+}
+
+// faults are the nemesis's kinds, by name.
+var faults = map[string]fault{
+	"kill-leader":     {1, killLeader},
+	"kill-follower":   {2, killFollower},
+	"kill-majority":   {3, killMajority},
+	"pause-leader":    {2, pauseLeader},
+	"isolate-leader":  {3, isolateLeader},
+	"partition":       {3, partition},
+	"bridge":          {3, bridge},
+	"one-way":         {3, oneWay},
+	"stall-leader":    {3, stallLeader},
+	"delay":           {2, delay},
+	"clock-back":      {1, clockShift(-time.Hour)},
+	"clock-forward":   {1, clockShift(time.Hour)},
+	"transfer-leader": {2, transferLeader},
+	"remove-readd":    {3, removeReadd},
+	"restart-all":     {1, restartAll},
+}
+
+// FaultNames lists every fault kind, sorted.
+func FaultNames() []string {
+	var names []string
+	for n := range faults {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+func leaderAndFollowers(ctx context.Context, c *Cluster) (*Node, []*Node, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	l, err := c.Leader(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	var fs []*Node
+	for _, n := range c.Nodes {
+		if n != l {
+			fs = append(fs, n)
+		}
+	}
+	return l, fs, nil
+}
+
+func names(ns []*Node) []string {
+	var s []string
+	for _, n := range ns {
+		s = append(s, n.Name)
+	}
+	return s
+}
+
+func startAll(c *Cluster, ns []*Node) func(context.Context) error {
+	return func(context.Context) error {
+		for _, n := range ns {
+			if err := c.Start(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+func kill(c *Cluster, ns []*Node) (string, func(context.Context) error, error) {
+	for _, n := range ns {
+		if err := c.Kill(n); err != nil {
+			return "", nil, err
+		}
+	}
+	return fmt.Sprint(names(ns)), startAll(c, ns), nil
+}
+
+func killLeader(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+	l, _, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	return kill(c, []*Node{l})
+}
+
+func killFollower(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
+	_, fs, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	return kill(c, []*Node{fs[rng.IntN(len(fs))]})
+}
+
+// killMajority kills the leader and enough followers to leave a minority:
+// the cluster must stop answering, then recover.
+func killMajority(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
+	l, fs, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+	return kill(c, append([]*Node{l}, fs[:len(c.Nodes)/2]...))
+}
+
+// pauseLeader stops the leader's process until a new leader is elected;
+// when it resumes, it still believes it leads and holds a reservation.
+func pauseLeader(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+	l, _, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	if err := c.Pause(l); err != nil {
+		return "", nil, err
+	}
+	return l.Name, func(context.Context) error { return c.Resume(l) }, nil
+}
+
+func heal(c *Cluster) func(context.Context) error {
+	return func(context.Context) error { c.Net.Heal(); return nil }
+}
+
+func isolateLeader(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+	l, _, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	c.Net.Isolate(l.Name)
+	return l.Name, heal(c), nil
+}
+
+// partition cuts the cluster in two random halves, the smaller one
+// holding the leader half of the time.
+func partition(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
+	l, fs, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+	m := (len(c.Nodes) - 1) / 2 // the minority's size
+	var small, big []string
+	if rng.IntN(2) == 0 {
+		small, big = append([]string{l.Name}, names(fs[:m-1])...), names(fs[m-1:])
+	} else {
+		small, big = names(fs[:m]), append([]string{l.Name}, names(fs[m:])...)
+	}
+	c.Net.Partition(small, big)
+	return fmt.Sprintf("%v | %v", small, big), heal(c), nil
+}
+
+// bridge leaves one node connected to both halves, which cannot reach
+// each other (Jepsen's bridge). The leader is on one side.
+func bridge(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
+	l, fs, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+	mid := fs[0]
+	rest := names(fs[1:])
+	half := len(rest) / 2
+	a := append([]string{l.Name}, rest[:half]...)
+	b := rest[half:]
+	c.Net.Bridge(a, []string{mid.Name}, b)
+	return fmt.Sprintf("%v - %s - %v", a, mid.Name, b), heal(c), nil
+}
+
+// oneWay cuts the connections the leader opens to its followers, while
+// the followers can still reach it.
+func oneWay(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+	l, fs, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	for _, f := range fs {
+		c.Net.OneWay(l.Name, f.Name)
+	}
+	return l.Name + " -> " + fmt.Sprint(names(fs)), heal(c), nil
+}
+
+// stallLeader black-holes the leader's links: connections stay open but
+// carry nothing, as when packets are silently lost.
+func stallLeader(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+	l, _, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	c.Net.Stall(l.Name)
+	return l.Name, heal(c), nil
+}
+
+func delay(_ context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+	const d = 30 * time.Millisecond
+	c.Net.Delay(d)
+	return d.String() + " on every raft link", heal(c), nil
+}
+
+func clockShift(d time.Duration) func(context.Context, *Cluster, *rand.Rand) (string, func(context.Context) error, error) {
+	return func(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+		l, _, err := leaderAndFollowers(ctx, c)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := c.SetClockOffset(l, d); err != nil {
+			return "", nil, err
+		}
+		return fmt.Sprintf("%s by %s", l.Name, d), func(context.Context) error { return c.SetClockOffset(l, 0) }, nil
+	}
+}
+
+// transferLeader moves leadership around every few hundred milliseconds
+// until healed.
+func transferLeader(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	seed := rng.Uint64()
+	go func() {
+		defer close(done)
+		r := rand.New(rand.NewPCG(seed, 1))
+		for ctx.Err() == nil {
+			to := c.Nodes[r.IntN(len(c.Nodes))]
+			actx, acancel := context.WithTimeout(ctx, 3*time.Second)
+			c.Admin(actx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+				_, err := a.TransferLeader(ctx, &api.TransferLeaderRequest{Id: to.Name}, opts...)
+				return err
+			})
+			acancel()
+			select {
+			case <-ctx.Done():
+			case <-time.After(300 * time.Millisecond):
+			}
+		}
+	}()
+	return "every 300ms", func(context.Context) error { cancel(); <-done; return nil }, nil
+}
+
+// removeReadd removes a follower from the cluster, wipes its data and
+// brings it back with --join: a new member under the old name.
+func removeReadd(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
+	_, fs, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	f := fs[rng.IntN(len(fs))]
+	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	err = c.Admin(actx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+		_, err := a.Remove(ctx, &api.RemoveRequest{Id: f.Name}, opts...)
+		return err
+	})
+	if err != nil {
+		return "", nil, fmt.Errorf("remove %s: %w", f.Name, err)
+	}
+	if err := c.Kill(f); err != nil {
+		return "", nil, err
+	}
+	if err := os.RemoveAll(f.DataDir); err != nil {
+		return "", nil, fmt.Errorf("wipe %s: %w", f.Name, err)
+	}
+	others := slices.DeleteFunc(slices.Clone(c.Nodes), func(n *Node) bool { return n == f })
+	return f.Name, func(context.Context) error {
+		var addrs []string
+		for _, n := range others {
+			addrs = append(addrs, n.GRPCAddr)
+		}
+		return c.start(f, "--join", strings.Join(addrs, ","))
+	}, nil
+}
+
+func restartAll(_ context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+	return kill(c, c.Nodes)
+}

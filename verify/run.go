@@ -1,0 +1,344 @@
+package verify
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/seed-e8569b35/ordo/history"
+)
+
+// Config is one verification run.
+type Config struct {
+	// Binary is the ordo binary that nodes run. Unused with Addrs.
+	Binary string
+	// Dir holds the nodes' data and logs. Unused with Addrs.
+	Dir string
+	// Nodes is the cluster size when the run starts its own cluster.
+	Nodes int
+	// Addrs, if set, is an existing cluster: only the client side runs,
+	// and Faults must be empty.
+	Addrs []string
+	// Duration is how long the workload runs.
+	Duration time.Duration
+	// Clients and Pinned and MaxCount shape the workload.
+	Clients  int
+	Pinned   bool
+	MaxCount int
+	// Faults are the kinds the nemesis picks from, in turn; empty means
+	// none.
+	Faults []string
+	// Interval is the time from one fault's start to the next's; Hold is
+	// how long each fault lasts before it is healed.
+	Interval, Hold time.Duration
+	// ServeArgs are extra `ordo serve` flags for every node.
+	ServeArgs []string
+	// Seed makes the nemesis's choices repeatable.
+	Seed uint64
+	// Progress, if set, gets a line a second and one per fault.
+	Progress io.Writer
+}
+
+// FaultRecord is what happened around one fault.
+type FaultRecord struct {
+	Kind   string `json:"kind"`
+	Target string `json:"target"`
+	// Start, Healed and End are offsets from the start of the run; End is
+	// the next fault's start or the end of the run.
+	Start  time.Duration `json:"start"`
+	Healed time.Duration `json:"healed"`
+	End    time.Duration `json:"end"`
+	// LongestGap is the longest time in [Start, End) in which no request
+	// succeeded (completions, so it includes the time to fail over).
+	LongestGap time.Duration `json:"longest_gap"`
+	// Recovered says some request succeeded after the fault was healed.
+	Recovered bool   `json:"recovered"`
+	Err       string `json:"error,omitempty"`
+}
+
+// Result is a run's verdict and figures.
+type Result struct {
+	Report       history.Report `json:"report"`
+	BadResponses int64          `json:"bad_responses"`
+	Elapsed      time.Duration  `json:"elapsed"`
+	OpsPerSec    float64        `json:"ops_per_sec"`
+	IDsPerSec    float64        `json:"ids_per_sec"`
+	Faults       []FaultRecord  `json:"faults"`
+	// Recovered says requests succeeded after the last fault was healed.
+	Recovered bool `json:"recovered"`
+}
+
+// OK reports whether the run found nothing wrong: a valid history, no
+// response the client had to withhold, and recovery after every fault.
+func (r Result) OK() bool {
+	if !r.Report.OK() || r.BadResponses > 0 || !r.Recovered {
+		return false
+	}
+	for _, f := range r.Faults {
+		if !f.Recovered || f.Err != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// String is the human verdict.
+func (r Result) String() string {
+	var b strings.Builder
+	verdict := "PASS"
+	if !r.OK() {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "verdict: %s\n", verdict)
+	fmt.Fprintf(&b, "%s\n", r.Report)
+	fmt.Fprintf(&b, "withheld bad responses: %d\n", r.BadResponses)
+	fmt.Fprintf(&b, "throughput: %.0f requests/s, %.0f IDs/s over %s\n", r.OpsPerSec, r.IDsPerSec, r.Elapsed.Round(time.Millisecond))
+	for _, f := range r.Faults {
+		state := "recovered"
+		if !f.Recovered {
+			state = "NOT RECOVERED"
+		}
+		if f.Err != "" {
+			state = "ERROR: " + f.Err
+		}
+		fmt.Fprintf(&b, "  %7.1fs %-16s %-28s longest gap %6s  %s\n", f.Start.Seconds(), f.Kind, f.Target, f.LongestGap.Round(time.Millisecond), state)
+	}
+	if !r.Recovered {
+		fmt.Fprintf(&b, "the cluster did not serve again after the last fault was healed\n")
+	}
+	return b.String()
+}
+
+// recoveryTimeout is how long the cluster has, after the last heal, to
+// serve again before the run fails.
+const recoveryTimeout = 30 * time.Second
+
+// Run starts a cluster (unless cfg.Addrs names one), runs the workload and
+// the nemesis for cfg.Duration, heals everything, and checks the history.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if err := cfg.validate(); err != nil {
+		return Result{}, err
+	}
+	progress := cfg.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	addrs := cfg.Addrs
+	var cluster *Cluster
+	if len(addrs) == 0 {
+		var err error
+		cluster, err = StartCluster(ctx, ClusterConfig{
+			Binary: cfg.Binary, Dir: cfg.Dir, Nodes: cfg.Nodes, ServeArgs: cfg.ServeArgs,
+			Logf: func(f string, a ...any) { fmt.Fprintf(progress, "  cluster: "+f+"\n", a...) },
+		})
+		if err != nil {
+			return Result{}, err
+		}
+		defer cluster.Stop()
+		addrs = cluster.Addrs()
+	}
+
+	rec := history.NewRecorder()
+	w, err := StartWorkload(WorkloadConfig{Addrs: addrs, Clients: cfg.Clients, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount}, rec)
+	if err != nil {
+		return Result{}, err
+	}
+	start := time.Now()
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	stopProgress := reportProgress(progress, w, start)
+	var records []FaultRecord
+	if cluster != nil && len(cfg.Faults) > 0 {
+		records = runNemesis(runCtx, cluster, cfg, start, progress)
+	} else {
+		<-runCtx.Done()
+	}
+	// Everything is healed: the cluster must serve again.
+	recovered := waitRecovered(ctx, w)
+	w.Stop()
+	stopProgress()
+	elapsed := time.Since(start)
+
+	ops := rec.Ops()
+	res := Result{
+		Report:       history.Check(ops),
+		BadResponses: w.badResponses.Load(),
+		Elapsed:      elapsed,
+		Faults:       records,
+		Recovered:    recovered,
+	}
+	okCount, _, _, ids := w.Counts()
+	res.OpsPerSec = float64(okCount) / elapsed.Seconds()
+	res.IDsPerSec = float64(ids) / elapsed.Seconds()
+	measureGaps(ops, res.Faults, elapsed)
+	return res, nil
+}
+
+func (cfg Config) validate() error {
+	switch {
+	case cfg.Duration <= 0:
+		return fmt.Errorf("%w: duration %s", ErrBadConfig, cfg.Duration)
+	case cfg.Clients < 0 || (cfg.Clients == 0 && !cfg.Pinned):
+		return fmt.Errorf("%w: no clients", ErrBadConfig)
+	case cfg.MaxCount < 1:
+		return fmt.Errorf("%w: max count %d", ErrBadConfig, cfg.MaxCount)
+	case len(cfg.Addrs) > 0 && len(cfg.Faults) > 0:
+		return fmt.Errorf("%w: faults need a cluster this run starts itself; drop --addrs or the faults", ErrBadConfig)
+	case len(cfg.Addrs) == 0 && (cfg.Binary == "" || cfg.Dir == ""):
+		return fmt.Errorf("%w: starting a cluster needs a binary and a directory", ErrBadConfig)
+	case len(cfg.Faults) > 0 && (cfg.Interval <= 0 || cfg.Hold <= 0 || cfg.Hold > cfg.Interval):
+		return fmt.Errorf("%w: want 0 < hold (%s) <= interval (%s)", ErrBadConfig, cfg.Hold, cfg.Interval)
+	}
+	for _, f := range cfg.Faults {
+		k, ok := faults[f]
+		if !ok {
+			return fmt.Errorf("%w: unknown fault %q (known: %s)", ErrBadConfig, f, strings.Join(FaultNames(), ", "))
+		}
+		if len(cfg.Addrs) == 0 && cfg.Nodes < k.needs {
+			return fmt.Errorf("%w: fault %q needs at least %d nodes", ErrBadConfig, f, k.needs)
+		}
+	}
+	return nil
+}
+
+// runNemesis starts a fault every Interval, heals it after Hold, until
+// ctx ends; the last fault is healed before it returns.
+func runNemesis(ctx context.Context, c *Cluster, cfg Config, start time.Time, progress io.Writer) []FaultRecord {
+	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6f72646f))
+	var records []FaultRecord
+	for i := 0; ; i++ {
+		// Let the cluster settle before the first fault.
+		if !sleep(ctx, cfg.Interval-cfg.Hold) {
+			return records
+		}
+		kind := cfg.Faults[i%len(cfg.Faults)]
+		rec := FaultRecord{Kind: kind, Start: time.Since(start)}
+		target, healFn, err := faults[kind].start(ctx, c, rng)
+		rec.Target = target
+		if err != nil {
+			rec.Err = err.Error()
+			rec.Healed, rec.End = time.Since(start), time.Since(start)
+			fmt.Fprintf(progress, "%6.1fs fault %s failed to start: %v\n", rec.Start.Seconds(), kind, err)
+			records = append(records, rec)
+			if ctx.Err() != nil {
+				return records
+			}
+			continue
+		}
+		fmt.Fprintf(progress, "%6.1fs fault %s: %s\n", rec.Start.Seconds(), kind, target)
+		sleep(ctx, cfg.Hold)
+		// Heal even when the run is over: the cluster must recover.
+		hctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := healFn(hctx); err != nil {
+			rec.Err = "heal: " + err.Error()
+		}
+		cancel()
+		rec.Healed = time.Since(start)
+		fmt.Fprintf(progress, "%6.1fs healed %s\n", rec.Healed.Seconds(), kind)
+		records = append(records, rec)
+		if ctx.Err() != nil {
+			return records
+		}
+	}
+}
+
+// sleep waits d or until ctx ends; it reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// waitRecovered waits until the workload has a new success.
+func waitRecovered(ctx context.Context, w *Workload) bool {
+	before, _, _, _ := w.Counts()
+	deadline := time.Now().Add(recoveryTimeout)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if ok, _, _, _ := w.Counts(); ok > before {
+			return true
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
+}
+
+// reportProgress prints a line a second until stopped.
+func reportProgress(out io.Writer, w *Workload, start time.Time) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		var lastIDs int64
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				ok, failed, unknown, ids := w.Counts()
+				line := fmt.Sprintf("%6.1fs ok=%d failed=%d unknown=%d ids/s=%d", time.Since(start).Seconds(), ok, failed, unknown, ids-lastIDs)
+				if e, _ := w.lastErr.Load().(string); e != "" && failed+unknown > 0 {
+					line += "  last error: " + truncate(e, 100)
+				}
+				fmt.Fprintln(out, line)
+				lastIDs = ids
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}
+
+// measureGaps fills each fault's End, LongestGap and Recovered from the
+// completion times of successful requests.
+func measureGaps(ops []history.Op, recs []FaultRecord, elapsed time.Duration) {
+	var done []time.Duration
+	for _, op := range ops {
+		if op.Outcome == history.OK {
+			done = append(done, op.End)
+		}
+	}
+	slices.Sort(done)
+	for i := range recs {
+		r := &recs[i]
+		r.End = elapsed
+		if i+1 < len(recs) {
+			r.End = recs[i+1].Start
+		}
+		prev := r.Start
+		lo, _ := slices.BinarySearch(done, r.Start)
+		for _, t := range done[lo:] {
+			if t >= r.End {
+				break
+			}
+			r.LongestGap = max(r.LongestGap, t-prev)
+			prev = t
+			if t >= r.Healed {
+				r.Recovered = true
+			}
+		}
+		r.LongestGap = max(r.LongestGap, r.End-prev)
+		if i+1 == len(recs) && !r.Recovered {
+			// The last fault's window ends with the run; the final
+			// recovery check covers it.
+			hi, _ := slices.BinarySearch(done, r.Healed)
+			r.Recovered = hi < len(done)
+		}
+	}
+}

@@ -1,0 +1,165 @@
+package verify
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/history"
+)
+
+// Timeouts of the workload's requests: short, so a client stuck on a dead
+// or paused node moves on quickly and the history stays dense.
+const (
+	opTimeout      = 2 * time.Second
+	attemptTimeout = 500 * time.Millisecond
+)
+
+// Workload runs clients that record every request in a history.
+type Workload struct {
+	rec  *history.Recorder
+	stop chan struct{}
+	wg   sync.WaitGroup
+
+	ok, failed, unknown, ids atomic.Int64
+	// badResponses counts responses the Go client withheld because they
+	// broke the order; each is a failure of the guarantee.
+	badResponses atomic.Int64
+	lastErr      atomic.Value // string
+}
+
+// WorkloadConfig says who sends what.
+type WorkloadConfig struct {
+	// Addrs are the nodes' gRPC addresses.
+	Addrs []string
+	// Clients is the number of failover clients (the Go client).
+	Clients int
+	// Pinned adds one client per address that talks only to that node and
+	// never fails over. A stale leader's answers reach the history through
+	// them: a failover client would have left it.
+	Pinned bool
+	// MaxCount is the largest count per request; each asks for 1 to it.
+	MaxCount int
+}
+
+// StartWorkload starts the clients; Stop ends them.
+func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error) {
+	if cfg.Clients < 0 || cfg.MaxCount < 1 || len(cfg.Addrs) == 0 {
+		return nil, ErrBadConfig
+	}
+	w := &Workload{rec: rec, stop: make(chan struct{})}
+	id := 0
+	for range cfg.Clients {
+		c, err := client.New(cfg.Addrs, client.WithAttemptTimeout(attemptTimeout), client.WithBackoff(5*time.Millisecond, 100*time.Millisecond))
+		if err != nil {
+			w.Stop()
+			return nil, err
+		}
+		w.spawn(id, cfg.MaxCount, func(ctx context.Context, n int) ([]uint64, error) { return c.NextN(ctx, n) }, func() { c.Close() })
+		id++
+	}
+	if cfg.Pinned {
+		for _, addr := range cfg.Addrs {
+			conn, err := dial(addr)
+			if err != nil {
+				w.Stop()
+				return nil, err
+			}
+			seq := api.NewSequencerClient(conn)
+			w.spawn(id, cfg.MaxCount, func(ctx context.Context, n int) ([]uint64, error) {
+				ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+				defer cancel()
+				resp, err := seq.Next(ctx, &api.NextRequest{Count: uint32(n)})
+				if err != nil {
+					return nil, err
+				}
+				return resp.IDs(), nil
+			}, func() { conn.Close() })
+			id++
+		}
+	}
+	return w, nil
+}
+
+func dial(addr string) (*grpc.ClientConn, error) {
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+}
+
+func (w *Workload) spawn(id, maxCount int, next func(context.Context, int) ([]uint64, error), closeFn func()) {
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		defer closeFn()
+		rng := rand.New(rand.NewPCG(uint64(id), 7))
+		for {
+			select {
+			case <-w.stop:
+				return
+			default:
+			}
+			n := 1 + rng.IntN(maxCount)
+			p := w.rec.Begin(id)
+			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
+			ids, err := next(ctx, n)
+			cancel()
+			switch {
+			case err == nil:
+				p.OK(ids)
+				w.ok.Add(1)
+				w.ids.Add(int64(len(ids)))
+			case errors.Is(err, client.ErrBadResponse):
+				p.Fail(err)
+				w.failed.Add(1)
+				w.badResponses.Add(1)
+				w.lastErr.Store(err.Error())
+			case definite(err):
+				p.Fail(err)
+				w.failed.Add(1)
+				w.lastErr.Store(err.Error())
+			default:
+				p.Unknown(err)
+				w.unknown.Add(1)
+				w.lastErr.Store(err.Error())
+				// A client whose node is down must not spin.
+				time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
+			}
+		}
+	}()
+}
+
+// definite reports whether err means the request certainly issued nothing
+// to this client: the server refused it for a reason that is not about
+// leadership or time.
+func definite(err error) bool {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.FailedPrecondition, codes.OutOfRange, codes.NotFound, codes.PermissionDenied, codes.Unimplemented:
+		return true
+	}
+	return false
+}
+
+// Stop ends every client and waits for them.
+func (w *Workload) Stop() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	w.wg.Wait()
+}
+
+// Counts returns acknowledged, failed and unknown operations and IDs
+// received so far.
+func (w *Workload) Counts() (ok, failed, unknown, ids int64) {
+	return w.ok.Load(), w.failed.Load(), w.unknown.Load(), w.ids.Load()
+}
