@@ -41,6 +41,9 @@ var (
 	ErrNodeExists = errors.New("node already exists")
 	// ErrNotReady means the cluster has not been initialised yet.
 	ErrNotReady = errors.New("cluster not initialised")
+	// ErrRemoved means Raft stopped because this node was removed from
+	// the cluster; the node has nothing left to serve.
+	ErrRemoved = errors.New("removed from the cluster")
 	// ErrBadConfig means a Config field is invalid.
 	ErrBadConfig = errors.New("invalid configuration")
 )
@@ -72,7 +75,7 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, ErrTimeExhausted):
 		code = codes.OutOfRange
-	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader),
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrRemoved),
 		errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown),
 		errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrAbortedByRestore):

@@ -191,7 +191,10 @@ func roleName(s raft.RaftState) string {
 // and addresses is the newest; without a leader it answers itself.
 func (s *service) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
 	if conn, fwd, err := s.forward(ctx); err == nil && fwd {
-		if resp, err := api.NewAdminClient(conn).Status(forwardCtx(ctx), req); err == nil {
+		fctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
+		resp, err := api.NewAdminClient(conn).Status(forwardCtx(fctx), req)
+		cancel()
+		if err == nil {
 			return resp, nil
 		}
 	}
@@ -323,7 +326,7 @@ func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
 		_, err := api.NewAdminClient(conn).Remove(forwardCtx(ctx), req)
 		return err
 	}
-	if !s.n.isMember(req.Id) {
+	if member, _ := s.n.isMember(req.Id); !member {
 		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
 	}
 	if err := s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.ApplyTimeout).Error(); err != nil {
@@ -339,19 +342,6 @@ func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
 	}
 	s.n.logger.Info("node removed", "id", req.Id)
 	return nil
-}
-
-func (n *Node) isMember(id string) bool {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return false
-	}
-	for _, srv := range f.Configuration().Servers {
-		if string(srv.ID) == id {
-			return true
-		}
-	}
-	return false
 }
 
 // TransferLeader implements api.AdminServer.

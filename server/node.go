@@ -8,6 +8,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -281,6 +282,22 @@ func (n *Node) voters() int {
 	return c
 }
 
+// isMember reports whether id is in Raft's latest configuration, and
+// whether that configuration has any servers at all.
+func (n *Node) isMember(id string) (member, known bool) {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false, false
+	}
+	servers := f.Configuration().Servers
+	for _, s := range servers {
+		if string(s.ID) == id {
+			return true, true
+		}
+	}
+	return false, len(servers) > 0
+}
+
 // checkLayout is called by the FSM whenever the cluster's layout becomes
 // known. A node whose own layout differs must not serve: IDs made with two
 // layouts do not sort as one sequence.
@@ -294,7 +311,11 @@ func (n *Node) checkLayout(l layout.Layout, group uint64) {
 
 func (n *Node) refuse(err error) {
 	n.fatalOnce.Do(func() {
-		n.logger.Error("refusing to serve", "error", err)
+		if errors.Is(err, ErrRemoved) {
+			n.logger.Info("this node was removed from the cluster; stopping")
+		} else {
+			n.logger.Error("refusing to serve", "error", err)
+		}
 		n.refuseErr = err
 		close(n.refused)
 		n.seq.StepDown()
@@ -330,10 +351,28 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		n.seq.StepDown()
 	}
 	defer stopLeading()
+	// A removed node must stop: lingering, it would answer every client
+	// "no leader". Raft shuts itself down when a leader removes itself; a
+	// removed follower only sees a configuration without itself. A node
+	// still catching up sees older configurations without itself too, so
+	// only one that was a member before counts as removed.
+	check := time.NewTicker(200 * time.Millisecond)
+	defer check.Stop()
+	wasMember := false
 	for {
 		select {
 		case <-n.stop:
 			return
+		case <-check.C:
+			member, known := n.isMember(n.cfg.ID)
+			switch {
+			case n.raft.State() == raft.Shutdown:
+				n.refuse(ErrRemoved)
+			case member:
+				wasMember = true
+			case known && wasMember:
+				n.refuse(ErrRemoved)
+			}
 		case leader := <-notify:
 			stopLeading()
 			if !leader {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -116,6 +117,9 @@ func runServe(args []string) error {
 	}
 	if err := node.Close(); err != nil {
 		logger.Error("close", "error", err)
+	}
+	if errors.Is(fatal, server.ErrRemoved) {
+		return nil // the operator asked for it
 	}
 	return fatal
 }

@@ -1,0 +1,129 @@
+//go:build unix
+
+package cluster_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/history"
+)
+
+// TestMembership adds a fourth node with --join, removes it with
+// `ordo remove`, and moves leadership with `ordo transfer-leader`, all
+// under a checked workload.
+func TestMembership(t *testing.T) {
+	c := mustNewCluster(t, clusterOpts{})
+	w := startWorkload(t, c.addrs(), history.NewRecorder(), 0)
+	w.mustAcks(phaseAcks, phaseTimeout, "before the join")
+
+	leader := c.mustLeader()
+	n4 := c.newNode("n4", append([]string{"--join", leader.grpcAddr}, fastTimers...)...)
+	c.mustStart(n4)
+	c.waitStatus(leaderTimeout, "n4 as a voting follower", func(r *api.StatusResponse) bool {
+		for _, n := range r.Nodes {
+			if n.Id == "n4" {
+				return n.Voter && n.Role == "follower" && n.GrpcAddr == n4.grpcAddr && n.RaftAddr == n4.raftAddr
+			}
+		}
+		return false
+	})
+	t.Log("n4 joined as a voter")
+	w.mustAcks(phaseAcks, phaseTimeout, "with four nodes")
+
+	res := mustRunOrdo(t, "remove", "--id", "n4", "--addrs", c.addrList(), "--timeout", "10s")
+	if !strings.Contains(res.Stdout, "removed n4") {
+		t.Errorf("ordo remove --id n4: stdout %q, want it to say \"removed n4\"", res.Stdout)
+	}
+	c.waitStatus(leaderTimeout, "three nodes without n4", func(r *api.StatusResponse) bool {
+		if len(r.Nodes) != 3 {
+			return false
+		}
+		for _, n := range r.Nodes {
+			if n.Id == "n4" || n.Role == "unreachable" {
+				return false
+			}
+		}
+		return true
+	})
+	t.Log("n4 removed")
+	if code, exited := c.waitExit(n4, leaderTimeout); !exited || code != 0 {
+		t.Errorf("removed n4: exited %v with code %d, want 0 by itself", exited, code)
+	}
+	w.mustAcks(phaseAcks, phaseTimeout, "after the removal")
+
+	to := c.mustFollowers()[0]
+	mustTransferLeader(t, c, to)
+	w.mustAcks(phaseAcks, phaseTimeout, "after the transfer")
+
+	mustCheck(t, w.stop())
+}
+
+// TestRemoveLeader removes the current leader with `ordo remove` under
+// load: it steps down and the other two carry on as a two-voter cluster.
+// The removed process is stopped before the status is read (see
+// TestRemovedNodeStatus for why).
+func TestRemoveLeader(t *testing.T) {
+	c := mustNewCluster(t, clusterOpts{})
+	w := startWorkload(t, c.addrs(), history.NewRecorder(), 0)
+	w.mustAcks(phaseAcks, phaseTimeout, "before the removal")
+
+	old := c.mustLeader()
+	res := mustRunOrdo(t, "remove", "--id", old.id, "--addrs", c.addrList(), "--timeout", "10s")
+	t.Logf("ordo remove --id %s (the leader): %s", old.id, strings.TrimSpace(res.Stdout))
+	w.mustAcks(phaseAcks, phaseTimeout, "after the leader was removed")
+	if code, exited := c.waitExit(old, leaderTimeout); !exited || code != 0 {
+		t.Errorf("removed leader %s: exited %v with code %d, want 0 by itself", old.id, exited, code)
+	}
+	resp := c.waitStatus(leaderTimeout, "two voters without "+old.id, func(r *api.StatusResponse) bool {
+		if len(r.Nodes) != 2 || r.LeaderId == "" || r.LeaderId == old.id || roleOf(r, r.LeaderId) != "leader" {
+			return false
+		}
+		for _, n := range r.Nodes {
+			if n.Id == old.id || !n.Voter || n.Role == "unreachable" {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("%s leads two voters after %s was removed", resp.LeaderId, old.id)
+	w.mustAcks(phaseAcks, phaseTimeout, "after the removed node stopped")
+	mustCheck(t, w.stop())
+}
+
+// TestRemovedNodeStatus removes the leader and checks that its process
+// stops by itself with exit code 0 (a lingering removed node would answer
+// every client "no leader"), and that `ordo status` with the removed node
+// first in --addrs still finds the leader.
+func TestRemovedNodeStatus(t *testing.T) {
+	c := mustNewCluster(t, clusterOpts{})
+	old := c.mustLeader()
+	mustRunOrdo(t, "remove", "--id", old.id, "--addrs", c.addrList(), "--timeout", "10s")
+	code, exited := c.waitExit(old, leaderTimeout)
+	if !exited || code != 0 {
+		t.Fatalf("removed node %s: exited %v with code %d, want it to exit 0 by itself within %v:\n%s",
+			old.id, exited, code, leaderTimeout, c.output(old))
+	}
+	addrs := old.grpcAddr + "," + c.addrList()
+	deadline := time.Now().Add(leaderTimeout)
+	for {
+		res := runOrdo(t, "status", "--json", "--addrs", addrs, "--timeout", "5s")
+		var st struct {
+			LeaderID string `json:"leader_id"`
+		}
+		if err := json.Unmarshal([]byte(res.Stdout), &st); err != nil {
+			t.Fatalf("ordo status --json: %v: %q", err, res.Stdout)
+		}
+		if st.LeaderID != "" && st.LeaderID != old.id {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("ordo status --addrs %s still reports leader_id %q %v after removing %s (process running: %v):\n%s",
+				addrs, st.LeaderID, leaderTimeout, old.id, old.running(), res.Stdout)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
