@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -38,9 +39,6 @@ var (
 	// ErrBadOption means an option's value is out of range.
 	ErrBadOption = errors.New("bad client option")
 )
-
-// leaderAddrKey is the trailer in which servers name the leader.
-const leaderAddrKey = "ordo-leader-addr"
 
 // Defaults for the options.
 const (
@@ -134,7 +132,7 @@ func (c *Client) Next(ctx context.Context) (uint64, error) {
 // order. It retries on other nodes until ctx ends; an error that retrying
 // cannot mend (a bad count, for example) returns at once.
 func (c *Client) NextN(ctx context.Context, n int) ([]uint64, error) {
-	if n < 1 || n > 1<<32-1 {
+	if n < 1 || uint64(n) > math.MaxUint32 {
 		return nil, fmt.Errorf("%w: %d", ErrBadCount, n)
 	}
 	c.mu.Lock()
@@ -244,13 +242,13 @@ func (c *Client) retry(ctx context.Context, fn call) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (last error from %s: %v)", ctx.Err(), addr, err)
+			return fmt.Errorf("%w (last error from %s: %w)", ctx.Err(), addr, err)
 		}
 		if !retryable(err) {
 			return err
 		}
 		hint := ""
-		if v := trailer.Get(leaderAddrKey); len(v) > 0 && v[0] != addr {
+		if v := trailer.Get(api.LeaderAddrKey); len(v) > 0 && v[0] != addr {
 			hint = v[0]
 		}
 		c.moveOn(addr, hint)
@@ -261,7 +259,7 @@ func (c *Client) retry(ctx context.Context, fn call) error {
 		pause := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w (last error from %s: %v)", ctx.Err(), addr, err)
+			return fmt.Errorf("%w (last error from %s: %w)", ctx.Err(), addr, err)
 		case <-time.After(pause):
 		}
 		backoff = min(2*backoff, c.maxBackoff)

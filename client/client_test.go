@@ -181,7 +181,7 @@ func counter() func(context.Context, *api.NextRequest) (*api.NextResponse, error
 func fail(code codes.Code, hint string) func(context.Context, *api.NextRequest) (*api.NextResponse, error) {
 	return func(ctx context.Context, _ *api.NextRequest) (*api.NextResponse, error) {
 		if hint != "" {
-			_ = grpc.SetTrailer(ctx, metadata.Pairs(leaderAddrKey, hint))
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, hint))
 		}
 		return nil, status.Error(code, "fake failure")
 	}
@@ -659,7 +659,7 @@ func TestLayoutFollowsHint(t *testing.T) {
 	}}
 	bAddr := mustSequencer(t, b)
 	a := &fakeSeq{layout: func(ctx context.Context) (*api.LayoutResponse, error) {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(leaderAddrKey, bAddr))
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, bAddr))
 		return nil, status.Error(codes.Unavailable, "not the leader")
 	}}
 	c := mustNew(t, []string{mustSequencer(t, a)})
@@ -678,7 +678,7 @@ func TestAdminFollowsHint(t *testing.T) {
 	}}
 	bAddr := mustServe(t, func(s *grpc.Server) { api.RegisterAdminServer(s, b) })
 	a := &fakeAdmin{nodeStatus: func(ctx context.Context) (*api.NodeInfo, error) {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(leaderAddrKey, bAddr))
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, bAddr))
 		return nil, status.Error(codes.Unavailable, "not the leader")
 	}}
 	c := mustNew(t, []string{mustServe(t, func(s *grpc.Server) { api.RegisterAdminServer(s, a) })})

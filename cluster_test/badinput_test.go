@@ -102,10 +102,10 @@ func TestBadInput(t *testing.T) {
 		spare := mustFreeAddrs(t, 2)
 		n2, n3 := c.node("n2"), c.node("n3")
 		for _, req := range []*api.JoinRequest{
-			{Id: "n2", RaftAddr: spare[0], GrpcAddr: spare[1]},                    // id in use, other address
-			{Id: "n9", RaftAddr: n3.raftAddr, GrpcAddr: spare[1]},                 // address in use, other id
-			{Id: "n2", RaftAddr: spare[0], GrpcAddr: n2.grpcAddr},                 // id in use, its gRPC address
-			{Id: "n2", RaftAddr: spare[0], GrpcAddr: spare[1], Layout: "default"}, // with the right layout
+			{Id: "n2", RaftAddr: spare[0], GrpcAddr: spare[1], Layout: "default"},       // id in use, other address
+			{Id: "n9", RaftAddr: n3.raftAddr, GrpcAddr: spare[1], Layout: "default"},    // address in use, other id
+			{Id: "n2", RaftAddr: spare[0], GrpcAddr: n2.grpcAddr, Layout: "default"},    // id in use, its gRPC address
+			{Id: "n2", RaftAddr: n2.raftAddr, GrpcAddr: n2.grpcAddr, Layout: "default"}, // a member joining again: lost its data?
 		} {
 			err := c.adminCall(func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
 				_, err := a.Join(ctx, req, opts...)

@@ -33,6 +33,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/verify"
 )
 
 // ordoBin is the binary built once by TestMain.
@@ -96,19 +97,6 @@ func mustFreeAddrs(t testing.TB, n int) []string {
 	return addrs
 }
 
-// childEnv is the environment for ordo processes: ours, minus any ORDO_
-// variable, since every ordo flag reads one and a stray one would change
-// what is being tested.
-func childEnv() []string {
-	var env []string
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "ORDO_") {
-			env = append(env, kv)
-		}
-	}
-	return env
-}
-
 // cliResult is the outcome of one run of an ordo client command.
 type cliResult struct {
 	Stdout, Stderr string
@@ -129,7 +117,7 @@ func runOrdoFor(t testing.TB, timeout time.Duration, args ...string) cliResult {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, ordoBin, args...)
-	cmd.Env = childEnv()
+	cmd.Env = verify.NodeEnv()
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -316,7 +304,7 @@ func (c *cluster) mustStart(n *node, extra ...string) {
 		c.t.Fatal(err)
 	}
 	cmd := exec.Command(ordoBin, args...)
-	cmd.Env = childEnv()
+	cmd.Env = verify.NodeEnv()
 	cmd.Stdout, cmd.Stderr = f, f
 	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {

@@ -4,6 +4,7 @@ package cluster_test
 
 import (
 	"encoding/json"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -126,4 +127,50 @@ func TestRemovedNodeStatus(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// TestLostDataDir: a node whose data dir is lost must not come back as a
+// voter with an empty log (it could elect a leader that missed committed
+// reservations). Restarted with its usual --bootstrap line it refuses and
+// exits; joining under its old name is refused while it is a member;
+// after `ordo remove` it joins again, all under a checked workload.
+func TestLostDataDir(t *testing.T) {
+	c := mustNewCluster(t, clusterOpts{})
+	w := startWorkload(t, c.addrs(), history.NewRecorder(), 0)
+	w.mustAcks(phaseAcks, phaseTimeout, "before the loss")
+
+	lost := c.mustFollowers()[0]
+	c.mustKill(lost)
+	if err := os.RemoveAll(lost.dataDir); err != nil {
+		t.Fatal(err)
+	}
+	c.mustRestart(lost) // the same command line, --bootstrap included
+	code, exited := c.waitExit(lost, exitTimeout)
+	if !exited || code == 0 || !strings.Contains(c.output(lost), "already serves this cluster") {
+		t.Fatalf("%s with an empty data dir and --bootstrap: exited %v code %d, want a refusal\n%s", lost.id, exited, code, c.output(lost))
+	}
+	w.mustAcks(phaseAcks, phaseTimeout, "while the node is refused")
+
+	joinArgs := append([]string{"--join", c.addrList()}, fastTimers...)
+	saved := lost.args
+	lost.args = joinArgs
+	c.mustRestart(lost)
+	code, exited = c.waitExit(lost, exitTimeout)
+	if !exited || code == 0 || !strings.Contains(c.output(lost), "remove it first") {
+		t.Fatalf("%s joining while still a member: exited %v code %d, want a refusal\n%s", lost.id, exited, code, c.output(lost))
+	}
+
+	mustRunOrdo(t, "remove", "--id", lost.id, "--addrs", c.addrList(), "--timeout", "10s")
+	c.mustRestart(lost)
+	c.waitStatus(leaderTimeout, lost.id+" back as a voter", func(r *api.StatusResponse) bool {
+		for _, n := range r.Nodes {
+			if n.Id == lost.id {
+				return n.Voter && n.Role == "follower"
+			}
+		}
+		return false
+	})
+	lost.args = saved
+	w.mustAcks(phaseAcks, phaseTimeout, "after it joined again")
+	mustCheck(t, w.stop())
 }

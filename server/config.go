@@ -40,7 +40,10 @@ type Config struct {
 	// RaftAddr (a proxy, NAT, or a bind to every interface).
 	RaftAdvertise string
 	// GRPCAddr is the client-facing address; port 0 picks a free port.
-	GRPCAddr string
+	// GRPCAdvertise is the address other nodes and clients are told, when
+	// it differs (a bind to every interface, NAT).
+	GRPCAddr      string
+	GRPCAdvertise string
 	// Layout and Group fix how IDs are built. They must match the
 	// cluster's, which the first leader records.
 	Layout layout.Layout

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
+	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
 )
@@ -41,16 +42,18 @@ var (
 	ErrNodeExists = errors.New("node already exists")
 	// ErrNotReady means the cluster has not been initialised yet.
 	ErrNotReady = errors.New("cluster not initialised")
+	// ErrRefusing means this node will not serve (see Node.Fatal); other
+	// nodes may, so clients should move on.
+	ErrRefusing = errors.New("this node refuses to serve")
+	// ErrClusterExists means a node with an empty data dir was asked to
+	// bootstrap a cluster that already hands out IDs.
+	ErrClusterExists = errors.New("cluster already exists")
 	// ErrRemoved means Raft stopped because this node was removed from
 	// the cluster; the node has nothing left to serve.
 	ErrRemoved = errors.New("removed from the cluster")
 	// ErrBadConfig means a Config field is invalid.
 	ErrBadConfig = errors.New("invalid configuration")
 )
-
-// LeaderAddrKey is the response trailer that names the leader's gRPC
-// address whenever a node knows it, so clients can go there directly.
-const LeaderAddrKey = "ordo-leader-addr"
 
 // toStatus maps an error to a gRPC status, attaching the leader hint.
 func toStatus(ctx context.Context, err error, leaderAddr string) error {
@@ -61,13 +64,15 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 		return err
 	}
 	if leaderAddr != "" {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(LeaderAddrKey, leaderAddr))
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, leaderAddr))
 	}
 	code := codes.Internal
 	switch {
+	case errors.Is(err, ErrRefusing):
+		code = codes.Unavailable
 	case errors.Is(err, ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, layout.ErrInvalidLayout):
 		code = codes.InvalidArgument
-	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrNotReady):
+	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrClusterExists):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrUnknownNode):
 		code = codes.NotFound
@@ -75,7 +80,7 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, ErrTimeExhausted):
 		code = codes.OutOfRange
-	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrRemoved),
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrRemoved), errors.Is(err, ErrNotReady),
 		errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown),
 		errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrAbortedByRestore):

@@ -33,6 +33,12 @@ func (n *Node) openGRPC() error {
 		return fmt.Errorf("listen for gRPC: %w", err)
 	}
 	n.grpcAddr = lis.Addr().String()
+	if n.cfg.GRPCAdvertise != "" {
+		n.grpcAddr = n.cfg.GRPCAdvertise
+	} else if lis.Addr().(*net.TCPAddr).IP.IsUnspecified() {
+		lis.Close()
+		return fmt.Errorf("%w: gRPC address %q binds every interface; give an advertise address peers and clients can reach", ErrBadConfig, n.cfg.GRPCAddr)
+	}
 	n.grpcServer = grpc.NewServer()
 	svc := &service{n: n}
 	api.RegisterSequencerServer(n.grpcServer, svc)
@@ -62,7 +68,7 @@ type service struct {
 // nor forward.
 func (s *service) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
 	if err := s.n.refusal(); err != nil {
-		return nil, false, err
+		return nil, false, fmt.Errorf("%w: %w", ErrRefusing, err)
 	}
 	if s.n.isLeader() || (s.n.cfg.UnsafeTrustReservation && s.n.seq.Serving()) {
 		return nil, false, nil
@@ -270,15 +276,13 @@ func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
 		_, err := api.NewAdminClient(conn).Join(forwardCtx(ctx), req)
 		return err
 	}
-	if req.Layout != "" {
-		theirs, err := layout.Parse(req.Layout)
-		if err != nil {
-			return fmt.Errorf("%w: %w", ErrBadRequest, err)
-		}
-		if theirs != s.n.cfg.Layout || req.Group != s.n.cfg.Group {
-			return fmt.Errorf("%w: joining node %q has layout %s group %d, the cluster has layout %s group %d",
-				ErrLayoutMismatch, req.Id, theirs, req.Group, s.n.cfg.Layout, s.n.cfg.Group)
-		}
+	theirs, err := layout.Parse(req.Layout)
+	if err != nil {
+		return fmt.Errorf("%w: the joining node's layout: %w", ErrBadRequest, err)
+	}
+	if theirs != s.n.cfg.Layout || req.Group != s.n.cfg.Group {
+		return fmt.Errorf("%w: joining node %q has layout %s group %d, the cluster has layout %s group %d",
+			ErrLayoutMismatch, req.Id, theirs, req.Group, s.n.cfg.Layout, s.n.cfg.Group)
 	}
 	f := s.n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -288,9 +292,13 @@ func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
 		sameID, sameAddr := string(srv.ID) == req.Id, string(srv.Address) == req.RaftAddr
 		switch {
 		case sameID && sameAddr:
-			// Already a member: a restart re-joining. Refresh its address.
-			_, err := s.n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr})
-			return err
+			// A member restarts from its data dir without joining, so a
+			// join under a member's name is a node that lost its data.
+			// Letting it in as it is would let a voter with an empty log
+			// vote, and elect a leader that missed committed
+			// reservations: duplicates. It must be removed first.
+			return fmt.Errorf("%w: %q is already a member at %s; if it lost its data, remove it first (ordo remove --id %s), then join again",
+				ErrNodeExists, req.Id, srv.Address, req.Id)
 		case sameID:
 			return fmt.Errorf("%w: id %q is in use by the member at %s", ErrNodeExists, req.Id, srv.Address)
 		case sameAddr:
@@ -333,8 +341,8 @@ func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
 		return fmt.Errorf("remove server: %w", err)
 	}
 	if req.Id == s.n.cfg.ID {
-		// The leader removed itself and steps down; the next leader
-		// may forget the address.
+		// The leader removed itself and has stepped down, so it cannot
+		// commit more; its address entry stays, unused.
 		return nil
 	}
 	if _, err := s.n.apply(fsm.Command{Op: fsm.OpDeleteNode, NodeID: req.Id}); err != nil {

@@ -60,8 +60,9 @@ type Node struct {
 	refused   chan struct{}
 	refuseErr error
 
-	stop chan struct{}
-	wg   sync.WaitGroup
+	closeOnce sync.Once
+	stop      chan struct{}
+	wg        sync.WaitGroup
 }
 
 // Open starts a node: Raft with its stores under cfg.DataDir, and the gRPC
@@ -133,8 +134,9 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.watchLeadership(notify)
+	go n.watchRemoval()
 	return nil
 }
 
@@ -214,10 +216,19 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 		if err != nil {
 			return err
 		}
-		_, err = api.NewAdminClient(conn).Join(ctx, req)
+		actx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
+		_, err = api.NewAdminClient(conn).Join(actx, req)
+		cancel()
 		switch status.Code(err) {
 		case codes.OK:
 			return nil
+		case codes.AlreadyExists:
+			// An earlier attempt may have succeeded with its reply lost:
+			// then Raft has already given this node the configuration.
+			if member, _ := n.isMember(n.cfg.ID); member {
+				return nil
+			}
+			return fmt.Errorf("join through %s: %w", addr, err)
 		case codes.Unavailable, codes.DeadlineExceeded, codes.Internal:
 		default:
 			return fmt.Errorf("join through %s: %w", addr, err)
@@ -231,18 +242,13 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 	}
 }
 
-// HasState reports whether the data dir already holds Raft state.
-func (n *Node) HasState() (bool, error) {
-	return raft.HasExistingState(n.store, n.store, n.snaps)
-}
-
 // Close stops the node, handing leadership to another voter first when it
 // leads, so clients see a short handover instead of an election timeout.
 func (n *Node) Close() error {
-	select {
-	case <-n.stop:
+	first := false
+	n.closeOnce.Do(func() { first = true })
+	if !first {
 		return nil
-	default:
 	}
 	if n.raft.State() == raft.Leader && n.voters() > 1 {
 		if err := n.raft.LeadershipTransfer().Error(); err != nil {
@@ -298,6 +304,34 @@ func (n *Node) isMember(id string) (member, known bool) {
 	return false, len(servers) > 0
 }
 
+// leaderConfirmsRemoved asks the other nodes it knows for the cluster's
+// status (which a follower passes to the leader) and reports whether a
+// leader answered with a membership that lacks this node.
+func (n *Node) leaderConfirmsRemoved() bool {
+	for id, addr := range n.fsm.State().Nodes {
+		if id == n.cfg.ID {
+			continue
+		}
+		conn, err := n.peers.get(addr)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*nodeStatusTimeout)
+		st, err := api.NewAdminClient(conn).Status(ctx, &api.StatusRequest{})
+		cancel()
+		if err != nil || st.LeaderId == "" || st.LeaderId == n.cfg.ID {
+			continue
+		}
+		for _, m := range st.Nodes {
+			if m.Id == n.cfg.ID {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
+
 // checkLayout is called by the FSM whenever the cluster's layout becomes
 // known. A node whose own layout differs must not serve: IDs made with two
 // layouts do not sort as one sequence.
@@ -351,28 +385,10 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		n.seq.StepDown()
 	}
 	defer stopLeading()
-	// A removed node must stop: lingering, it would answer every client
-	// "no leader". Raft shuts itself down when a leader removes itself; a
-	// removed follower only sees a configuration without itself. A node
-	// still catching up sees older configurations without itself too, so
-	// only one that was a member before counts as removed.
-	check := time.NewTicker(200 * time.Millisecond)
-	defer check.Stop()
-	wasMember := false
 	for {
 		select {
 		case <-n.stop:
 			return
-		case <-check.C:
-			member, known := n.isMember(n.cfg.ID)
-			switch {
-			case n.raft.State() == raft.Shutdown:
-				n.refuse(ErrRemoved)
-			case member:
-				wasMember = true
-			case known && wasMember:
-				n.refuse(ErrRemoved)
-			}
 		case leader := <-notify:
 			stopLeading()
 			if !leader {
@@ -387,6 +403,36 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 	}
 }
 
+// watchRemoval stops a node that was removed from the cluster: lingering,
+// it would answer every client "no leader". Raft shuts itself down when a
+// leader removes itself; a removed follower only sees a configuration
+// without itself, which may not be committed (and a node catching up sees
+// older ones without itself too), so the leader is asked to confirm.
+func (n *Node) watchRemoval() {
+	defer n.wg.Done()
+	check := time.NewTicker(200 * time.Millisecond)
+	defer check.Stop()
+	wasMember := false
+	for {
+		select {
+		case <-n.stop:
+			return
+		case <-check.C:
+		}
+		member, known := n.isMember(n.cfg.ID)
+		switch {
+		case n.raft.State() == raft.Shutdown:
+			n.refuse(ErrRemoved)
+			return
+		case member:
+			wasMember = true
+		case known && wasMember && n.leaderConfirmsRemoved():
+			n.refuse(ErrRemoved)
+			return
+		}
+	}
+}
+
 // lead keeps the sequencer serving while this node leads: Barrier so that
 // every earlier entry is applied, record the layout if this is a new
 // cluster, register addresses, then commit a fresh reservation. It starts
@@ -394,15 +440,30 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 // Raft still says this node leads.
 func (n *Node) lead(ctx context.Context) {
 	for ctx.Err() == nil {
-		if n.refusal() == nil && !n.seq.Serving() {
+		if n.refusal() != nil {
+			// Let a node that can serve lead instead.
+			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+				n.logger.Warn("refusing node could not hand over leadership", "error", err)
+				sleepCtx(ctx, time.Second)
+			}
+		} else if !n.seq.Serving() {
 			if err := n.becomeReady(ctx); err != nil && ctx.Err() == nil {
 				n.logger.Warn("not ready to serve yet", "error", err)
 			}
+		} else {
+			n.seq.RenewIfLow()
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(50 * time.Millisecond):
-		}
+		sleepCtx(ctx, 50*time.Millisecond)
+	}
+}
+
+// sleepCtx waits d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }
 
@@ -423,6 +484,11 @@ func (n *Node) becomeReady(ctx context.Context) error {
 	if err := n.registerAddrs(st.Nodes); err != nil {
 		return err
 	}
+	// The bootstrap list is registered once: a peer removed later must
+	// not come back with this node's next term.
+	n.mu.Lock()
+	n.bootstrapPeers = nil
+	n.mu.Unlock()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
@@ -453,11 +519,22 @@ func (n *Node) registerAddrs(known map[string]string) error {
 
 // apply commits a command and returns the FSM's result.
 func (n *Node) apply(c fsm.Command) (fsm.Result, error) {
+	return n.applyCtx(context.Background(), c)
+}
+
+// applyCtx is apply, giving up on entering the log when ctx ends. Once in
+// the log, an entry commits or fails with leadership; Raft has no way to
+// withdraw it.
+func (n *Node) applyCtx(ctx context.Context, c fsm.Command) (fsm.Result, error) {
 	b, err := fsm.Encode(c)
 	if err != nil {
 		return fsm.Result{}, err
 	}
-	f := n.raft.Apply(b, n.cfg.ApplyTimeout)
+	timeout := n.cfg.ApplyTimeout
+	if d, ok := ctx.Deadline(); ok {
+		timeout = min(timeout, time.Until(d))
+	}
+	f := n.raft.Apply(b, timeout)
 	if err := f.Error(); err != nil {
 		return fsm.Result{}, err
 	}
@@ -471,12 +548,12 @@ func (n *Node) apply(c fsm.Command) (fsm.Result, error) {
 // raftLog is the Sequencer's view of Raft.
 type raftLog struct{ n *Node }
 
-func (l raftLog) Reserve(_ context.Context, upTo uint64) (fsm.Result, error) {
-	return l.n.apply(fsm.Command{Op: fsm.OpReserve, UpTo: upTo})
+func (l raftLog) Reserve(ctx context.Context, upTo uint64) (fsm.Result, error) {
+	return l.n.applyCtx(ctx, fsm.Command{Op: fsm.OpReserve, UpTo: upTo})
 }
 
-func (l raftLog) Confirm(context.Context) (fsm.Result, error) {
-	return l.n.apply(fsm.Command{Op: fsm.OpConfirm})
+func (l raftLog) Confirm(ctx context.Context) (fsm.Result, error) {
+	return l.n.applyCtx(ctx, fsm.Command{Op: fsm.OpConfirm})
 }
 
 // leader returns the leader's id and gRPC address, as far as this node

@@ -251,17 +251,25 @@ func TestAdminErrors(t *testing.T) {
 		{"remove unknown", func() error { _, err := admin.Remove(ctx, &api.RemoveRequest{Id: "nope"}); return err }, codes.NotFound, []string{"nope"}},
 		{"remove without id", func() error { _, err := admin.Remove(ctx, &api.RemoveRequest{}); return err }, codes.InvalidArgument, nil},
 		{"join id in use", func() error {
-			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2"})
+			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", Layout: "default"})
 			return err
 		}, codes.AlreadyExists, []string{"n2"}},
 		{"join address in use", func() error {
-			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: leader.RaftAddr(), GrpcAddr: "127.0.0.1:2"})
+			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: leader.RaftAddr(), GrpcAddr: "127.0.0.1:2", Layout: "default"})
 			return err
 		}, codes.AlreadyExists, []string{leader.RaftAddr()}},
 		{"join other layout", func() error {
 			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", Layout: twitter.String()})
 			return err
 		}, codes.FailedPrecondition, []string{"twitter", "default"}},
+		{"join a member again", func() error {
+			_, err := admin.Join(ctx, &api.JoinRequest{Id: leader.ID(), RaftAddr: leader.RaftAddr(), GrpcAddr: leader.GRPCAddr(), Layout: "default"})
+			return err
+		}, codes.AlreadyExists, []string{"remove it first"}},
+		{"join without layout", func() error {
+			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2"})
+			return err
+		}, codes.InvalidArgument, []string{"layout"}},
 		{"join bad address", func() error {
 			_, err := admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "nowhere", GrpcAddr: "127.0.0.1:2"})
 			return err
@@ -325,8 +333,8 @@ func TestRestartWithOtherLayoutRefuses(t *testing.T) {
 				t.Fatal("node with another layout did not refuse within 10 s")
 			}
 			_, err := api.NewSequencerClient(mustConn(t, n.GRPCAddr())).Next(context.Background(), &api.NextRequest{Count: 1})
-			if status.Code(err) != codes.FailedPrecondition {
-				t.Fatalf("next on refusing node: %v, want FailedPrecondition", err)
+			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "refuses") {
+				t.Fatalf("next on refusing node: %v, want Unavailable saying it refuses", err)
 			}
 		})
 	}
@@ -420,4 +428,25 @@ func mustBenchCluster(b *testing.B) []*Node {
 		time.Sleep(10 * time.Millisecond)
 	}
 	return nodes
+}
+
+func TestHasState(t *testing.T) {
+	dir := t.TempDir()
+	for _, d := range []string{dir + "/missing", dir} {
+		if has, err := HasState(d); err != nil || has {
+			t.Fatalf("HasState(%s) = %t, %v before any node ran; want false", d, has, err)
+		}
+	}
+	cfg := testConfig(t, "n1", dir)
+	n := mustOpen(t, cfg)
+	if err := n.BootstrapSingle(); err != nil {
+		t.Fatal(err)
+	}
+	mustNext(t, n.GRPCAddr(), 1)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if has, err := HasState(dir); err != nil || !has {
+		t.Fatalf("HasState after a node ran = %t, %v; want true", has, err)
+	}
 }

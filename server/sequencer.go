@@ -14,7 +14,9 @@ import (
 
 // Log is what the Sequencer needs from Raft: committing a reservation and
 // committing a leadership confirmation. Both return the FSM's Result, whose
-// Term is the term of the committed entry.
+// Term is the term of the committed entry. Both must end by themselves:
+// the Raft implementation fails when leadership is lost and bounds the
+// wait by Config.ApplyTimeout; ctx may end it sooner.
 type Log interface {
 	Reserve(ctx context.Context, upTo uint64) (fsm.Result, error)
 	Confirm(ctx context.Context) (fsm.Result, error)
@@ -225,6 +227,20 @@ func (s *Sequencer) Next(ctx context.Context, n uint64) (Block, error) {
 			return Block{}, ctx.Err()
 		}
 		s.mu.Lock()
+	}
+}
+
+// RenewIfLow starts a background renewal when less than half a window of
+// reservation is left ahead of the clock, so that a leader that was idle
+// still answers its next request without waiting for a commit.
+func (s *Sequencer) RenewIfLow() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term == 0 || s.renewDone != nil {
+		return
+	}
+	if from := max(s.next, s.layout.TickAt(s.clock())); from >= s.limit || s.limit-from < s.window/2 {
+		s.renewLocked(from)
 	}
 }
 

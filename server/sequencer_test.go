@@ -1107,3 +1107,28 @@ func BenchmarkSequencerNext(b *testing.B) {
 	_, c := log.calls()
 	b.ReportMetric(float64(b.N)/float64(max(c, 1)), "req/confirm")
 }
+
+// An idle leader renews when the clock eats into its reservation, so the
+// next request does not wait for a commit.
+func TestSequencerRenewIfLow(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	h.s.RenewIfLow() // not serving: nothing to renew
+	if res, _ := h.log.calls(); res != 0 {
+		t.Fatalf("%d Reserve calls before Lead, want 0", res)
+	}
+	h.lead(0)
+	h.s.RenewIfLow() // a full window ahead: nothing to do
+	if res, _ := h.log.calls(); res != 1 {
+		t.Fatalf("%d Reserve calls with a full window, want 1", res)
+	}
+	limit := h.limit()
+	h.clock.Add(800 * time.Millisecond) // less than half the window left
+	h.s.RenewIfLow()
+	h.waitRenewal()
+	if res, _ := h.log.calls(); res != 2 {
+		t.Fatalf("%d Reserve calls after the clock ate the window, want 2", res)
+	}
+	if h.limit() <= limit {
+		t.Fatalf("limit %d did not move past %d", h.limit(), limit)
+	}
+}

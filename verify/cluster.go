@@ -165,7 +165,7 @@ func (c *Cluster) start(n *Node, extra ...string) error {
 	}
 	cmd := exec.Command(c.cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
-	cmd.Env = cleanEnv()
+	cmd.Env = NodeEnv()
 	setDeathSignal(cmd)
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
@@ -178,9 +178,10 @@ func (c *Cluster) start(n *Node, extra ...string) error {
 	return nil
 }
 
-// cleanEnv drops ORDO_ variables, which would silently change every
-// node's flags.
-func cleanEnv() []string {
+// NodeEnv is the environment for ordo processes started by a test or a
+// verification: this process's, minus ORDO_ variables, which would
+// silently change every node's flags.
+func NodeEnv() []string {
 	var env []string
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "ORDO_") {
@@ -214,8 +215,11 @@ func (c *Cluster) Kill(n *Node) error {
 	return nil
 }
 
-// Pause sends SIGSTOP; Resume sends SIGCONT.
-func (c *Cluster) Pause(n *Node) error  { return c.signal(n, syscall.SIGSTOP) }
+// Pause stops n's process with SIGSTOP: it keeps its state and sockets
+// but runs nothing, like a long GC pause or a frozen VM.
+func (c *Cluster) Pause(n *Node) error { return c.signal(n, syscall.SIGSTOP) }
+
+// Resume lets a paused process run again with SIGCONT.
 func (c *Cluster) Resume(n *Node) error { return c.signal(n, syscall.SIGCONT) }
 
 func (c *Cluster) signal(n *Node, sig syscall.Signal) error {

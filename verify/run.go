@@ -32,9 +32,13 @@ type Config struct {
 	// Faults are the kinds the nemesis picks from, in turn; empty means
 	// none.
 	Faults []string
-	// Interval is the time from one fault's start to the next's; Hold is
+	// Interval less Hold is the quiet time before each fault (counted
+	// from when the cluster served again after the previous one); Hold is
 	// how long each fault lasts before it is healed.
 	Interval, Hold time.Duration
+	// Rounds, if positive, ends the run once every fault has run that many
+	// times (Duration still caps it).
+	Rounds int
 	// ServeArgs are extra `ordo serve` flags for every node.
 	ServeArgs []string
 	// Seed makes the nemesis's choices repeatable.
@@ -55,9 +59,12 @@ type FaultRecord struct {
 	// LongestGap is the longest time in [Start, End) in which no request
 	// succeeded (completions, so it includes the time to fail over).
 	LongestGap time.Duration `json:"longest_gap"`
-	// Recovered says some request succeeded after the fault was healed.
-	Recovered bool   `json:"recovered"`
-	Err       string `json:"error,omitempty"`
+	// Recovered says a request succeeded within the recovery timeout
+	// after the fault was healed; Recovery is how long that took. The
+	// next fault starts only after recovery (or the timeout).
+	Recovered bool          `json:"recovered"`
+	Recovery  time.Duration `json:"recovery"`
+	Err       string        `json:"error,omitempty"`
 }
 
 // Result is a run's verdict and figures.
@@ -105,7 +112,8 @@ func (r Result) String() string {
 		if f.Err != "" {
 			state = "ERROR: " + f.Err
 		}
-		fmt.Fprintf(&b, "  %7.1fs %-16s %-28s longest gap %6s  %s\n", f.Start.Seconds(), f.Kind, f.Target, f.LongestGap.Round(time.Millisecond), state)
+		fmt.Fprintf(&b, "  %7.1fs %-16s %-28s longest gap %6s, served again %6s after heal: %s\n",
+			f.Start.Seconds(), f.Kind, f.Target, f.LongestGap.Round(time.Millisecond), f.Recovery.Round(time.Millisecond), state)
 	}
 	if !r.Recovered {
 		fmt.Fprintf(&b, "the cluster did not serve again after the last fault was healed\n")
@@ -153,7 +161,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stopProgress := reportProgress(progress, w, start)
 	var records []FaultRecord
 	if cluster != nil && len(cfg.Faults) > 0 {
-		records = runNemesis(runCtx, cluster, cfg, start, progress)
+		records = runNemesis(runCtx, cluster, w, cfg, start, progress)
 	} else {
 		<-runCtx.Done()
 	}
@@ -207,10 +215,10 @@ func (cfg Config) validate() error {
 
 // runNemesis starts a fault every Interval, heals it after Hold, until
 // ctx ends; the last fault is healed before it returns.
-func runNemesis(ctx context.Context, c *Cluster, cfg Config, start time.Time, progress io.Writer) []FaultRecord {
+func runNemesis(ctx context.Context, c *Cluster, w *Workload, cfg Config, start time.Time, progress io.Writer) []FaultRecord {
 	rng := rand.New(rand.NewPCG(cfg.Seed, 0x6f72646f))
 	var records []FaultRecord
-	for i := 0; ; i++ {
+	for i := 0; cfg.Rounds <= 0 || i < cfg.Rounds*len(cfg.Faults); i++ {
 		// Let the cluster settle before the first fault.
 		if !sleep(ctx, cfg.Interval-cfg.Hold) {
 			return records
@@ -239,11 +247,14 @@ func runNemesis(ctx context.Context, c *Cluster, cfg Config, start time.Time, pr
 		cancel()
 		rec.Healed = time.Since(start)
 		fmt.Fprintf(progress, "%6.1fs healed %s\n", rec.Healed.Seconds(), kind)
+		rec.Recovered = waitRecovered(context.Background(), w)
+		rec.Recovery = time.Since(start) - rec.Healed
 		records = append(records, rec)
 		if ctx.Err() != nil {
 			return records
 		}
 	}
+	return records
 }
 
 // sleep waits d or until ctx ends; it reports whether d passed.
@@ -305,8 +316,8 @@ func truncate(s string, n int) string {
 	return s[:n] + "..."
 }
 
-// measureGaps fills each fault's End, LongestGap and Recovered from the
-// completion times of successful requests.
+// measureGaps fills each fault's End and LongestGap from the completion
+// times of successful requests.
 func measureGaps(ops []history.Op, recs []FaultRecord, elapsed time.Duration) {
 	var done []time.Duration
 	for _, op := range ops {
@@ -329,16 +340,7 @@ func measureGaps(ops []history.Op, recs []FaultRecord, elapsed time.Duration) {
 			}
 			r.LongestGap = max(r.LongestGap, t-prev)
 			prev = t
-			if t >= r.Healed {
-				r.Recovered = true
-			}
 		}
 		r.LongestGap = max(r.LongestGap, r.End-prev)
-		if i+1 == len(recs) && !r.Recovered {
-			// The last fault's window ends with the run; the final
-			// recovery check covers it.
-			hi, _ := slices.BinarySearch(done, r.Healed)
-			r.Recovered = hi < len(done)
-		}
 	}
 }

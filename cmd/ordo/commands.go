@@ -177,6 +177,8 @@ func runJoin(args []string) error {
 	id := fs.String("id", "", "id of the node to add (required)")
 	raftAddr := fs.String("raft-addr", "", "raft address of the node to add (required)")
 	grpcAddr := fs.String("grpc-addr", "", "gRPC address of the node to add (required)")
+	spec := fs.String("layout", "default", "the layout the node to add is configured with; the cluster refuses another")
+	group := fs.Uint64("group", 0, "the group the node to add is configured with")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -184,7 +186,7 @@ func runJoin(args []string) error {
 		return fmt.Errorf("%w: --id, --raft-addr and --grpc-addr are required", errUsage)
 	}
 	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
-		_, err := a.Join(ctx, &api.JoinRequest{Id: *id, RaftAddr: *raftAddr, GrpcAddr: *grpcAddr}, opts...)
+		_, err := a.Join(ctx, &api.JoinRequest{Id: *id, RaftAddr: *raftAddr, GrpcAddr: *grpcAddr, Layout: *spec, Group: *group}, opts...)
 		return err
 	}, "joined "+*id)
 }

@@ -28,6 +28,7 @@ func runServe(args []string) error {
 		raftAddr      = fs.String("raft-addr", "127.0.0.1:7101", "raft address: bound and advertised to peers")
 		raftAdvertise = fs.String("raft-advertise", "", "raft address peers dial, if not --raft-addr (a proxy, NAT, or binding 0.0.0.0)")
 		grpcAddr      = fs.String("grpc-addr", "127.0.0.1:7001", "gRPC address for clients and peers")
+		grpcAdvertise = fs.String("grpc-advertise", "", "gRPC address other nodes and clients are told, if not --grpc-addr (NAT, or binding 0.0.0.0)")
 		bootstrap     = fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state)")
 		join          = fs.String("join", "", "join the cluster on first start through these members' gRPC addresses (comma-separated, tried in turn)")
 		joinTimeout   = fs.Duration("join-timeout", time.Minute, "how long to keep trying to join")
@@ -64,7 +65,7 @@ func runServe(args []string) error {
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *heartbeat, *election, *lease
 	rc.SnapshotThreshold = *snapThreshold
 	cfg := server.Config{
-		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise, GRPCAddr: *grpcAddr,
+		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdvertise,
 		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount,
 		Raft: rc, Logger: logger, UnsafeTrustReservation: *unsafeTrust,
 	}
@@ -84,21 +85,41 @@ func runServe(args []string) error {
 		}
 	}
 
+	joinAddrs := strings.Split(*join, ",")
+	// A node with an empty data dir is checked before Raft starts: if it
+	// lost its data, Raft must not run it as the member it was.
+	hasState, err := server.HasState(*dataDir)
+	if err != nil {
+		return err
+	}
+	if !hasState {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		switch {
+		case *bootstrap != "":
+			err = server.CheckBootstrap(ctx, *id, peers)
+		case *join != "":
+			err = server.CheckJoin(ctx, *id, joinAddrs)
+		default:
+			err = fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", errUsage)
+		}
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+
 	node, err := server.Open(cfg)
 	if err != nil {
 		return err
 	}
-	hasState, err := node.HasState()
 	switch {
-	case err != nil:
+	case hasState:
 	case *bootstrap != "":
 		err = node.Bootstrap(peers)
-	case *join != "" && !hasState:
+	default:
 		ctx, cancel := context.WithTimeout(context.Background(), *joinTimeout)
-		err = node.Join(ctx, strings.Split(*join, ",")...)
+		err = node.Join(ctx, joinAddrs...)
 		cancel()
-	case !hasState:
-		err = fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", errUsage)
 	}
 	if err != nil {
 		node.Close()

@@ -27,7 +27,8 @@ func runVerify(args []string) error {
 		pinned      = fs.Bool("pinned", true, "also one client per node that never fails over (catches a stale leader's answers)")
 		maxCount    = fs.Int("max-count", 8, "each request asks for 1 to this many IDs")
 		faultList   = fs.String("faults", "all", "comma-separated fault kinds, 'all', or 'none': "+strings.Join(verify.FaultNames(), ", "))
-		interval    = fs.Duration("interval", 5*time.Second, "time from one fault's start to the next's")
+		interval    = fs.Duration("interval", 5*time.Second, "a fault every interval: quiet for interval-hold, then the fault for hold (the quiet time starts when the cluster serves again)")
+		rounds      = fs.Int("rounds", 0, "stop once every fault has run this many times (0: run for --duration)")
 		hold        = fs.Duration("hold", 2500*time.Millisecond, "how long each fault lasts before it is healed")
 		dir         = fs.String("dir", "", "directory for the nodes' data and logs (default: a temporary one, removed unless the run fails)")
 		seed        = fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices")
@@ -42,7 +43,7 @@ func runVerify(args []string) error {
 	}
 	cfg := verify.Config{
 		Nodes: *nodes, Duration: *duration, Clients: *clients, Pinned: *pinned, MaxCount: *maxCount,
-		Interval: *interval, Hold: *hold, Seed: *seed, Progress: os.Stderr,
+		Interval: *interval, Hold: *hold, Rounds: *rounds, Seed: *seed, Progress: os.Stderr,
 		ServeArgs: []string{
 			"--heartbeat-timeout", heartbeat.String(), "--election-timeout", election.String(),
 			"--leader-lease-timeout", lease.String(), "--log-level", "warn",
