@@ -25,6 +25,86 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type TermRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TermRequest) Reset() {
+	*x = TermRequest{}
+	mi := &file_ordo_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TermRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TermRequest) ProtoMessage() {}
+
+func (x *TermRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TermRequest.ProtoReflect.Descriptor instead.
+func (*TermRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{0}
+}
+
+type TermResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TermResponse) Reset() {
+	*x = TermResponse{}
+	mi := &file_ordo_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TermResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TermResponse) ProtoMessage() {}
+
+func (x *TermResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TermResponse.ProtoReflect.Descriptor instead.
+func (*TermResponse) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *TermResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
 type NextRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Count         uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
@@ -34,7 +114,7 @@ type NextRequest struct {
 
 func (x *NextRequest) Reset() {
 	*x = NextRequest{}
-	mi := &file_ordo_proto_msgTypes[0]
+	mi := &file_ordo_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -46,7 +126,7 @@ func (x *NextRequest) String() string {
 func (*NextRequest) ProtoMessage() {}
 
 func (x *NextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[0]
+	mi := &file_ordo_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -59,7 +139,7 @@ func (x *NextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextRequest.ProtoReflect.Descriptor instead.
 func (*NextRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{0}
+	return file_ordo_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *NextRequest) GetCount() uint32 {
@@ -84,7 +164,7 @@ type IDRun struct {
 
 func (x *IDRun) Reset() {
 	*x = IDRun{}
-	mi := &file_ordo_proto_msgTypes[1]
+	mi := &file_ordo_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -96,7 +176,7 @@ func (x *IDRun) String() string {
 func (*IDRun) ProtoMessage() {}
 
 func (x *IDRun) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[1]
+	mi := &file_ordo_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -109,7 +189,7 @@ func (x *IDRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRun.ProtoReflect.Descriptor instead.
 func (*IDRun) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{1}
+	return file_ordo_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IDRun) GetFirst() uint64 {
@@ -145,7 +225,7 @@ type NextResponse struct {
 
 func (x *NextResponse) Reset() {
 	*x = NextResponse{}
-	mi := &file_ordo_proto_msgTypes[2]
+	mi := &file_ordo_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -157,7 +237,7 @@ func (x *NextResponse) String() string {
 func (*NextResponse) ProtoMessage() {}
 
 func (x *NextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[2]
+	mi := &file_ordo_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -170,7 +250,7 @@ func (x *NextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextResponse.ProtoReflect.Descriptor instead.
 func (*NextResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{2}
+	return file_ordo_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NextResponse) GetRuns() []*IDRun {
@@ -202,7 +282,7 @@ type LayoutRequest struct {
 
 func (x *LayoutRequest) Reset() {
 	*x = LayoutRequest{}
-	mi := &file_ordo_proto_msgTypes[3]
+	mi := &file_ordo_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -214,7 +294,7 @@ func (x *LayoutRequest) String() string {
 func (*LayoutRequest) ProtoMessage() {}
 
 func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[3]
+	mi := &file_ordo_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -227,7 +307,7 @@ func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutRequest.ProtoReflect.Descriptor instead.
 func (*LayoutRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{3}
+	return file_ordo_proto_rawDescGZIP(), []int{5}
 }
 
 type LayoutResponse struct {
@@ -250,7 +330,7 @@ type LayoutResponse struct {
 
 func (x *LayoutResponse) Reset() {
 	*x = LayoutResponse{}
-	mi := &file_ordo_proto_msgTypes[4]
+	mi := &file_ordo_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -262,7 +342,7 @@ func (x *LayoutResponse) String() string {
 func (*LayoutResponse) ProtoMessage() {}
 
 func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[4]
+	mi := &file_ordo_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -275,7 +355,7 @@ func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutResponse.ProtoReflect.Descriptor instead.
 func (*LayoutResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{4}
+	return file_ordo_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LayoutResponse) GetLayout() string {
@@ -356,7 +436,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_ordo_proto_msgTypes[5]
+	mi := &file_ordo_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -368,7 +448,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[5]
+	mi := &file_ordo_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -381,7 +461,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{5}
+	return file_ordo_proto_rawDescGZIP(), []int{7}
 }
 
 type NodeStatusRequest struct {
@@ -392,7 +472,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_ordo_proto_msgTypes[6]
+	mi := &file_ordo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -404,7 +484,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[6]
+	mi := &file_ordo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -417,7 +497,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{6}
+	return file_ordo_proto_rawDescGZIP(), []int{8}
 }
 
 type NodeInfo struct {
@@ -444,7 +524,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_ordo_proto_msgTypes[7]
+	mi := &file_ordo_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -456,7 +536,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[7]
+	mi := &file_ordo_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -469,7 +549,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{7}
+	return file_ordo_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -562,7 +642,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_ordo_proto_msgTypes[8]
+	mi := &file_ordo_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -574,7 +654,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[8]
+	mi := &file_ordo_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -587,7 +667,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{8}
+	return file_ordo_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *StatusResponse) GetNodes() []*NodeInfo {
@@ -640,7 +720,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_ordo_proto_msgTypes[9]
+	mi := &file_ordo_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +732,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[9]
+	mi := &file_ordo_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +745,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{9}
+	return file_ordo_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *JoinRequest) GetId() string {
@@ -711,7 +791,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_ordo_proto_msgTypes[10]
+	mi := &file_ordo_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +803,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[10]
+	mi := &file_ordo_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +816,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{10}
+	return file_ordo_proto_rawDescGZIP(), []int{12}
 }
 
 type RemoveRequest struct {
@@ -748,7 +828,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_ordo_proto_msgTypes[11]
+	mi := &file_ordo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -760,7 +840,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[11]
+	mi := &file_ordo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -773,7 +853,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{11}
+	return file_ordo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RemoveRequest) GetId() string {
@@ -791,7 +871,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_ordo_proto_msgTypes[12]
+	mi := &file_ordo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +883,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[12]
+	mi := &file_ordo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +896,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{12}
+	return file_ordo_proto_rawDescGZIP(), []int{14}
 }
 
 type TransferLeaderRequest struct {
@@ -828,7 +908,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_ordo_proto_msgTypes[13]
+	mi := &file_ordo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +920,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[13]
+	mi := &file_ordo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +933,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{13}
+	return file_ordo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TransferLeaderRequest) GetId() string {
@@ -872,7 +952,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_ordo_proto_msgTypes[14]
+	mi := &file_ordo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -884,7 +964,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[14]
+	mi := &file_ordo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -897,7 +977,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{14}
+	return file_ordo_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -912,7 +992,10 @@ var File_ordo_proto protoreflect.FileDescriptor
 const file_ordo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"ordo.proto\x12\aordo.v1\"#\n" +
+	"ordo.proto\x12\aordo.v1\"\r\n" +
+	"\vTermRequest\"\"\n" +
+	"\fTermResponse\x12\x12\n" +
+	"\x04term\x18\x01 \x01(\x04R\x04term\"#\n" +
 	"\vNextRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\"G\n" +
 	"\x05IDRun\x12\x14\n" +
@@ -985,7 +1068,9 @@ const file_ordo_proto_rawDesc = "" +
 	"NodeStatus\x12\x1a.ordo.v1.NodeStatusRequest\x1a\x11.ordo.v1.NodeInfo\x123\n" +
 	"\x04Join\x12\x14.ordo.v1.JoinRequest\x1a\x15.ordo.v1.JoinResponse\x129\n" +
 	"\x06Remove\x12\x16.ordo.v1.RemoveRequest\x1a\x17.ordo.v1.RemoveResponse\x12Q\n" +
-	"\x0eTransferLeader\x12\x1e.ordo.v1.TransferLeaderRequest\x1a\x1f.ordo.v1.TransferLeaderResponseB'Z%github.com/seed-e8569b35/ordo/api;apib\x06proto3"
+	"\x0eTransferLeader\x12\x1e.ordo.v1.TransferLeaderRequest\x1a\x1f.ordo.v1.TransferLeaderResponse2;\n" +
+	"\x04Peer\x123\n" +
+	"\x04Term\x12\x14.ordo.v1.TermRequest\x1a\x15.ordo.v1.TermResponseB'Z%github.com/seed-e8569b35/ordo/api;apib\x06proto3"
 
 var (
 	file_ordo_proto_rawDescOnce sync.Once
@@ -999,43 +1084,47 @@ func file_ordo_proto_rawDescGZIP() []byte {
 	return file_ordo_proto_rawDescData
 }
 
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_ordo_proto_goTypes = []any{
-	(*NextRequest)(nil),            // 0: ordo.v1.NextRequest
-	(*IDRun)(nil),                  // 1: ordo.v1.IDRun
-	(*NextResponse)(nil),           // 2: ordo.v1.NextResponse
-	(*LayoutRequest)(nil),          // 3: ordo.v1.LayoutRequest
-	(*LayoutResponse)(nil),         // 4: ordo.v1.LayoutResponse
-	(*StatusRequest)(nil),          // 5: ordo.v1.StatusRequest
-	(*NodeStatusRequest)(nil),      // 6: ordo.v1.NodeStatusRequest
-	(*NodeInfo)(nil),               // 7: ordo.v1.NodeInfo
-	(*StatusResponse)(nil),         // 8: ordo.v1.StatusResponse
-	(*JoinRequest)(nil),            // 9: ordo.v1.JoinRequest
-	(*JoinResponse)(nil),           // 10: ordo.v1.JoinResponse
-	(*RemoveRequest)(nil),          // 11: ordo.v1.RemoveRequest
-	(*RemoveResponse)(nil),         // 12: ordo.v1.RemoveResponse
-	(*TransferLeaderRequest)(nil),  // 13: ordo.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 14: ordo.v1.TransferLeaderResponse
+	(*TermRequest)(nil),            // 0: ordo.v1.TermRequest
+	(*TermResponse)(nil),           // 1: ordo.v1.TermResponse
+	(*NextRequest)(nil),            // 2: ordo.v1.NextRequest
+	(*IDRun)(nil),                  // 3: ordo.v1.IDRun
+	(*NextResponse)(nil),           // 4: ordo.v1.NextResponse
+	(*LayoutRequest)(nil),          // 5: ordo.v1.LayoutRequest
+	(*LayoutResponse)(nil),         // 6: ordo.v1.LayoutResponse
+	(*StatusRequest)(nil),          // 7: ordo.v1.StatusRequest
+	(*NodeStatusRequest)(nil),      // 8: ordo.v1.NodeStatusRequest
+	(*NodeInfo)(nil),               // 9: ordo.v1.NodeInfo
+	(*StatusResponse)(nil),         // 10: ordo.v1.StatusResponse
+	(*JoinRequest)(nil),            // 11: ordo.v1.JoinRequest
+	(*JoinResponse)(nil),           // 12: ordo.v1.JoinResponse
+	(*RemoveRequest)(nil),          // 13: ordo.v1.RemoveRequest
+	(*RemoveResponse)(nil),         // 14: ordo.v1.RemoveResponse
+	(*TransferLeaderRequest)(nil),  // 15: ordo.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 16: ordo.v1.TransferLeaderResponse
 }
 var file_ordo_proto_depIdxs = []int32{
-	1,  // 0: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
-	7,  // 1: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
-	0,  // 2: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	3,  // 3: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	5,  // 4: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	6,  // 5: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	9,  // 6: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	11, // 7: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	13, // 8: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	2,  // 9: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	4,  // 10: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	8,  // 11: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	7,  // 12: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	10, // 13: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	12, // 14: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	14, // 15: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	9,  // [9:16] is the sub-list for method output_type
-	2,  // [2:9] is the sub-list for method input_type
+	3,  // 0: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
+	9,  // 1: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
+	2,  // 2: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	5,  // 3: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	7,  // 4: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	8,  // 5: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	11, // 6: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	13, // 7: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	15, // 8: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	0,  // 9: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	4,  // 10: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	6,  // 11: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	10, // 12: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	9,  // 13: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	12, // 14: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	14, // 15: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	16, // 16: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	1,  // 17: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	10, // [10:18] is the sub-list for method output_type
+	2,  // [2:10] is the sub-list for method input_type
 	2,  // [2:2] is the sub-list for extension type_name
 	2,  // [2:2] is the sub-list for extension extendee
 	0,  // [0:2] is the sub-list for field type_name
@@ -1052,9 +1141,9 @@ func file_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
-			NumServices:   2,
+			NumServices:   3,
 		},
 		GoTypes:           file_ordo_proto_goTypes,
 		DependencyIndexes: file_ordo_proto_depIdxs,

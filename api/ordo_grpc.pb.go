@@ -445,3 +445,117 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 	Streams:  []grpc.StreamDesc{},
 	Metadata: "ordo.proto",
 }
+
+const (
+	Peer_Term_FullMethodName = "/ordo.v1.Peer/Term"
+)
+
+// PeerClient is the client API for Peer service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Peer is called by nodes on each other, not by clients.
+type PeerClient interface {
+	// Term returns the node's current Raft term. A leader asks a majority
+	// after assigning IDs and before replying: a node that voted for a newer
+	// leader has a higher term, so a majority still in the leader's term
+	// proves that no newer leader could have answered anyone yet.
+	Term(ctx context.Context, in *TermRequest, opts ...grpc.CallOption) (*TermResponse, error)
+}
+
+type peerClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewPeerClient(cc grpc.ClientConnInterface) PeerClient {
+	return &peerClient{cc}
+}
+
+func (c *peerClient) Term(ctx context.Context, in *TermRequest, opts ...grpc.CallOption) (*TermResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(TermResponse)
+	err := c.cc.Invoke(ctx, Peer_Term_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// PeerServer is the server API for Peer service.
+// All implementations must embed UnimplementedPeerServer
+// for forward compatibility.
+//
+// Peer is called by nodes on each other, not by clients.
+type PeerServer interface {
+	// Term returns the node's current Raft term. A leader asks a majority
+	// after assigning IDs and before replying: a node that voted for a newer
+	// leader has a higher term, so a majority still in the leader's term
+	// proves that no newer leader could have answered anyone yet.
+	Term(context.Context, *TermRequest) (*TermResponse, error)
+	mustEmbedUnimplementedPeerServer()
+}
+
+// UnimplementedPeerServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedPeerServer struct{}
+
+func (UnimplementedPeerServer) Term(context.Context, *TermRequest) (*TermResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Term not implemented")
+}
+func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
+func (UnimplementedPeerServer) testEmbeddedByValue()              {}
+
+// UnsafePeerServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to PeerServer will
+// result in compilation errors.
+type UnsafePeerServer interface {
+	mustEmbedUnimplementedPeerServer()
+}
+
+func RegisterPeerServer(s grpc.ServiceRegistrar, srv PeerServer) {
+	// If the following call pancis, it indicates UnimplementedPeerServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Peer_ServiceDesc, srv)
+}
+
+func _Peer_Term_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(TermRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(PeerServer).Term(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Peer_Term_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(PeerServer).Term(ctx, req.(*TermRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Peer_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "ordo.v1.Peer",
+	HandlerType: (*PeerServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "Term",
+			Handler:    _Peer_Term_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "ordo.proto",
+}

@@ -97,3 +97,28 @@ func TestCLI(t *testing.T) {
 	}
 	t.Logf("ordo decode %d: time %v group %d", first[0], dec[0].Time.Format(time.RFC3339Nano), dec[0].Group)
 }
+
+// TestBench runs `ordo bench` briefly: it must report throughput and a
+// clean check of everything it received, and refuse bad flags.
+func TestBench(t *testing.T) {
+	c := mustNewCluster(t, clusterOpts{})
+	res := runOrdoFor(t, time.Minute, "bench", "--addrs", c.addrList(), "--duration", "2s", "--concurrency", "8", "--count", "10", "--json")
+	if res.Code != 0 {
+		t.Fatalf("ordo bench: exit %d\nstdout: %s\nstderr: %s", res.Code, res.Stdout, res.Stderr)
+	}
+	var out struct {
+		OK       bool  `json:"ok"`
+		Requests int64 `json:"requests"`
+		IDs      int64 `json:"ids"`
+		P50      int64 `json:"p50"`
+	}
+	if err := json.Unmarshal([]byte(res.Stdout), &out); err != nil {
+		t.Fatalf("ordo bench --json: %v\n%s", err, res.Stdout)
+	}
+	if !out.OK || out.Requests == 0 || out.IDs != 10*out.Requests || out.P50 <= 0 {
+		t.Fatalf("ordo bench result %+v, want ok with 10 IDs per request and a latency", out)
+	}
+	if res := runOrdo(t, "bench", "--addrs", c.addrList(), "--concurrency", "0"); res.Code != 2 {
+		t.Fatalf("ordo bench --concurrency 0: exit %d, want 2\nstderr: %s", res.Code, res.Stderr)
+	}
+}

@@ -56,9 +56,6 @@ const (
 	OpInit Op = "init"
 	// OpReserve raises the high-water mark to UpTo.
 	OpReserve Op = "reserve"
-	// OpConfirm changes nothing; a leader commits one to prove, after it
-	// assigned IDs, that it was still the leader of its term.
-	OpConfirm Op = "confirm"
 	// OpSetNode records a node's client-facing (gRPC) address.
 	OpSetNode Op = "set_node"
 	// OpDeleteNode forgets a node's address after it is removed.
@@ -127,7 +124,6 @@ func Decode(b []byte) (Command, error) {
 		if c.UpTo == 0 {
 			return Command{}, fmt.Errorf("%w: reserve up to 0", ErrInvalid)
 		}
-	case OpConfirm:
 	case OpSetNode:
 		if c.NodeID == "" || c.GRPCAddr == "" {
 			return Command{}, fmt.Errorf("%w: set_node needs node_id and grpc_addr", ErrInvalid)
@@ -238,7 +234,6 @@ func (f *FSM) apply(c Command, term uint64) Result {
 		}
 	case OpReserve:
 		f.state.HighWater = max(f.state.HighWater, c.UpTo)
-	case OpConfirm:
 	case OpSetNode:
 		f.state.Nodes[c.NodeID] = c.GRPCAddr
 	case OpDeleteNode:

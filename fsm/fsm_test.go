@@ -150,8 +150,6 @@ func TestApplyEveryOp(t *testing.T) {
 			func(s State) bool { return s.Layout != nil && *s.Layout == l && s.Group == 3 }},
 		{"reserve", Command{Op: OpReserve, UpTo: 100}, 2, 0, 100,
 			func(s State) bool { return s.HighWater == 100 }},
-		{"confirm", Command{Op: OpConfirm}, 3, 100, 100,
-			func(s State) bool { return s.HighWater == 100 }},
 		{"set_node", Command{Op: OpSetNode, NodeID: "n1", GRPCAddr: "h:1"}, 4, 100, 100,
 			func(s State) bool { return s.Nodes["n1"] == "h:1" }},
 		{"set_node overwrite", Command{Op: OpSetNode, NodeID: "n1", GRPCAddr: "h:2"}, 4, 100, 100,
@@ -212,7 +210,7 @@ func TestResultTermIsLogTerm(t *testing.T) {
 	f := New(nil)
 	for _, term := range []uint64{0, 1, 2, 99, 1 << 40, ^uint64(0)} {
 		for _, c := range []Command{
-			{Op: OpConfirm},
+			{Op: OpDeleteNode, NodeID: "gone"},
 			{Op: OpReserve, UpTo: 10},
 			{Op: OpSetNode, NodeID: "x", GRPCAddr: "y"},
 		} {
@@ -482,7 +480,7 @@ func TestRejectMalformed(t *testing.T) {
 	if tooBig == tinyJSON {
 		t.Fatalf("could not build an over-wide group from %s", tinyJSON)
 	}
-	confirm := string(mustEncode(t, Command{Op: OpConfirm}))
+	valid := string(mustEncode(t, Command{Op: OpDeleteNode, NodeID: "gone"}))
 
 	tests := []struct {
 		name string
@@ -491,21 +489,21 @@ func TestRejectMalformed(t *testing.T) {
 	}{
 		{name: "empty", data: "", want: ErrMalformed},
 		{name: "not json", data: "reserve 5", want: ErrMalformed},
-		{name: "json string", data: `"confirm"`, want: ErrMalformed},
+		{name: "json string", data: `"delete_node"`, want: ErrMalformed},
 		{name: "json array", data: `[1]`, want: ErrMalformed},
 		{name: "truncated", data: `{"v":1,"op":"reserve","up_to":`, want: ErrMalformed},
-		{name: "trailing object", data: confirm + confirm, want: ErrMalformed},
-		{name: "trailing garbage", data: confirm + " x", want: ErrMalformed},
-		{name: "trailing number", data: confirm + "1", want: ErrMalformed},
-		{name: "trailing brace", data: confirm + "}", want: ErrMalformed},
-		{name: "trailing bracket", data: confirm + "]", want: ErrMalformed},
-		{name: "unknown field", data: `{"v":1,"op":"confirm","extra":true}`, want: ErrMalformed},
+		{name: "trailing object", data: valid + valid, want: ErrMalformed},
+		{name: "trailing garbage", data: valid + " x", want: ErrMalformed},
+		{name: "trailing number", data: valid + "1", want: ErrMalformed},
+		{name: "trailing brace", data: valid + "}", want: ErrMalformed},
+		{name: "trailing bracket", data: valid + "]", want: ErrMalformed},
+		{name: "unknown field", data: `{"v":1,"op":"delete_node","node_id":"gone","extra":true}`, want: ErrMalformed},
 		{name: "wrong type", data: `{"v":1,"op":"reserve","up_to":"10"}`, want: ErrMalformed},
 		{name: "negative up_to", data: `{"v":1,"op":"reserve","up_to":-1}`, want: ErrMalformed},
 		{name: "float up_to", data: `{"v":1,"op":"reserve","up_to":1.5}`, want: ErrMalformed},
-		{name: "version missing", data: `{"op":"confirm"}`, want: ErrUnknownVersion},
-		{name: "version 0", data: `{"v":0,"op":"confirm"}`, want: ErrUnknownVersion},
-		{name: "version 2", data: `{"v":2,"op":"confirm"}`, want: ErrUnknownVersion},
+		{name: "version missing", data: `{"op":"delete_node","node_id":"gone"}`, want: ErrUnknownVersion},
+		{name: "version 0", data: `{"v":0,"op":"delete_node","node_id":"gone"}`, want: ErrUnknownVersion},
+		{name: "version 2", data: `{"v":2,"op":"delete_node","node_id":"gone"}`, want: ErrUnknownVersion},
 		{name: "version -1", data: `{"v":-1,"op":"reserve","up_to":5}`, want: ErrUnknownVersion},
 		{name: "unknown op", data: `{"v":1,"op":"explode"}`, want: ErrUnknownOp},
 		{name: "empty op", data: `{"v":1}`, want: ErrUnknownOp},
@@ -573,7 +571,7 @@ func TestDecodeInitIgnoresClock(t *testing.T) {
 }
 
 func TestEncodeStampsVersion(t *testing.T) {
-	b := mustEncode(t, Command{Version: 99, Op: OpConfirm})
+	b := mustEncode(t, Command{Version: 99, Op: OpDeleteNode, NodeID: "gone"})
 	c, err := Decode(b)
 	if err != nil {
 		t.Fatalf("Decode(%s): %v", b, err)
@@ -607,7 +605,7 @@ func validCommands(t testing.TB) []Command {
 		{Op: OpInit, Layout: &sony, Group: 65535},
 		{Op: OpReserve, UpTo: 1},
 		{Op: OpReserve, UpTo: ^uint64(0)},
-		{Op: OpConfirm},
+		{Op: OpDeleteNode, NodeID: "gone"},
 		{Op: OpSetNode, NodeID: "node-1", GRPCAddr: "127.0.0.1:7000"},
 		{Op: OpSetNode, NodeID: "ünïcode \"quoted\"", GRPCAddr: "[::1]:1"},
 		{Op: OpDeleteNode, NodeID: "node-1"},
@@ -622,10 +620,10 @@ func FuzzDecode(f *testing.F) {
 	}
 	f.Add([]byte(`{"v":1,"op":"init","layout":{"name":"x","epoch_ms":-5,"unit_ms":0,"time_bits":200,"group_bits":64,"seq_bits":0,"order":"?"},"group":18446744073709551615}`))
 	f.Add([]byte(`{"v":1,"op":"reserve","up_to":5,"node_id":"n","layout":null}`))
-	f.Add([]byte(`{"v":1,"op":"confirm"}}`))
-	f.Add([]byte(`{"V":1,"OP":"confirm"}`))
+	f.Add([]byte(`{"v":1,"op":"delete_node","node_id":"gone"}}`))
+	f.Add([]byte(`{"V":1,"OP":"delete_node","NODE_ID":"gone"}`))
 	f.Add([]byte(`{"v":1,"op":"set_node","node_id":"\ud800","grpc_addr":"\u0000"}`))
-	f.Add([]byte(`{"v":1,"op":"confirm","v":2}`))
+	f.Add([]byte(`{"v":1,"op":"delete_node","node_id":"gone","v":2}`))
 	f.Add([]byte(""))
 	f.Add([]byte("null"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -43,6 +43,7 @@ func (n *Node) openGRPC() error {
 	svc := &service{n: n}
 	api.RegisterSequencerServer(n.grpcServer, svc)
 	api.RegisterAdminServer(n.grpcServer, svc)
+	api.RegisterPeerServer(n.grpcServer, svc)
 	hs := health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcServer, hs)
 	reflection.Register(n.grpcServer)
@@ -60,6 +61,7 @@ func (n *Node) openGRPC() error {
 type service struct {
 	api.UnimplementedSequencerServer
 	api.UnimplementedAdminServer
+	api.UnimplementedPeerServer
 	n *Node
 }
 

@@ -552,8 +552,8 @@ func (l raftLog) Reserve(ctx context.Context, upTo uint64) (fsm.Result, error) {
 	return l.n.applyCtx(ctx, fsm.Command{Op: fsm.OpReserve, UpTo: upTo})
 }
 
-func (l raftLog) Confirm(ctx context.Context) (fsm.Result, error) {
-	return l.n.applyCtx(ctx, fsm.Command{Op: fsm.OpConfirm})
+func (l raftLog) Confirm(ctx context.Context) (uint64, error) {
+	return l.n.confirmLeadership(ctx)
 }
 
 // leader returns the leader's id and gRPC address, as far as this node

@@ -12,14 +12,16 @@ import (
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
-// Log is what the Sequencer needs from Raft: committing a reservation and
-// committing a leadership confirmation. Both return the FSM's Result, whose
-// Term is the term of the committed entry. Both must end by themselves:
-// the Raft implementation fails when leadership is lost and bounds the
-// wait by Config.ApplyTimeout; ctx may end it sooner.
+// Log is what the Sequencer needs from Raft. Reserve commits a reservation
+// and returns the FSM's Result, whose Term is the term of the committed
+// entry. Confirm proves leadership with a round of messages sent after it
+// is called, and returns the term in which a majority confirmed this node
+// leads. Both end by themselves: the Raft implementation fails when
+// leadership is lost and bounds the wait by Config.ApplyTimeout; ctx may
+// end it sooner.
 type Log interface {
 	Reserve(ctx context.Context, upTo uint64) (fsm.Result, error)
-	Confirm(ctx context.Context) (fsm.Result, error)
+	Confirm(ctx context.Context) (term uint64, err error)
 }
 
 // Block is a run of consecutive ticks handed to one request.
@@ -38,14 +40,14 @@ type Block struct {
 //  2. A new leader starts at the high-water mark its own first reservation
 //     found (fsm.Result.Prev, computed after every earlier entry applied),
 //     so it hands out only ticks no earlier leader could have.
-//  3. Before answering, the leader commits a confirmation entry that it
-//     appended after the ticks were assigned, and checks that the entry
-//     carries the term its reservation was committed in. A majority
-//     accepted that entry in that term, so no majority had yet voted for a
-//     newer leader when it was sent: a newer leader cannot have answered
-//     any request before these ticks were assigned. A leader paused after
-//     assigning and resumed after a newer leader answered cannot commit the
-//     entry and never replies.
+//  3. Before answering, the leader asks a majority for their Raft term, in
+//     messages sent after the ticks were assigned, and checks that they
+//     are still in the term its reservation was committed in (see
+//     Node.confirmLeadership). A node that voted for a newer leader has a
+//     higher term, so no newer leader had been elected, and none could have
+//     answered any request, before these ticks were assigned. A leader
+//     paused after assigning and resumed after a newer leader answered
+//     gets a higher term back and never replies.
 //
 // The tick rule next = max(last+1, now) keeps IDs increasing when the wall
 // clock moves back, without ever sleeping.
@@ -310,12 +312,12 @@ func (s *Sequencer) confirmLoop() {
 		if b == nil {
 			continue
 		}
-		res, err := s.log.Confirm(context.Background())
+		term, err := s.log.Confirm(context.Background())
 		switch {
 		case err != nil:
-			b.err = fmt.Errorf("%w: confirm leadership: %v", ErrNotLeader, err)
-		case res.Term != b.term:
-			b.err = fmt.Errorf("%w: confirmation committed in term %d, IDs assigned in term %d", ErrNotLeader, res.Term, b.term)
+			b.err = fmt.Errorf("%w: confirm leadership: %w", ErrNotLeader, err)
+		case term != b.term:
+			b.err = fmt.Errorf("%w: confirmed in term %d, IDs assigned in term %d", ErrNotLeader, term, b.term)
 		}
 		if b.err != nil {
 			s.stepDownFrom(b.term)

@@ -99,7 +99,7 @@ func (f *seqFakeLog) Reserve(ctx context.Context, upTo uint64) (fsm.Result, erro
 	return r, nil
 }
 
-func (f *seqFakeLog) Confirm(ctx context.Context) (fsm.Result, error) {
+func (f *seqFakeLog) Confirm(ctx context.Context) (uint64, error) {
 	f.mu.Lock()
 	f.confirmCalls++
 	n := f.confirmCalls
@@ -107,14 +107,14 @@ func (f *seqFakeLog) Confirm(ctx context.Context) (fsm.Result, error) {
 	f.mu.Unlock()
 	notify(f.confirmEntered, n)
 	if err := f.wait(ctx, gate); err != nil {
-		return fsm.Result{}, err
+		return 0, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.confirmErr != nil {
-		return fsm.Result{}, f.confirmErr
+		return 0, f.confirmErr
 	}
-	return fsm.Result{Prev: f.hw, HighWater: f.hw, Term: f.term}, nil
+	return f.term, nil
 }
 
 func (f *seqFakeLog) set(fn func(f *seqFakeLog)) {

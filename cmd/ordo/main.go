@@ -25,6 +25,7 @@ Commands:
   remove           remove a node from the cluster
   transfer-leader  hand leadership to another node
   verify           run clients and faults against a cluster and check the order
+  bench            measure throughput and latency against a cluster
 
 Run 'ordo <command> -h' for a command's flags.
 `
@@ -46,6 +47,7 @@ func main() {
 		"remove":          runRemove,
 		"transfer-leader": runTransferLeader,
 		"verify":          runVerify,
+		"bench":           runBench,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	run, ok := commands[name]

@@ -1,0 +1,173 @@
+// Package bench is Ordo's load generator: concurrent callers ask a running
+// cluster for IDs as fast as they can for a while, and the run reports
+// throughput and latency percentiles. Everything received is also checked
+// with package history, so a fast result is never a wrong one.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/history"
+)
+
+// ErrBadConfig means a Config field is out of range.
+var ErrBadConfig = errors.New("invalid bench configuration")
+
+// Config is one benchmark run.
+type Config struct {
+	// Addrs are the cluster's gRPC addresses.
+	Addrs []string
+	// Concurrency is the number of callers sharing one client.
+	Concurrency int
+	// Count is the number of IDs each request asks for.
+	Count int
+	// Duration is how long the callers run.
+	Duration time.Duration
+	// Progress, if set, gets a line a second.
+	Progress io.Writer
+}
+
+// Result is what a run measured.
+type Result struct {
+	Requests  int64         `json:"requests"`
+	Errors    int64         `json:"errors"`
+	IDs       int64         `json:"ids"`
+	Elapsed   time.Duration `json:"elapsed"`
+	RequestsS float64       `json:"requests_per_sec"`
+	IDsS      float64       `json:"ids_per_sec"`
+	// Latencies of successful requests.
+	P50  time.Duration `json:"p50"`
+	P90  time.Duration `json:"p90"`
+	P99  time.Duration `json:"p99"`
+	P999 time.Duration `json:"p999"`
+	Max  time.Duration `json:"max"`
+	// Check is the history checker's report on every response.
+	Check history.Report `json:"check"`
+}
+
+// OK reports whether everything received kept the guarantees.
+func (r Result) OK() bool { return r.Check.OK() }
+
+// String is the human summary.
+func (r Result) String() string {
+	return fmt.Sprintf("%d requests (%d errors), %d IDs in %s: %.0f requests/s, %.0f IDs/s\n"+
+		"latency p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n%s\n",
+		r.Requests, r.Errors, r.IDs, r.Elapsed.Round(time.Millisecond), r.RequestsS, r.IDsS,
+		r.P50, r.P90, r.P99, r.P999, r.Max, r.Check)
+}
+
+// Run runs the callers for cfg.Duration and measures them.
+func Run(ctx context.Context, cfg Config) (Result, error) {
+	if len(cfg.Addrs) == 0 || cfg.Concurrency < 1 || cfg.Count < 1 || cfg.Duration <= 0 {
+		return Result{}, fmt.Errorf("%w: want addresses, concurrency >= 1, count >= 1, duration > 0", ErrBadConfig)
+	}
+	c, err := client.New(cfg.Addrs)
+	if err != nil {
+		return Result{}, err
+	}
+	defer c.Close()
+	// One request first, so connecting and finding the leader are not
+	// counted as latency.
+	if _, err := c.NextN(ctx, cfg.Count); err != nil {
+		return Result{}, fmt.Errorf("first request: %w", err)
+	}
+
+	rec := history.NewRecorder()
+	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
+	defer cancel()
+	var (
+		requests, errs, ids atomic.Int64
+		wg                  sync.WaitGroup
+		mu                  sync.Mutex
+		latencies           []time.Duration
+	)
+	stopProgress := progress(cfg.Progress, &requests, &ids)
+	start := time.Now()
+	for i := range cfg.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var mine []time.Duration
+			for runCtx.Err() == nil {
+				p := rec.Begin(i)
+				t0 := time.Now()
+				got, err := c.NextN(runCtx, cfg.Count)
+				d := time.Since(t0)
+				switch {
+				case err == nil:
+					p.OK(got)
+					mine = append(mine, d)
+					requests.Add(1)
+					ids.Add(int64(len(got)))
+				case runCtx.Err() != nil:
+					p.Unknown(err) // cut off by the end of the run
+				default:
+					p.Unknown(err)
+					errs.Add(1)
+				}
+			}
+			mu.Lock()
+			latencies = append(latencies, mine...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	stopProgress()
+
+	slices.Sort(latencies)
+	res := Result{
+		Requests: requests.Load(), Errors: errs.Load(), IDs: ids.Load(), Elapsed: elapsed,
+		RequestsS: float64(requests.Load()) / elapsed.Seconds(),
+		IDsS:      float64(ids.Load()) / elapsed.Seconds(),
+		P50:       percentile(latencies, 0.50), P90: percentile(latencies, 0.90),
+		P99: percentile(latencies, 0.99), P999: percentile(latencies, 0.999),
+		Check: history.Check(rec.Ops()),
+	}
+	if n := len(latencies); n > 0 {
+		res.Max = latencies[n-1]
+	}
+	return res, nil
+}
+
+// percentile returns the q-quantile of sorted durations.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := int(q * float64(len(sorted)))
+	return sorted[min(i, len(sorted)-1)]
+}
+
+func progress(out io.Writer, requests, ids *atomic.Int64) (stop func()) {
+	if out == nil {
+		return func() {}
+	}
+	done, finished := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		start := time.Now()
+		var lastR, lastI int64
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				r, i := requests.Load(), ids.Load()
+				fmt.Fprintf(out, "%5.1fs %8d requests/s %10d IDs/s\n", time.Since(start).Seconds(), r-lastR, i-lastI)
+				lastR, lastI = r, i
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
