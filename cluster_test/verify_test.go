@@ -50,6 +50,28 @@ func TestVerifyEveryFault(t *testing.T) {
 	}
 }
 
+// TestVerifyFiveNodes runs the faults whose shape depends on the cluster
+// size against five voters: two may fail, three may not.
+func TestVerifyFiveNodes(t *testing.T) {
+	cfg := verify.Config{
+		Binary: ordoBin, Dir: t.TempDir(), Nodes: 5,
+		Duration: 3 * time.Minute, Rounds: 1,
+		Clients: 8, Pinned: true, MaxCount: 8,
+		Faults:   []string{"kill-majority", "partition", "bridge", "pause-leader", "kill-leader"},
+		Interval: 2500 * time.Millisecond, Hold: 1200 * time.Millisecond, Seed: 5,
+		ServeArgs: append([]string{"--log-level", "warn"}, fastTimers...),
+		Progress:  testWriter{t},
+	}
+	res, err := verify.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res)
+	if !res.OK() || len(res.Faults) != len(cfg.Faults) {
+		t.Fatalf("verification failed or incomplete (%d faults ran):\n%s", len(res.Faults), res)
+	}
+}
+
 // TestVerifyCatchesStaleLeader runs `ordo verify` against nodes built with
 // the classic stale-leader bug (IDs from the committed reservation, no
 // leadership confirmation): a checker that cannot fail proves nothing.
