@@ -31,6 +31,9 @@ type Config struct {
 	Count int
 	// Duration is how long the callers run.
 	Duration time.Duration
+	// Coalesce, if positive, makes the callers' client share requests,
+	// with at most this many in flight (client.WithCoalescing).
+	Coalesce int
 	// Progress, if set, gets a line a second.
 	Progress io.Writer
 }
@@ -39,6 +42,7 @@ type Config struct {
 type Result struct {
 	Requests  int64         `json:"requests"`
 	Errors    int64         `json:"errors"`
+	LastError string        `json:"last_error,omitempty"`
 	IDs       int64         `json:"ids"`
 	Elapsed   time.Duration `json:"elapsed"`
 	RequestsS float64       `json:"requests_per_sec"`
@@ -58,10 +62,14 @@ func (r Result) OK() bool { return r.Check.OK() }
 
 // String is the human summary.
 func (r Result) String() string {
-	return fmt.Sprintf("%d requests (%d errors), %d IDs in %s: %.0f requests/s, %.0f IDs/s\n"+
+	s := fmt.Sprintf("%d requests (%d errors), %d IDs in %s: %.0f requests/s, %.0f IDs/s\n"+
 		"latency p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n%s\n",
 		r.Requests, r.Errors, r.IDs, r.Elapsed.Round(time.Millisecond), r.RequestsS, r.IDsS,
 		r.P50, r.P90, r.P99, r.P999, r.Max, r.Check)
+	if r.LastError != "" {
+		s += "last error: " + r.LastError + "\n"
+	}
+	return s
 }
 
 // Run runs the callers for cfg.Duration and measures them.
@@ -69,7 +77,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if len(cfg.Addrs) == 0 || cfg.Concurrency < 1 || cfg.Count < 1 || cfg.Duration <= 0 {
 		return Result{}, fmt.Errorf("%w: want addresses, concurrency >= 1, count >= 1, duration > 0", ErrBadConfig)
 	}
-	c, err := client.New(cfg.Addrs)
+	var opts []client.Option
+	if cfg.Coalesce > 0 {
+		opts = append(opts, client.WithCoalescing(cfg.Coalesce))
+	}
+	c, err := client.New(cfg.Addrs, opts...)
 	if err != nil {
 		return Result{}, err
 	}
@@ -85,12 +97,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	defer cancel()
 	var (
 		requests, errs, ids atomic.Int64
+		lastErr             atomic.Value
 		wg                  sync.WaitGroup
 		mu                  sync.Mutex
 		latencies           []time.Duration
 	)
 	stopProgress := progress(cfg.Progress, &requests, &ids)
 	start := time.Now()
+	end, _ := runCtx.Deadline()
 	for i := range cfg.Concurrency {
 		wg.Add(1)
 		go func() {
@@ -107,11 +121,14 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					mine = append(mine, d)
 					requests.Add(1)
 					ids.Add(int64(len(got)))
-				case runCtx.Err() != nil:
-					p.Unknown(err) // cut off by the end of the run
+				case runCtx.Err() != nil || !time.Now().Before(end):
+					// Cut off by the end of the run (a shared request
+					// may notice the deadline before this call does).
+					p.Unknown(err)
 				default:
 					p.Unknown(err)
 					errs.Add(1)
+					lastErr.Store(err.Error())
 				}
 			}
 			mu.Lock()
@@ -132,6 +149,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		P99: percentile(latencies, 0.99), P999: percentile(latencies, 0.999),
 		Check: history.Check(rec.Ops()),
 	}
+	res.LastError, _ = lastErr.Load().(string)
 	if n := len(latencies); n > 0 {
 		res.Max = latencies[n-1]
 	}

@@ -24,16 +24,17 @@ func runBench(args []string) error {
 	concurrency := fs.Int("concurrency", 64, "concurrent callers (sharing one client)")
 	count := fs.Int("count", 1, "IDs per request")
 	duration := fs.Duration("duration", 10*time.Second, "how long to run")
+	coalesce := fs.Int("coalesce", 0, "share requests among the callers, with at most this many in flight (0: one request per call)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(os.Stderr, "ordo bench: %d callers, %d IDs per request, %s\n", *concurrency, *count, *duration)
+	fmt.Fprintf(os.Stderr, "ordo bench: %d callers, %d IDs per call, coalescing %d, %s\n", *concurrency, *count, *coalesce, *duration)
 	res, err := bench.Run(ctx, bench.Config{
 		Addrs: strings.Split(*addrs, ","), Concurrency: *concurrency, Count: *count,
-		Duration: *duration, Progress: os.Stderr,
+		Duration: *duration, Coalesce: *coalesce, Progress: os.Stderr,
 	})
 	if errors.Is(err, bench.ErrBadConfig) {
 		return fmt.Errorf("%w: %v", errUsage, err)
