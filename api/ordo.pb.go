@@ -25,6 +25,111 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+type NextStreamRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client; echoed in the response.
+	Id            uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Count         uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextStreamRequest) Reset() {
+	*x = NextStreamRequest{}
+	mi := &file_ordo_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextStreamRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextStreamRequest) ProtoMessage() {}
+
+func (x *NextStreamRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextStreamRequest.ProtoReflect.Descriptor instead.
+func (*NextStreamRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *NextStreamRequest) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *NextStreamRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+type NextStreamResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Runs          []*IDRun               `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NextStreamResponse) Reset() {
+	*x = NextStreamResponse{}
+	mi := &file_ordo_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NextStreamResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NextStreamResponse) ProtoMessage() {}
+
+func (x *NextStreamResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NextStreamResponse.ProtoReflect.Descriptor instead.
+func (*NextStreamResponse) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *NextStreamResponse) GetId() uint64 {
+	if x != nil {
+		return x.Id
+	}
+	return 0
+}
+
+func (x *NextStreamResponse) GetRuns() []*IDRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
 type TermRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -33,7 +138,7 @@ type TermRequest struct {
 
 func (x *TermRequest) Reset() {
 	*x = TermRequest{}
-	mi := &file_ordo_proto_msgTypes[0]
+	mi := &file_ordo_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -45,7 +150,7 @@ func (x *TermRequest) String() string {
 func (*TermRequest) ProtoMessage() {}
 
 func (x *TermRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[0]
+	mi := &file_ordo_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -58,7 +163,7 @@ func (x *TermRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermRequest.ProtoReflect.Descriptor instead.
 func (*TermRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{0}
+	return file_ordo_proto_rawDescGZIP(), []int{2}
 }
 
 type TermResponse struct {
@@ -70,7 +175,7 @@ type TermResponse struct {
 
 func (x *TermResponse) Reset() {
 	*x = TermResponse{}
-	mi := &file_ordo_proto_msgTypes[1]
+	mi := &file_ordo_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -82,7 +187,7 @@ func (x *TermResponse) String() string {
 func (*TermResponse) ProtoMessage() {}
 
 func (x *TermResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[1]
+	mi := &file_ordo_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -95,7 +200,7 @@ func (x *TermResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermResponse.ProtoReflect.Descriptor instead.
 func (*TermResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{1}
+	return file_ordo_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *TermResponse) GetTerm() uint64 {
@@ -114,7 +219,7 @@ type NextRequest struct {
 
 func (x *NextRequest) Reset() {
 	*x = NextRequest{}
-	mi := &file_ordo_proto_msgTypes[2]
+	mi := &file_ordo_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -126,7 +231,7 @@ func (x *NextRequest) String() string {
 func (*NextRequest) ProtoMessage() {}
 
 func (x *NextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[2]
+	mi := &file_ordo_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -139,7 +244,7 @@ func (x *NextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextRequest.ProtoReflect.Descriptor instead.
 func (*NextRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{2}
+	return file_ordo_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NextRequest) GetCount() uint32 {
@@ -164,7 +269,7 @@ type IDRun struct {
 
 func (x *IDRun) Reset() {
 	*x = IDRun{}
-	mi := &file_ordo_proto_msgTypes[3]
+	mi := &file_ordo_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -176,7 +281,7 @@ func (x *IDRun) String() string {
 func (*IDRun) ProtoMessage() {}
 
 func (x *IDRun) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[3]
+	mi := &file_ordo_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -189,7 +294,7 @@ func (x *IDRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRun.ProtoReflect.Descriptor instead.
 func (*IDRun) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{3}
+	return file_ordo_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *IDRun) GetFirst() uint64 {
@@ -225,7 +330,7 @@ type NextResponse struct {
 
 func (x *NextResponse) Reset() {
 	*x = NextResponse{}
-	mi := &file_ordo_proto_msgTypes[4]
+	mi := &file_ordo_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -237,7 +342,7 @@ func (x *NextResponse) String() string {
 func (*NextResponse) ProtoMessage() {}
 
 func (x *NextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[4]
+	mi := &file_ordo_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -250,7 +355,7 @@ func (x *NextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextResponse.ProtoReflect.Descriptor instead.
 func (*NextResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{4}
+	return file_ordo_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NextResponse) GetRuns() []*IDRun {
@@ -282,7 +387,7 @@ type LayoutRequest struct {
 
 func (x *LayoutRequest) Reset() {
 	*x = LayoutRequest{}
-	mi := &file_ordo_proto_msgTypes[5]
+	mi := &file_ordo_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -294,7 +399,7 @@ func (x *LayoutRequest) String() string {
 func (*LayoutRequest) ProtoMessage() {}
 
 func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[5]
+	mi := &file_ordo_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -307,7 +412,7 @@ func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutRequest.ProtoReflect.Descriptor instead.
 func (*LayoutRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{5}
+	return file_ordo_proto_rawDescGZIP(), []int{7}
 }
 
 type LayoutResponse struct {
@@ -330,7 +435,7 @@ type LayoutResponse struct {
 
 func (x *LayoutResponse) Reset() {
 	*x = LayoutResponse{}
-	mi := &file_ordo_proto_msgTypes[6]
+	mi := &file_ordo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -342,7 +447,7 @@ func (x *LayoutResponse) String() string {
 func (*LayoutResponse) ProtoMessage() {}
 
 func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[6]
+	mi := &file_ordo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -355,7 +460,7 @@ func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutResponse.ProtoReflect.Descriptor instead.
 func (*LayoutResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{6}
+	return file_ordo_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LayoutResponse) GetLayout() string {
@@ -436,7 +541,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_ordo_proto_msgTypes[7]
+	mi := &file_ordo_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -448,7 +553,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[7]
+	mi := &file_ordo_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -461,7 +566,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{7}
+	return file_ordo_proto_rawDescGZIP(), []int{9}
 }
 
 type NodeStatusRequest struct {
@@ -472,7 +577,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_ordo_proto_msgTypes[8]
+	mi := &file_ordo_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +589,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[8]
+	mi := &file_ordo_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +602,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{8}
+	return file_ordo_proto_rawDescGZIP(), []int{10}
 }
 
 type NodeInfo struct {
@@ -524,7 +629,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_ordo_proto_msgTypes[9]
+	mi := &file_ordo_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -536,7 +641,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[9]
+	mi := &file_ordo_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -549,7 +654,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{9}
+	return file_ordo_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -642,7 +747,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_ordo_proto_msgTypes[10]
+	mi := &file_ordo_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -654,7 +759,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[10]
+	mi := &file_ordo_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -667,7 +772,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{10}
+	return file_ordo_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *StatusResponse) GetNodes() []*NodeInfo {
@@ -720,7 +825,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_ordo_proto_msgTypes[11]
+	mi := &file_ordo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -732,7 +837,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[11]
+	mi := &file_ordo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -745,7 +850,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{11}
+	return file_ordo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JoinRequest) GetId() string {
@@ -791,7 +896,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_ordo_proto_msgTypes[12]
+	mi := &file_ordo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -803,7 +908,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[12]
+	mi := &file_ordo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -816,7 +921,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{12}
+	return file_ordo_proto_rawDescGZIP(), []int{14}
 }
 
 type RemoveRequest struct {
@@ -828,7 +933,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_ordo_proto_msgTypes[13]
+	mi := &file_ordo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -840,7 +945,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[13]
+	mi := &file_ordo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -853,7 +958,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{13}
+	return file_ordo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoveRequest) GetId() string {
@@ -871,7 +976,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_ordo_proto_msgTypes[14]
+	mi := &file_ordo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -883,7 +988,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[14]
+	mi := &file_ordo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -896,7 +1001,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{14}
+	return file_ordo_proto_rawDescGZIP(), []int{16}
 }
 
 type TransferLeaderRequest struct {
@@ -908,7 +1013,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_ordo_proto_msgTypes[15]
+	mi := &file_ordo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -920,7 +1025,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[15]
+	mi := &file_ordo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -933,7 +1038,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{15}
+	return file_ordo_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TransferLeaderRequest) GetId() string {
@@ -952,7 +1057,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_ordo_proto_msgTypes[16]
+	mi := &file_ordo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -964,7 +1069,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[16]
+	mi := &file_ordo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -977,7 +1082,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{16}
+	return file_ordo_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -992,7 +1097,13 @@ var File_ordo_proto protoreflect.FileDescriptor
 const file_ordo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"ordo.proto\x12\aordo.v1\"\r\n" +
+	"ordo.proto\x12\aordo.v1\"9\n" +
+	"\x11NextStreamRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"H\n" +
+	"\x12NextStreamResponse\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
+	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\"\r\n" +
 	"\vTermRequest\"\"\n" +
 	"\fTermResponse\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\"#\n" +
@@ -1058,10 +1169,12 @@ const file_ordo_proto_rawDesc = "" +
 	"\x15TransferLeaderRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
 	"\x16TransferLeaderResponse\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId2{\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId2\xc6\x01\n" +
 	"\tSequencer\x123\n" +
 	"\x04Next\x12\x14.ordo.v1.NextRequest\x1a\x15.ordo.v1.NextResponse\x129\n" +
-	"\x06Layout\x12\x16.ordo.v1.LayoutRequest\x1a\x17.ordo.v1.LayoutResponse2\xc2\x02\n" +
+	"\x06Layout\x12\x16.ordo.v1.LayoutRequest\x1a\x17.ordo.v1.LayoutResponse\x12I\n" +
+	"\n" +
+	"NextStream\x12\x1a.ordo.v1.NextStreamRequest\x1a\x1b.ordo.v1.NextStreamResponse(\x010\x012\xc2\x02\n" +
 	"\x05Admin\x129\n" +
 	"\x06Status\x12\x16.ordo.v1.StatusRequest\x1a\x17.ordo.v1.StatusResponse\x12;\n" +
 	"\n" +
@@ -1084,50 +1197,55 @@ func file_ordo_proto_rawDescGZIP() []byte {
 	return file_ordo_proto_rawDescData
 }
 
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_ordo_proto_goTypes = []any{
-	(*TermRequest)(nil),            // 0: ordo.v1.TermRequest
-	(*TermResponse)(nil),           // 1: ordo.v1.TermResponse
-	(*NextRequest)(nil),            // 2: ordo.v1.NextRequest
-	(*IDRun)(nil),                  // 3: ordo.v1.IDRun
-	(*NextResponse)(nil),           // 4: ordo.v1.NextResponse
-	(*LayoutRequest)(nil),          // 5: ordo.v1.LayoutRequest
-	(*LayoutResponse)(nil),         // 6: ordo.v1.LayoutResponse
-	(*StatusRequest)(nil),          // 7: ordo.v1.StatusRequest
-	(*NodeStatusRequest)(nil),      // 8: ordo.v1.NodeStatusRequest
-	(*NodeInfo)(nil),               // 9: ordo.v1.NodeInfo
-	(*StatusResponse)(nil),         // 10: ordo.v1.StatusResponse
-	(*JoinRequest)(nil),            // 11: ordo.v1.JoinRequest
-	(*JoinResponse)(nil),           // 12: ordo.v1.JoinResponse
-	(*RemoveRequest)(nil),          // 13: ordo.v1.RemoveRequest
-	(*RemoveResponse)(nil),         // 14: ordo.v1.RemoveResponse
-	(*TransferLeaderRequest)(nil),  // 15: ordo.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 16: ordo.v1.TransferLeaderResponse
+	(*NextStreamRequest)(nil),      // 0: ordo.v1.NextStreamRequest
+	(*NextStreamResponse)(nil),     // 1: ordo.v1.NextStreamResponse
+	(*TermRequest)(nil),            // 2: ordo.v1.TermRequest
+	(*TermResponse)(nil),           // 3: ordo.v1.TermResponse
+	(*NextRequest)(nil),            // 4: ordo.v1.NextRequest
+	(*IDRun)(nil),                  // 5: ordo.v1.IDRun
+	(*NextResponse)(nil),           // 6: ordo.v1.NextResponse
+	(*LayoutRequest)(nil),          // 7: ordo.v1.LayoutRequest
+	(*LayoutResponse)(nil),         // 8: ordo.v1.LayoutResponse
+	(*StatusRequest)(nil),          // 9: ordo.v1.StatusRequest
+	(*NodeStatusRequest)(nil),      // 10: ordo.v1.NodeStatusRequest
+	(*NodeInfo)(nil),               // 11: ordo.v1.NodeInfo
+	(*StatusResponse)(nil),         // 12: ordo.v1.StatusResponse
+	(*JoinRequest)(nil),            // 13: ordo.v1.JoinRequest
+	(*JoinResponse)(nil),           // 14: ordo.v1.JoinResponse
+	(*RemoveRequest)(nil),          // 15: ordo.v1.RemoveRequest
+	(*RemoveResponse)(nil),         // 16: ordo.v1.RemoveResponse
+	(*TransferLeaderRequest)(nil),  // 17: ordo.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 18: ordo.v1.TransferLeaderResponse
 }
 var file_ordo_proto_depIdxs = []int32{
-	3,  // 0: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
-	9,  // 1: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
-	2,  // 2: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	5,  // 3: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	7,  // 4: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	8,  // 5: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	11, // 6: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	13, // 7: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	15, // 8: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	0,  // 9: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	4,  // 10: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	6,  // 11: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	10, // 12: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	9,  // 13: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	12, // 14: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	14, // 15: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	16, // 16: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	1,  // 17: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	10, // [10:18] is the sub-list for method output_type
-	2,  // [2:10] is the sub-list for method input_type
-	2,  // [2:2] is the sub-list for extension type_name
-	2,  // [2:2] is the sub-list for extension extendee
-	0,  // [0:2] is the sub-list for field type_name
+	5,  // 0: ordo.v1.NextStreamResponse.runs:type_name -> ordo.v1.IDRun
+	5,  // 1: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
+	11, // 2: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
+	4,  // 3: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	7,  // 4: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	0,  // 5: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	9,  // 6: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	10, // 7: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	13, // 8: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	15, // 9: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	17, // 10: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	2,  // 11: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	6,  // 12: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	8,  // 13: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	1,  // 14: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	12, // 15: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	11, // 16: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	14, // 17: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	16, // 18: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	18, // 19: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	3,  // 20: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	12, // [12:21] is the sub-list for method output_type
+	3,  // [3:12] is the sub-list for method input_type
+	3,  // [3:3] is the sub-list for extension type_name
+	3,  // [3:3] is the sub-list for extension extendee
+	0,  // [0:3] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }
@@ -1141,7 +1259,7 @@ func file_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   17,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

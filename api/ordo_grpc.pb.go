@@ -23,8 +23,9 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Sequencer_Next_FullMethodName   = "/ordo.v1.Sequencer/Next"
-	Sequencer_Layout_FullMethodName = "/ordo.v1.Sequencer/Layout"
+	Sequencer_Next_FullMethodName       = "/ordo.v1.Sequencer/Next"
+	Sequencer_Layout_FullMethodName     = "/ordo.v1.Sequencer/Layout"
+	Sequencer_NextStream_FullMethodName = "/ordo.v1.Sequencer/NextStream"
 )
 
 // SequencerClient is the client API for Sequencer service.
@@ -39,6 +40,13 @@ type SequencerClient interface {
 	Next(ctx context.Context, in *NextRequest, opts ...grpc.CallOption) (*NextResponse, error)
 	// Layout returns the cluster's ID layout, its group and the leader.
 	Layout(ctx context.Context, in *LayoutRequest, opts ...grpc.CallOption) (*LayoutResponse, error)
+	// NextStream is Next for clients that pipeline: many requests in flight
+	// on one stream, each answered by id, in any order. Only the leader
+	// serves it; another node ends the stream with Unavailable and the
+	// leader's address. So does a leader that loses leadership: the client
+	// opens a new stream to the new leader and sends again what was not
+	// answered (unanswered IDs, if any were assigned, are a gap).
+	NextStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[NextStreamRequest, NextStreamResponse], error)
 }
 
 type sequencerClient struct {
@@ -69,6 +77,19 @@ func (c *sequencerClient) Layout(ctx context.Context, in *LayoutRequest, opts ..
 	return out, nil
 }
 
+func (c *sequencerClient) NextStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[NextStreamRequest, NextStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Sequencer_ServiceDesc.Streams[0], Sequencer_NextStream_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[NextStreamRequest, NextStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sequencer_NextStreamClient = grpc.BidiStreamingClient[NextStreamRequest, NextStreamResponse]
+
 // SequencerServer is the server API for Sequencer service.
 // All implementations must embed UnimplementedSequencerServer
 // for forward compatibility.
@@ -81,6 +102,13 @@ type SequencerServer interface {
 	Next(context.Context, *NextRequest) (*NextResponse, error)
 	// Layout returns the cluster's ID layout, its group and the leader.
 	Layout(context.Context, *LayoutRequest) (*LayoutResponse, error)
+	// NextStream is Next for clients that pipeline: many requests in flight
+	// on one stream, each answered by id, in any order. Only the leader
+	// serves it; another node ends the stream with Unavailable and the
+	// leader's address. So does a leader that loses leadership: the client
+	// opens a new stream to the new leader and sends again what was not
+	// answered (unanswered IDs, if any were assigned, are a gap).
+	NextStream(grpc.BidiStreamingServer[NextStreamRequest, NextStreamResponse]) error
 	mustEmbedUnimplementedSequencerServer()
 }
 
@@ -96,6 +124,9 @@ func (UnimplementedSequencerServer) Next(context.Context, *NextRequest) (*NextRe
 }
 func (UnimplementedSequencerServer) Layout(context.Context, *LayoutRequest) (*LayoutResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Layout not implemented")
+}
+func (UnimplementedSequencerServer) NextStream(grpc.BidiStreamingServer[NextStreamRequest, NextStreamResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method NextStream not implemented")
 }
 func (UnimplementedSequencerServer) mustEmbedUnimplementedSequencerServer() {}
 func (UnimplementedSequencerServer) testEmbeddedByValue()                   {}
@@ -154,6 +185,13 @@ func _Sequencer_Layout_Handler(srv interface{}, ctx context.Context, dec func(in
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Sequencer_NextStream_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(SequencerServer).NextStream(&grpc.GenericServerStream[NextStreamRequest, NextStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sequencer_NextStreamServer = grpc.BidiStreamingServer[NextStreamRequest, NextStreamResponse]
+
 // Sequencer_ServiceDesc is the grpc.ServiceDesc for Sequencer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -170,7 +208,14 @@ var Sequencer_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _Sequencer_Layout_Handler,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "NextStream",
+			Handler:       _Sequencer_NextStream_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
 	Metadata: "ordo.proto",
 }
 

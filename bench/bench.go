@@ -34,6 +34,9 @@ type Config struct {
 	// Coalesce, if positive, makes the callers' client share requests,
 	// with at most this many in flight (client.WithCoalescing).
 	Coalesce int
+	// Stream makes the callers share one pipelined stream (Client.OpenStream)
+	// instead of making one RPC per call.
+	Stream bool
 	// Progress, if set, gets a line a second.
 	Progress io.Writer
 }
@@ -74,8 +77,11 @@ func (r Result) String() string {
 
 // Run runs the callers for cfg.Duration and measures them.
 func Run(ctx context.Context, cfg Config) (Result, error) {
-	if len(cfg.Addrs) == 0 || cfg.Concurrency < 1 || cfg.Count < 1 || cfg.Duration <= 0 {
-		return Result{}, fmt.Errorf("%w: want addresses, concurrency >= 1, count >= 1, duration > 0", ErrBadConfig)
+	if len(cfg.Addrs) == 0 || cfg.Concurrency < 1 || cfg.Count < 1 || cfg.Duration <= 0 || cfg.Coalesce < 0 {
+		return Result{}, fmt.Errorf("%w: want addresses, concurrency >= 1, count >= 1, duration > 0, coalesce >= 0", ErrBadConfig)
+	}
+	if cfg.Stream && cfg.Coalesce > 0 {
+		return Result{}, fmt.Errorf("%w: choose a stream or coalescing, not both", ErrBadConfig)
 	}
 	var opts []client.Option
 	if cfg.Coalesce > 0 {
@@ -86,9 +92,15 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	defer c.Close()
+	nextN := c.NextN
+	if cfg.Stream {
+		s := c.OpenStream()
+		defer s.Close()
+		nextN = s.NextN
+	}
 	// One request first, so connecting and finding the leader are not
 	// counted as latency.
-	if _, err := c.NextN(ctx, cfg.Count); err != nil {
+	if _, err := nextN(ctx, cfg.Count); err != nil {
 		return Result{}, fmt.Errorf("first request: %w", err)
 	}
 
@@ -113,7 +125,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			for runCtx.Err() == nil {
 				p := rec.Begin(i)
 				t0 := time.Now()
-				got, err := c.NextN(runCtx, cfg.Count)
+				got, err := nextN(runCtx, cfg.Count)
 				d := time.Since(t0)
 				switch {
 				case err == nil:

@@ -118,6 +118,12 @@ func TestBench(t *testing.T) {
 	if !out.OK || out.Requests == 0 || out.IDs != 10*out.Requests || out.P50 <= 0 {
 		t.Fatalf("ordo bench result %+v, want ok with 10 IDs per request and a latency", out)
 	}
+	for _, mode := range [][]string{{"--stream"}, {"--coalesce", "2"}} {
+		args := append([]string{"bench", "--addrs", c.addrList(), "--duration", "1s", "--concurrency", "8"}, mode...)
+		if res := runOrdoFor(t, time.Minute, args...); res.Code != 0 || !strings.Contains(res.Stdout, "history OK") {
+			t.Fatalf("ordo bench %v: exit %d\nstdout: %s\nstderr: %s", mode, res.Code, res.Stdout, res.Stderr)
+		}
+	}
 	if res := runOrdo(t, "bench", "--addrs", c.addrList(), "--concurrency", "0"); res.Code != 2 {
 		t.Fatalf("ordo bench --concurrency 0: exit %d, want 2\nstderr: %s", res.Code, res.Stderr)
 	}

@@ -21,7 +21,7 @@ func TestVerifyEveryFault(t *testing.T) {
 	cfg := verify.Config{
 		Binary: ordoBin, Dir: t.TempDir(), Nodes: 3,
 		Duration: 5 * time.Minute, Rounds: 1, // ends after each fault ran once
-		Clients: 8, Pinned: true, MaxCount: 8,
+		Clients: 8, Streams: 4, Pinned: true, MaxCount: 8,
 		Faults: kinds, Interval: interval, Hold: hold, Seed: 1,
 		ServeArgs: append([]string{"--log-level", "warn"}, fastTimers...),
 		Progress:  testWriter{t},

@@ -418,3 +418,84 @@ func (p *peerConns) close() {
 	}
 	p.conns = map[string]*grpc.ClientConn{}
 }
+
+// NextStream implements api.SequencerServer. Requests are served
+// concurrently, so many can share one confirmation round; answers go back
+// by id as they are ready. Any failure ends the stream with a status that
+// names the leader; the client resends what was not answered.
+func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	var (
+		failMu  sync.Mutex
+		failErr error
+	)
+	fail := func(err error) {
+		failMu.Lock()
+		if failErr == nil {
+			failErr = err
+		}
+		failMu.Unlock()
+		cancel()
+	}
+	if err := s.n.refusal(); err != nil {
+		fail(fmt.Errorf("%w: %w", ErrRefusing, err))
+	} else if !s.n.isLeader() {
+		fail(ErrNotLeader)
+	}
+
+	// sendMu serialises Send, and closed stops workers from sending after
+	// the handler has returned.
+	var (
+		sendMu  sync.Mutex
+		closed  bool
+		workers sync.WaitGroup
+	)
+	recvDone := make(chan struct{})
+	go func() {
+		defer close(recvDone)
+		for ctx.Err() == nil {
+			req, err := stream.Recv()
+			if err != nil {
+				return // io.EOF: the client is done sending
+			}
+			if req.Count == 0 || uint64(req.Count) > s.n.cfg.MaxCount {
+				fail(fmt.Errorf("%w: request %d: count %d, want 1 to %d", ErrBadCount, req.Id, req.Count, s.n.cfg.MaxCount))
+				return
+			}
+			workers.Add(1)
+			go func() {
+				defer workers.Done()
+				b, err := s.n.seq.Next(ctx, uint64(req.Count))
+				if err != nil {
+					fail(err)
+					return
+				}
+				resp := &api.NextStreamResponse{Id: req.Id, Runs: Runs(s.n.cfg.Layout, s.n.cfg.Group, b)}
+				sendMu.Lock()
+				defer sendMu.Unlock()
+				if !closed {
+					if err := stream.Send(resp); err != nil {
+						fail(err)
+					}
+				}
+			}()
+		}
+	}()
+	select {
+	case <-recvDone:
+		workers.Wait() // every request received is answered or failed
+	case <-ctx.Done():
+	}
+	sendMu.Lock()
+	closed = true
+	sendMu.Unlock()
+	failMu.Lock()
+	err := failErr
+	failMu.Unlock()
+	if err != nil {
+		_, leaderAddr := s.n.leader()
+		return toStatus(stream.Context(), err, leaderAddr)
+	}
+	return nil
+}

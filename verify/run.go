@@ -25,8 +25,10 @@ type Config struct {
 	Addrs []string
 	// Duration is how long the workload runs.
 	Duration time.Duration
-	// Clients and Pinned and MaxCount shape the workload.
+	// Clients, Streams, Pinned and MaxCount shape the workload (see
+	// WorkloadConfig).
 	Clients  int
+	Streams  int
 	Pinned   bool
 	MaxCount int
 	// Faults are the kinds the nemesis picks from, in turn; empty means
@@ -151,7 +153,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	rec := history.NewRecorder()
-	w, err := StartWorkload(WorkloadConfig{Addrs: addrs, Clients: cfg.Clients, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount}, rec)
+	w, err := StartWorkload(WorkloadConfig{Addrs: addrs, Clients: cfg.Clients, Streams: cfg.Streams, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount}, rec)
 	if err != nil {
 		return Result{}, err
 	}
@@ -190,7 +192,7 @@ func (cfg Config) validate() error {
 	switch {
 	case cfg.Duration <= 0:
 		return fmt.Errorf("%w: duration %s", ErrBadConfig, cfg.Duration)
-	case cfg.Clients < 0 || (cfg.Clients == 0 && !cfg.Pinned):
+	case cfg.Clients < 0 || cfg.Streams < 0 || (cfg.Clients == 0 && cfg.Streams == 0 && !cfg.Pinned):
 		return fmt.Errorf("%w: no clients", ErrBadConfig)
 	case cfg.MaxCount < 1:
 		return fmt.Errorf("%w: max count %d", ErrBadConfig, cfg.MaxCount)

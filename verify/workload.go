@@ -48,13 +48,16 @@ type WorkloadConfig struct {
 	// never fails over. A stale leader's answers reach the history through
 	// them: a failover client would have left it.
 	Pinned bool
+	// Streams is the number of clients that share one pipelined stream
+	// (client.Stream), which fails over by itself.
+	Streams int
 	// MaxCount is the largest count per request; each asks for 1 to it.
 	MaxCount int
 }
 
 // StartWorkload starts the clients; Stop ends them.
 func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error) {
-	if cfg.Clients < 0 || cfg.MaxCount < 1 || len(cfg.Addrs) == 0 {
+	if cfg.Clients < 0 || cfg.Streams < 0 || cfg.MaxCount < 1 || len(cfg.Addrs) == 0 {
 		return nil, ErrBadConfig
 	}
 	w := &Workload{rec: rec, stop: make(chan struct{})}
@@ -67,6 +70,21 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 		}
 		w.spawn(id, cfg.MaxCount, func(ctx context.Context, n int) ([]uint64, error) { return c.NextN(ctx, n) }, func() { c.Close() })
 		id++
+	}
+	if cfg.Streams > 0 {
+		c, err := client.New(cfg.Addrs, client.WithAttemptTimeout(attemptTimeout), client.WithBackoff(5*time.Millisecond, 100*time.Millisecond))
+		if err != nil {
+			w.Stop()
+			return nil, err
+		}
+		s := c.OpenStream()
+		var closers sync.WaitGroup
+		closers.Add(cfg.Streams)
+		go func() { closers.Wait(); s.Close(); c.Close() }()
+		for range cfg.Streams {
+			w.spawn(id, cfg.MaxCount, s.NextN, closers.Done)
+			id++
+		}
 	}
 	if cfg.Pinned {
 		for _, addr := range cfg.Addrs {

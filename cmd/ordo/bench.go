@@ -24,6 +24,7 @@ func runBench(args []string) error {
 	concurrency := fs.Int("concurrency", 64, "concurrent callers (sharing one client)")
 	count := fs.Int("count", 1, "IDs per request")
 	duration := fs.Duration("duration", 10*time.Second, "how long to run")
+	stream := fs.Bool("stream", false, "pipeline every call on one stream to the leader")
 	coalesce := fs.Int("coalesce", 0, "share requests among the callers, with at most this many in flight (0: one request per call)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	if err := parseFlags(fs, args); err != nil {
@@ -31,10 +32,10 @@ func runBench(args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	fmt.Fprintf(os.Stderr, "ordo bench: %d callers, %d IDs per call, coalescing %d, %s\n", *concurrency, *count, *coalesce, *duration)
+	fmt.Fprintf(os.Stderr, "ordo bench: %d callers, %d IDs per call, coalescing %d, stream %t, %s\n", *concurrency, *count, *coalesce, *stream, *duration)
 	res, err := bench.Run(ctx, bench.Config{
 		Addrs: strings.Split(*addrs, ","), Concurrency: *concurrency, Count: *count,
-		Duration: *duration, Coalesce: *coalesce, Progress: os.Stderr,
+		Duration: *duration, Coalesce: *coalesce, Stream: *stream, Progress: os.Stderr,
 	})
 	if errors.Is(err, bench.ErrBadConfig) {
 		return fmt.Errorf("%w: %v", errUsage, err)

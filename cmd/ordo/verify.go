@@ -24,6 +24,7 @@ func runVerify(args []string) error {
 		nodes       = fs.Int("nodes", 3, "nodes of the cluster verify starts")
 		duration    = fs.Duration("duration", 30*time.Second, "how long the workload runs")
 		clients     = fs.Int("clients", 16, "concurrent failover clients")
+		streams     = fs.Int("streams", 4, "clients that share one pipelined stream")
 		pinned      = fs.Bool("pinned", true, "also one client per node that never fails over (catches a stale leader's answers)")
 		maxCount    = fs.Int("max-count", 8, "each request asks for 1 to this many IDs")
 		faultList   = fs.String("faults", "all", "comma-separated fault kinds, 'all', or 'none': "+strings.Join(verify.FaultNames(), ", "))
@@ -42,7 +43,7 @@ func runVerify(args []string) error {
 		return err
 	}
 	cfg := verify.Config{
-		Nodes: *nodes, Duration: *duration, Clients: *clients, Pinned: *pinned, MaxCount: *maxCount,
+		Nodes: *nodes, Duration: *duration, Clients: *clients, Streams: *streams, Pinned: *pinned, MaxCount: *maxCount,
 		Interval: *interval, Hold: *hold, Rounds: *rounds, Seed: *seed, Progress: os.Stderr,
 		ServeArgs: []string{
 			"--heartbeat-timeout", heartbeat.String(), "--election-timeout", election.String(),
@@ -76,8 +77,8 @@ func runVerify(args []string) error {
 			}
 		}
 	}
-	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients (+pinned: %t), faults %v, seed %d, data in %s\n",
-		cfg.Duration, cfg.Clients, cfg.Pinned, cfg.Faults, cfg.Seed, cfg.Dir)
+	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients, %d on a stream, pinned %t, faults %v, seed %d, data in %s\n",
+		cfg.Duration, cfg.Clients, cfg.Streams, cfg.Pinned, cfg.Faults, cfg.Seed, cfg.Dir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()

@@ -1,0 +1,205 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/seed-e8569b35/ordo/api"
+)
+
+// Stream pipelines requests on one gRPC stream to the leader: many calls
+// can be in flight at once, each answered by id. When the stream breaks
+// (the leader changed, a node went away), the next call opens a new one to
+// the leader and every call that had no answer is sent again; IDs the old
+// leader assigned to them, if any, are a gap. It is safe for concurrent
+// use, and keeps every guarantee of Client.NextN.
+type Stream struct {
+	c *Client
+
+	mu      sync.Mutex
+	conn    *streamConn // nil when none is open
+	pending map[uint64]*streamCall
+	nextID  uint64
+	closed  bool
+}
+
+type streamConn struct {
+	target string
+	st     grpc.BidiStreamingClient[api.NextStreamRequest, api.NextStreamResponse]
+	cancel context.CancelFunc
+	sendMu sync.Mutex
+	dead   chan struct{} // closed when the stream broke
+	err    error         // why, set before dead closes
+}
+
+type streamCall struct {
+	n        int
+	floor    uint64
+	done     chan struct{}
+	answered bool // under Stream.mu: done is closed
+	ids      []uint64
+	err      error
+}
+
+// OpenStream returns a Stream that uses c's addresses, options and
+// leader guess. It connects on the first call.
+func (c *Client) OpenStream() *Stream {
+	return &Stream{c: c, pending: map[uint64]*streamCall{}}
+}
+
+// Close ends the stream; calls in flight fail with ErrClosed.
+func (s *Stream) Close() error {
+	s.mu.Lock()
+	s.closed = true
+	conn := s.conn
+	s.conn = nil
+	s.mu.Unlock()
+	if conn != nil {
+		conn.cancel()
+	}
+	return nil
+}
+
+// Next returns one ID.
+func (s *Stream) Next(ctx context.Context) (uint64, error) {
+	ids, err := s.NextN(ctx, 1)
+	if err != nil {
+		return 0, err
+	}
+	return ids[0], nil
+}
+
+// NextN returns n IDs, strictly increasing and contiguous in the cluster's
+// order, retrying on a new stream until ctx ends.
+func (s *Stream) NextN(ctx context.Context, n int) ([]uint64, error) {
+	if n < 1 || uint64(n) > math.MaxUint32 {
+		return nil, fmt.Errorf("%w: %d", ErrBadCount, n)
+	}
+	s.c.mu.Lock()
+	call := &streamCall{n: n, floor: s.c.returned, done: make(chan struct{})}
+	s.c.mu.Unlock()
+	s.mu.Lock()
+	id := s.nextID
+	s.nextID++
+	s.pending[id] = call
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		delete(s.pending, id)
+		s.mu.Unlock()
+	}()
+
+	backoff := s.c.minBackoff
+	var lastErr error
+	for {
+		conn, err := s.open(ctx)
+		if err == nil {
+			conn.sendMu.Lock()
+			err = conn.st.Send(&api.NextStreamRequest{Id: id, Count: uint32(n)})
+			conn.sendMu.Unlock()
+			if err == nil {
+				select {
+				case <-call.done:
+					return call.ids, call.err
+				case <-conn.dead:
+					// The answer may have come just before the stream broke.
+					select {
+					case <-call.done:
+						return call.ids, call.err
+					default:
+					}
+					err = conn.err
+				case <-ctx.Done():
+					return nil, ctx.Err()
+				}
+			}
+		}
+		if errors.Is(err, ErrClosed) || (err != nil && !retryable(err)) {
+			return nil, err
+		}
+		lastErr = err
+		pause := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), lastErr)
+		case <-time.After(pause):
+		}
+		backoff = min(2*backoff, s.c.maxBackoff)
+	}
+}
+
+// open returns the live stream, opening one to the leader guess if needed.
+func (s *Stream) open(ctx context.Context) (*streamConn, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return nil, ErrClosed
+	}
+	if s.conn != nil {
+		select {
+		case <-s.conn.dead:
+			s.conn = nil
+		default:
+			return s.conn, nil
+		}
+	}
+	target := s.c.target()
+	cc, err := s.c.conn(target)
+	if err != nil {
+		return nil, err
+	}
+	// The stream outlives the call that opens it.
+	sctx, cancel := context.WithCancel(context.Background())
+	st, err := api.NewSequencerClient(cc).NextStream(sctx)
+	if err != nil {
+		cancel()
+		s.c.moveOn(target, "")
+		return nil, err
+	}
+	conn := &streamConn{target: target, st: st, cancel: cancel, dead: make(chan struct{})}
+	s.conn = conn
+	go s.receive(conn)
+	return conn, nil
+}
+
+// receive hands answers to their calls until the stream breaks, then
+// follows the leader hint the server sent.
+func (s *Stream) receive(conn *streamConn) {
+	for {
+		resp, err := conn.st.Recv()
+		if err != nil {
+			hint := ""
+			if v := conn.st.Trailer().Get(api.LeaderAddrKey); len(v) > 0 && v[0] != conn.target {
+				hint = v[0]
+			}
+			s.c.moveOn(conn.target, hint)
+			conn.err = err
+			close(conn.dead)
+			conn.cancel()
+			return
+		}
+		s.mu.Lock()
+		call := s.pending[resp.Id]
+		first := call != nil && !call.answered
+		if first {
+			call.answered = true
+		}
+		s.mu.Unlock()
+		if !first {
+			continue // its caller gave up, or was answered: a gap
+		}
+		ids, err := expand(resp.Runs, call.n)
+		if err == nil {
+			ids, err = s.c.accept(ids, call.floor)
+		}
+		call.ids, call.err = ids, err
+		close(call.done)
+	}
+}

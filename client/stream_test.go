@@ -1,0 +1,158 @@
+package client
+
+import (
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/api"
+)
+
+// fakeStreamServer serves NextStream with serve, which gets each stream.
+type fakeStreamServer struct {
+	api.UnimplementedSequencerServer
+	serve   func(grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error
+	streams atomic.Int64
+}
+
+func (f *fakeStreamServer) NextStream(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	f.streams.Add(1)
+	return f.serve(st)
+}
+
+func mustStreamServer(t *testing.T, f *fakeStreamServer) string {
+	t.Helper()
+	return mustServeOn(t, mustListen(t), func(s *grpc.Server) { api.RegisterSequencerServer(s, f) })
+}
+
+// answerInBatches reads k requests, then answers them in reverse order
+// with IDs from a shared counter, again and again.
+func answerInBatches(k int) func(grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	var mu sync.Mutex
+	last := uint64(0)
+	return func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+		for {
+			var reqs []*api.NextStreamRequest
+			for len(reqs) < k {
+				r, err := st.Recv()
+				if err != nil {
+					return nil
+				}
+				reqs = append(reqs, r)
+			}
+			for i := len(reqs) - 1; i >= 0; i-- {
+				mu.Lock()
+				run := &api.IDRun{First: last + 1, Count: reqs[i].Count, Step: 1}
+				last += uint64(reqs[i].Count)
+				mu.Unlock()
+				if err := st.Send(&api.NextStreamResponse{Id: reqs[i].Id, Runs: []*api.IDRun{run}}); err != nil {
+					return err
+				}
+			}
+		}
+	}
+}
+
+// TestStreamPipelines sends 8 calls that the server answers only once all
+// 8 are in, in reverse order: they must all be in flight on one stream,
+// and each gets its own IDs.
+func TestStreamPipelines(t *testing.T) {
+	f := &fakeStreamServer{serve: answerInBatches(8)}
+	c := mustNew(t, []string{mustStreamServer(t, f)})
+	s := c.OpenStream()
+	defer s.Close()
+	ctx := testCtx(t, 10*time.Second)
+	var wg sync.WaitGroup
+	got := make(chan []uint64, 8)
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ids, err := s.NextN(ctx, 1+i%2)
+			if err != nil {
+				t.Errorf("NextN: %v", err)
+				return
+			}
+			got <- ids
+		}()
+	}
+	wg.Wait()
+	close(got)
+	seen := map[uint64]bool{}
+	for ids := range got {
+		for _, id := range ids {
+			if seen[id] {
+				t.Fatalf("ID %d given twice", id)
+			}
+			seen[id] = true
+		}
+	}
+	if len(seen) != 12 || f.streams.Load() != 1 {
+		t.Fatalf("%d IDs on %d streams, want 12 on 1", len(seen), f.streams.Load())
+	}
+}
+
+// TestStreamFollowsLeaderHint: a node that is not the leader ends the
+// stream with Unavailable and the leader's address; the call is sent again
+// there.
+func TestStreamFollowsLeaderHint(t *testing.T) {
+	leader := mustStreamServer(t, &fakeStreamServer{serve: answerInBatches(1)})
+	follower := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+		st.SetTrailer(metadata.Pairs(api.LeaderAddrKey, leader))
+		return status.Error(codes.Unavailable, "not the leader")
+	}}
+	c := mustNew(t, []string{mustStreamServer(t, follower)})
+	s := c.OpenStream()
+	defer s.Close()
+	ctx := testCtx(t, 10*time.Second)
+	for want := uint64(1); want <= 3; want++ {
+		id, err := s.Next(ctx)
+		if err != nil || id != want {
+			t.Fatalf("Next = %d, %v; want %d", id, err, want)
+		}
+	}
+	if n := follower.streams.Load(); n != 1 {
+		t.Fatalf("the follower saw %d streams, want 1 (then the hint is followed)", n)
+	}
+}
+
+// TestStreamRefusesBadAnswers: IDs not above what was already returned are
+// withheld, as with unary calls.
+func TestStreamRefusesBadAnswers(t *testing.T) {
+	f := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return nil
+			}
+			run := &api.IDRun{First: 10, Count: r.Count, Step: 1} // always the same IDs
+			if err := st.Send(&api.NextStreamResponse{Id: r.Id, Runs: []*api.IDRun{run}}); err != nil {
+				return err
+			}
+		}
+	}}
+	c := mustNew(t, []string{mustStreamServer(t, f)})
+	s := c.OpenStream()
+	defer s.Close()
+	ctx := testCtx(t, 5*time.Second)
+	if _, err := s.Next(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := s.NextN(ctx, 1); !errors.Is(err, ErrBadResponse) {
+		t.Fatalf("a repeated ID: %v, %v; want ErrBadResponse", ids, err)
+	}
+	if _, err := s.NextN(ctx, 0); !errors.Is(err, ErrBadCount) {
+		t.Fatalf("NextN(0): %v, want ErrBadCount", err)
+	}
+	s.Close()
+	if _, err := s.Next(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Next after Close: %v, want ErrClosed", err)
+	}
+}
