@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -448,5 +449,69 @@ func TestHasState(t *testing.T) {
 	}
 	if has, err := HasState(dir); err != nil || !has {
 		t.Fatalf("HasState after a node ran = %t, %v; want true", has, err)
+	}
+}
+
+func TestNextStream(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	var follower *Node
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	// The leader answers every request of a stream, by id.
+	st, err := api.NewSequencerClient(mustConn(t, leader.GRPCAddr())).NextStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for id := range uint64(5) {
+		if err := st.Send(&api.NextStreamRequest{Id: id, Count: uint32(id + 1)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seen := map[uint64]bool{}
+	var all []uint64
+	for range 5 {
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := expandRuns(resp.Runs)
+		if seen[resp.Id] || len(ids) != int(resp.Id+1) {
+			t.Fatalf("answer for %d with %d IDs (seen before: %t)", resp.Id, len(ids), seen[resp.Id])
+		}
+		seen[resp.Id] = true
+		all = append(all, ids...)
+	}
+	slices.Sort(all)
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			t.Fatalf("ID %d answered twice", all[i])
+		}
+	}
+	// A bad count ends the stream with InvalidArgument.
+	if err := st.Send(&api.NextStreamRequest{Id: 9, Count: 0}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Recv(); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("count 0 on a stream: %v, want InvalidArgument", err)
+	}
+
+	// A follower ends the stream at once, naming the leader.
+	fst, err := api.NewSequencerClient(mustConn(t, follower.GRPCAddr())).NextStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = fst.Recv()
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("stream to a follower: %v, want Unavailable", err)
+	}
+	if hint := fst.Trailer().Get(api.LeaderAddrKey); len(hint) != 1 || hint[0] != leader.GRPCAddr() {
+		t.Fatalf("leader hint %v, want %s", hint, leader.GRPCAddr())
 	}
 }
