@@ -143,12 +143,30 @@ func (c *Client) Close() error {
 }
 
 // Next returns one ID.
-func (c *Client) Next(ctx context.Context) (uint64, error) {
-	ids, err := c.NextN(ctx, 1)
+func (c *Client) Next(ctx context.Context) (uint64, error) { return one(c.NextN(ctx, 1)) }
+
+// one returns the ID of a one-ID call.
+func one(ids []uint64, err error) (uint64, error) {
 	if err != nil {
 		return 0, err
 	}
 	return ids[0], nil
+}
+
+// checkCount refuses a count no request can carry.
+func checkCount(n int) error {
+	if n < 1 || uint64(n) > math.MaxUint32 {
+		return fmt.Errorf("%w: %d", ErrBadCount, n)
+	}
+	return nil
+}
+
+// floor is the highest ID returned so far: a call that starts now must
+// return only IDs above it.
+func (c *Client) floor() uint64 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.returned
 }
 
 // NextN returns n IDs, strictly increasing and contiguous in the cluster's
@@ -158,12 +176,10 @@ func (c *Client) Next(ctx context.Context) (uint64, error) {
 // With WithCoalescing, concurrent calls share requests; each still gets its
 // own contiguous IDs, checked against its own floor.
 func (c *Client) NextN(ctx context.Context, n int) ([]uint64, error) {
-	if n < 1 || uint64(n) > math.MaxUint32 {
-		return nil, fmt.Errorf("%w: %d", ErrBadCount, n)
+	if err := checkCount(n); err != nil {
+		return nil, err
 	}
-	c.mu.Lock()
-	floor := c.returned
-	c.mu.Unlock()
+	floor := c.floor()
 	if c.coalescer != nil {
 		return c.coalescer.nextN(ctx, n, floor)
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sync"
 	"time"
@@ -68,23 +67,15 @@ func (s *Stream) Close() error {
 }
 
 // Next returns one ID.
-func (s *Stream) Next(ctx context.Context) (uint64, error) {
-	ids, err := s.NextN(ctx, 1)
-	if err != nil {
-		return 0, err
-	}
-	return ids[0], nil
-}
+func (s *Stream) Next(ctx context.Context) (uint64, error) { return one(s.NextN(ctx, 1)) }
 
 // NextN returns n IDs, strictly increasing and contiguous in the cluster's
 // order, retrying on a new stream until ctx ends.
 func (s *Stream) NextN(ctx context.Context, n int) ([]uint64, error) {
-	if n < 1 || uint64(n) > math.MaxUint32 {
-		return nil, fmt.Errorf("%w: %d", ErrBadCount, n)
+	if err := checkCount(n); err != nil {
+		return nil, err
 	}
-	s.c.mu.Lock()
-	call := &streamCall{n: n, floor: s.c.returned, done: make(chan struct{})}
-	s.c.mu.Unlock()
+	call := &streamCall{n: n, floor: s.c.floor(), done: make(chan struct{})}
 	s.mu.Lock()
 	id := s.nextID
 	s.nextID++
