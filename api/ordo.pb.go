@@ -79,9 +79,12 @@ func (x *NextStreamRequest) GetCount() uint32 {
 }
 
 type NextStreamResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Runs          []*IDRun               `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Runs  []*IDRun               `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Set, instead of runs, when this request was invalid (a count out of
+	// range): the stream goes on serving the others.
+	Invalid       string `protobuf:"bytes,3,opt,name=invalid,proto3" json:"invalid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -130,8 +133,20 @@ func (x *NextStreamResponse) GetRuns() []*IDRun {
 	return nil
 }
 
+func (x *NextStreamResponse) GetInvalid() string {
+	if x != nil {
+		return x.Invalid
+	}
+	return ""
+}
+
 type TermRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The node the asker means, and the cluster. A node answers only if
+	// both are its own, so an answer from whatever now listens at a stale
+	// address is never counted.
+	NodeId        string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -166,9 +181,24 @@ func (*TermRequest) Descriptor() ([]byte, []int) {
 	return file_ordo_proto_rawDescGZIP(), []int{2}
 }
 
+func (x *TermRequest) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *TermRequest) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
 type TermResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -208,6 +238,13 @@ func (x *TermResponse) GetTerm() uint64 {
 		return x.Term
 	}
 	return 0
+}
+
+func (x *TermResponse) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
 }
 
 type NextRequest struct {
@@ -1100,13 +1137,18 @@ const file_ordo_proto_rawDesc = "" +
 	"ordo.proto\x12\aordo.v1\"9\n" +
 	"\x11NextStreamRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\"H\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"b\n" +
 	"\x12NextStreamResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
-	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\"\r\n" +
-	"\vTermRequest\"\"\n" +
+	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x18\n" +
+	"\ainvalid\x18\x03 \x01(\tR\ainvalid\"E\n" +
+	"\vTermRequest\x12\x17\n" +
+	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\";\n" +
 	"\fTermResponse\x12\x12\n" +
-	"\x04term\x18\x01 \x01(\x04R\x04term\"#\n" +
+	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x17\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"#\n" +
 	"\vNextRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\"G\n" +
 	"\x05IDRun\x12\x14\n" +

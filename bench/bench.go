@@ -99,8 +99,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		nextN = s.NextN
 	}
 	// One request first, so connecting and finding the leader are not
-	// counted as latency.
-	if _, err := nextN(ctx, cfg.Count); err != nil {
+	// counted as latency; a cluster that is down fails here, not later.
+	firstCtx, cancelFirst := context.WithTimeout(ctx, 30*time.Second)
+	_, err = nextN(firstCtx, cfg.Count)
+	cancelFirst()
+	if err != nil {
 		return Result{}, fmt.Errorf("first request: %w", err)
 	}
 

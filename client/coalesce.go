@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"sync"
 	"time"
 )
@@ -71,6 +74,20 @@ func (co *coalescer) send(batch []*waiter, total int) {
 	ctx, cancel := batchContext(batch)
 	ids, err := co.c.fetch(ctx, total)
 	cancel()
+	if status.Code(err) == codes.InvalidArgument && len(batch) > 1 {
+		// The shared count is more than the server allows (its
+		// --max-count may be below maxCoalesced): ask for each alone.
+		for _, w := range batch {
+			ids, err := co.c.fetch(w.ctx, w.n)
+			if err == nil {
+				ids, err = co.c.accept(ids, w.floor)
+			}
+			w.ids, w.err = ids, err
+			close(w.done)
+		}
+		co.finish()
+		return
+	}
 	off := 0
 	for _, w := range batch {
 		if err != nil {
@@ -81,6 +98,11 @@ func (co *coalescer) send(batch []*waiter, total int) {
 		off += w.n
 		close(w.done)
 	}
+	co.finish()
+}
+
+// finish ends one request and starts the next if calls are waiting.
+func (co *coalescer) finish() {
 	co.mu.Lock()
 	co.inFlight--
 	co.sendLocked()

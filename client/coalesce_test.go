@@ -5,10 +5,13 @@ import (
 	"errors"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 )
@@ -179,4 +182,52 @@ func BenchmarkCoalescedNext(b *testing.B) {
 			}
 		}
 	})
+}
+
+// TestCoalescingSplitsWhatTheServerRefuses: a shared request larger than
+// the server allows is asked again call by call.
+func TestCoalescingSplitsWhatTheServerRefuses(t *testing.T) {
+	release := make(chan struct{})
+	var held atomic.Bool
+	count := counter()
+	f := &fakeSeq{next: func(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+		if held.CompareAndSwap(false, true) {
+			<-release // hold the first request so that the next ones share
+		}
+		if req.Count > 3 {
+			return nil, status.Error(codes.InvalidArgument, "count above the maximum")
+		}
+		return count(ctx, req)
+	}}
+	c := mustNew(t, []string{mustSequencer(t, f)}, WithCoalescing(1))
+	ctx := testCtx(t, 10*time.Second)
+	var wg sync.WaitGroup
+	errs := make(chan error, 4)
+	for range 4 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, err := c.NextN(ctx, 2)
+			errs <- err
+		}()
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.coalescer.mu.Lock()
+		queued := len(c.coalescer.queue)
+		c.coalescer.mu.Unlock()
+		if queued == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls queued, want 3", queued)
+		}
+	}
+	close(release)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatalf("a call failed: %v", err)
+		}
+	}
 }

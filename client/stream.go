@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 )
@@ -36,6 +38,9 @@ type streamConn struct {
 	sendMu sync.Mutex
 	dead   chan struct{} // closed when the stream broke
 	err    error         // why, set before dead closes
+
+	failOnce sync.Once
+	failErr  error // set by fail: why this side gave the stream up
 }
 
 type streamCall struct {
@@ -90,26 +95,14 @@ func (s *Stream) NextN(ctx context.Context, n int) ([]uint64, error) {
 	backoff := s.c.minBackoff
 	var lastErr error
 	for {
-		conn, err := s.open(ctx)
+		conn, err := s.open()
 		if err == nil {
-			conn.sendMu.Lock()
-			err = conn.st.Send(&api.NextStreamRequest{Id: id, Count: uint32(n)})
-			conn.sendMu.Unlock()
-			if err == nil {
-				select {
-				case <-call.done:
+			err = s.attempt(ctx, conn, call, id)
+			if err == nil || ctx.Err() != nil {
+				if err == nil {
 					return call.ids, call.err
-				case <-conn.dead:
-					// The answer may have come just before the stream broke.
-					select {
-					case <-call.done:
-						return call.ids, call.err
-					default:
-					}
-					err = conn.err
-				case <-ctx.Done():
-					return nil, ctx.Err()
 				}
+				return nil, ctx.Err()
 			}
 		}
 		if errors.Is(err, ErrClosed) || (err != nil && !retryable(err)) {
@@ -126,8 +119,50 @@ func (s *Stream) NextN(ctx context.Context, n int) ([]uint64, error) {
 	}
 }
 
+// attempt sends the call on conn and waits for its answer. A stream that
+// breaks, or that does not answer within the attempt timeout (a paused or
+// cut-off leader keeps its connection open), is given up: every call on it
+// is sent again elsewhere. It returns nil when call is answered.
+func (s *Stream) attempt(ctx context.Context, conn *streamConn, call *streamCall, id uint64) error {
+	timer := time.AfterFunc(s.c.attemptTimeout, func() {
+		conn.fail(fmt.Errorf("%w: no answer within %s", errStalled, s.c.attemptTimeout))
+	})
+	defer timer.Stop()
+	conn.sendMu.Lock()
+	err := conn.st.Send(&api.NextStreamRequest{Id: id, Count: uint32(call.n)})
+	conn.sendMu.Unlock()
+	if err != nil {
+		conn.fail(err)
+	}
+	select {
+	case <-call.done:
+		return nil
+	case <-conn.dead:
+		// The answer may have come just before the stream broke.
+		select {
+		case <-call.done:
+			return nil
+		default:
+		}
+		return conn.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// errStalled marks a stream given up for not answering in time; another
+// node may answer.
+var errStalled = status.Error(codes.Unavailable, "stream stalled")
+
+// fail ends the stream; the receiver records why and closes dead.
+func (c *streamConn) fail(err error) {
+	c.failOnce.Do(func() { c.failErr = err; c.cancel() })
+}
+
 // open returns the live stream, opening one to the leader guess if needed.
-func (s *Stream) open(ctx context.Context) (*streamConn, error) {
+// Opening is bounded by the attempt timeout, so a node that accepts
+// connections but never answers holds callers no longer than that.
+func (s *Stream) open() (*streamConn, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
@@ -148,7 +183,11 @@ func (s *Stream) open(ctx context.Context) (*streamConn, error) {
 	}
 	// The stream outlives the call that opens it.
 	sctx, cancel := context.WithCancel(context.Background())
+	watchdog := time.AfterFunc(s.c.attemptTimeout, cancel)
 	st, err := api.NewSequencerClient(cc).NextStream(sctx)
+	if !watchdog.Stop() && err == nil {
+		err = fmt.Errorf("%w: opening took longer than %s", errStalled, s.c.attemptTimeout)
+	}
 	if err != nil {
 		cancel()
 		s.c.moveOn(target, "")
@@ -166,11 +205,20 @@ func (s *Stream) receive(conn *streamConn) {
 	for {
 		resp, err := conn.st.Recv()
 		if err != nil {
-			hint := ""
-			if v := conn.st.Trailer().Get(api.LeaderAddrKey); len(v) > 0 && v[0] != conn.target {
-				hint = v[0]
+			conn.failOnce.Do(func() {}) // no fail after this point
+			if conn.failErr != nil {
+				err = conn.failErr
 			}
-			s.c.moveOn(conn.target, hint)
+			s.mu.Lock()
+			closed := s.closed
+			s.mu.Unlock()
+			if !closed {
+				hint := ""
+				if v := conn.st.Trailer().Get(api.LeaderAddrKey); len(v) > 0 && v[0] != conn.target {
+					hint = v[0]
+				}
+				s.c.moveOn(conn.target, hint)
+			}
 			conn.err = err
 			close(conn.dead)
 			conn.cancel()
@@ -186,8 +234,10 @@ func (s *Stream) receive(conn *streamConn) {
 		if !first {
 			continue // its caller gave up, or was answered: a gap
 		}
-		ids, err := expand(resp.Runs, call.n)
-		if err == nil {
+		var ids []uint64
+		if resp.Invalid != "" {
+			err = status.Error(codes.InvalidArgument, resp.Invalid)
+		} else if ids, err = expand(resp.Runs, call.n); err == nil {
 			ids, err = s.c.accept(ids, call.floor)
 		}
 		call.ids, call.err = ids, err

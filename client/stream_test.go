@@ -156,3 +156,64 @@ func TestStreamRefusesBadAnswers(t *testing.T) {
 		t.Fatalf("Next after Close: %v, want ErrClosed", err)
 	}
 }
+
+// TestStreamLeavesAStalledNode: a node that takes the stream but never
+// answers (a paused leader keeps its connection) is given up after the
+// attempt timeout, and the call is answered by the next node.
+func TestStreamLeavesAStalledNode(t *testing.T) {
+	stalled := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+		<-st.Context().Done()
+		return st.Context().Err()
+	}}
+	good := &fakeStreamServer{serve: answerInBatches(1)}
+	c := mustNew(t, []string{mustStreamServer(t, stalled), mustStreamServer(t, good)}, WithAttemptTimeout(200*time.Millisecond))
+	s := c.OpenStream()
+	defer s.Close()
+	ctx := testCtx(t, 10*time.Second)
+	if id, err := s.Next(ctx); err != nil || id != 1 {
+		t.Fatalf("Next = %d, %v; want 1 from the node that answers", id, err)
+	}
+	if stalled.streams.Load() == 0 || good.streams.Load() == 0 {
+		t.Fatalf("streams: stalled %d, good %d; want both tried", stalled.streams.Load(), good.streams.Load())
+	}
+}
+
+// TestStreamInvalidRequestAlone: a request the server refuses fails alone,
+// with InvalidArgument, and the stream goes on.
+func TestStreamInvalidRequestAlone(t *testing.T) {
+	var mu sync.Mutex
+	last := uint64(0)
+	f := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return nil
+			}
+			resp := &api.NextStreamResponse{Id: r.Id}
+			if r.Count > 5 {
+				resp.Invalid = "count too large"
+			} else {
+				mu.Lock()
+				resp.Runs = []*api.IDRun{{First: last + 1, Count: r.Count, Step: 1}}
+				last += uint64(r.Count)
+				mu.Unlock()
+			}
+			if err := st.Send(resp); err != nil {
+				return err
+			}
+		}
+	}}
+	c := mustNew(t, []string{mustStreamServer(t, f)})
+	s := c.OpenStream()
+	defer s.Close()
+	ctx := testCtx(t, 5*time.Second)
+	if _, err := s.NextN(ctx, 6); status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("NextN(6): %v, want InvalidArgument", err)
+	}
+	if id, err := s.Next(ctx); err != nil || id != 1 {
+		t.Fatalf("Next after a refused request = %d, %v; want 1", id, err)
+	}
+	if n := f.streams.Load(); n != 1 {
+		t.Fatalf("%d streams, want the one stream to go on", n)
+	}
+}

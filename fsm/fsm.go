@@ -64,13 +64,16 @@ const (
 
 // Command is one log entry's payload.
 type Command struct {
-	Version  int            `json:"v"`
-	Op       Op             `json:"op"`
-	Layout   *layout.Layout `json:"layout,omitempty"`
-	Group    uint64         `json:"group,omitempty"`
-	UpTo     uint64         `json:"up_to,omitempty"`
-	NodeID   string         `json:"node_id,omitempty"`
-	GRPCAddr string         `json:"grpc_addr,omitempty"`
+	Version int            `json:"v"`
+	Op      Op             `json:"op"`
+	Layout  *layout.Layout `json:"layout,omitempty"`
+	Group   uint64         `json:"group,omitempty"`
+	// ClusterID names the cluster (init only): random, chosen by the
+	// first leader, so that nodes can tell their peers from strangers.
+	ClusterID string `json:"cluster_id,omitempty"`
+	UpTo      uint64 `json:"up_to,omitempty"`
+	NodeID    string `json:"node_id,omitempty"`
+	GRPCAddr  string `json:"grpc_addr,omitempty"`
 }
 
 // Result is what Apply returns for every command.
@@ -161,6 +164,9 @@ type State struct {
 	Layout *layout.Layout `json:"layout,omitempty"`
 	// Group is the group field of every ID.
 	Group uint64 `json:"group"`
+	// ClusterID is set with the layout; empty in clusters created before
+	// it existed.
+	ClusterID string `json:"cluster_id,omitempty"`
 	// Nodes maps a node ID to its gRPC address.
 	Nodes map[string]string `json:"nodes"`
 }
@@ -200,6 +206,13 @@ func (f *FSM) HighWater() uint64 {
 	return f.state.HighWater
 }
 
+// ClusterID returns the cluster's id, "" until the first leader sets it.
+func (f *FSM) ClusterID() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.ClusterID
+}
+
 // NodeAddr returns a node's gRPC address, if known.
 func (f *FSM) NodeAddr(id string) (string, bool) {
 	f.mu.RLock()
@@ -226,7 +239,7 @@ func (f *FSM) apply(c Command, term uint64) Result {
 		switch {
 		case f.state.Layout == nil:
 			l := *c.Layout
-			f.state.Layout, f.state.Group = &l, c.Group
+			f.state.Layout, f.state.Group, f.state.ClusterID = &l, c.Group, c.ClusterID
 			notify = &l
 		case *f.state.Layout != *c.Layout || f.state.Group != c.Group:
 			r.Err = fmt.Errorf("%w: cluster has layout %s group %d, command has layout %s group %d",

@@ -12,24 +12,35 @@ import (
 	"github.com/seed-e8569b35/ordo/fsm"
 )
 
-// fakePeer answers Term with whatever term it is told.
+// fakePeer answers Term with whatever term it is told, as the node it was
+// asked for, or, if it is a stranger, as another node.
 type fakePeer struct {
 	api.UnimplementedPeerServer
-	term func() uint64
+	term     func() uint64
+	stranger bool
 }
 
-func (p fakePeer) Term(context.Context, *api.TermRequest) (*api.TermResponse, error) {
-	return &api.TermResponse{Term: p.term()}, nil
+func (p fakePeer) Term(_ context.Context, req *api.TermRequest) (*api.TermResponse, error) {
+	id := req.NodeId
+	if p.stranger {
+		id = "someone-else"
+	}
+	return &api.TermResponse{Term: p.term(), NodeId: id}, nil
 }
 
 func mustFakePeer(t *testing.T, term func() uint64) string {
+	t.Helper()
+	return mustPeerServer(t, fakePeer{term: term})
+}
+
+func mustPeerServer(t *testing.T, p fakePeer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	api.RegisterPeerServer(s, fakePeer{term: term})
+	api.RegisterPeerServer(s, p)
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
 	return lis.Addr().String()
@@ -63,6 +74,11 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 		{"both newer: a newer leader may exist", [2]string{mustFakePeer(t, newer), mustFakePeer(t, newer)}, false},
 		{"one newer, one unreachable", [2]string{mustFakePeer(t, newer), dead}, false},
 		{"both behind: not in this term", [2]string{mustFakePeer(t, older), mustFakePeer(t, older)}, false},
+		// Whatever listens at a stale address answers for itself, not for
+		// the voter: it must not count, even in the right term.
+		{"in term but strangers", [2]string{mustPeerServer(t, fakePeer{term: same, stranger: true}), mustPeerServer(t, fakePeer{term: same, stranger: true})}, false},
+		{"one stranger, one newer", [2]string{mustPeerServer(t, fakePeer{term: same, stranger: true}), mustFakePeer(t, newer)}, false},
+		{"the leader's own address counts once", [2]string{leader.GRPCAddr(), leader.GRPCAddr()}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -79,5 +95,28 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 				t.Fatalf("confirm = %d, %v; want ErrNotLeader", got, err)
 			}
 		})
+	}
+}
+
+// TestTermAnswersOnlyForItself: a node asked for another node, or for
+// another cluster, refuses.
+func TestTermAnswersOnlyForItself(t *testing.T) {
+	nodes := mustCluster(t)
+	n := nodes[1]
+	c := api.NewPeerClient(mustConn(t, n.GRPCAddr()))
+	ctx := context.Background()
+	if resp, err := c.Term(ctx, &api.TermRequest{NodeId: n.ID(), ClusterId: n.fsm.ClusterID()}); err != nil || resp.NodeId != n.ID() || resp.Term == 0 {
+		t.Fatalf("Term for itself = %v, %v", resp, err)
+	}
+	if n.fsm.ClusterID() == "" {
+		t.Fatal("the cluster has no id")
+	}
+	for _, req := range []*api.TermRequest{
+		{NodeId: "n9", ClusterId: n.fsm.ClusterID()},
+		{NodeId: n.ID(), ClusterId: "another"},
+	} {
+		if resp, err := c.Term(ctx, req); err == nil {
+			t.Errorf("Term(%v) = %v, want a refusal", req, resp)
+		}
 	}
 }

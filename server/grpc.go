@@ -2,7 +2,9 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -23,6 +25,10 @@ import (
 // forwardedKey marks a request a follower forwarded, so that a node that
 // is not the leader either never forwards it again: one hop at most.
 const forwardedKey = "ordo-forwarded"
+
+// maxStreamInFlight bounds the requests of one NextStream being served at
+// once.
+const maxStreamInFlight = 1024
 
 // nodeStatusTimeout bounds asking one peer for its status.
 const nodeStatusTimeout = time.Second
@@ -451,34 +457,50 @@ func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReque
 		closed  bool
 		workers sync.WaitGroup
 	)
+	send := func(resp *api.NextStreamResponse) {
+		sendMu.Lock()
+		defer sendMu.Unlock()
+		if !closed {
+			if err := stream.Send(resp); err != nil {
+				fail(err)
+			}
+		}
+	}
+	// inFlight bounds the requests one stream may have in the sequencer;
+	// past it, reading waits, and gRPC flow control slows the client.
+	inFlight := make(chan struct{}, maxStreamInFlight)
 	recvDone := make(chan struct{})
 	go func() {
 		defer close(recvDone)
 		for ctx.Err() == nil {
 			req, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				return // the client is done sending
+			}
 			if err != nil {
-				return // io.EOF: the client is done sending
+				fail(err)
+				return
 			}
 			if req.Count == 0 || uint64(req.Count) > s.n.cfg.MaxCount {
-				fail(fmt.Errorf("%w: request %d: count %d, want 1 to %d", ErrBadCount, req.Id, req.Count, s.n.cfg.MaxCount))
+				// One bad request must not fail the others in flight.
+				send(&api.NextStreamResponse{Id: req.Id, Invalid: fmt.Sprintf("count %d, want 1 to %d", req.Count, s.n.cfg.MaxCount)})
+				continue
+			}
+			select {
+			case inFlight <- struct{}{}:
+			case <-ctx.Done():
 				return
 			}
 			workers.Add(1)
 			go func() {
 				defer workers.Done()
+				defer func() { <-inFlight }()
 				b, err := s.n.seq.Next(ctx, uint64(req.Count))
 				if err != nil {
 					fail(err)
 					return
 				}
-				resp := &api.NextStreamResponse{Id: req.Id, Runs: Runs(s.n.cfg.Layout, s.n.cfg.Group, b)}
-				sendMu.Lock()
-				defer sendMu.Unlock()
-				if !closed {
-					if err := stream.Send(resp); err != nil {
-						fail(err)
-					}
-				}
+				send(&api.NextStreamResponse{Id: req.Id, Runs: Runs(s.n.cfg.Layout, s.n.cfg.Group, b)})
 			}()
 		}
 	}()

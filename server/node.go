@@ -474,7 +474,11 @@ func (n *Node) becomeReady(ctx context.Context) error {
 	st := n.fsm.State()
 	if st.Layout == nil {
 		l := n.cfg.Layout
-		if _, err := n.apply(fsm.Command{Op: fsm.OpInit, Layout: &l, Group: n.cfg.Group}); err != nil {
+		id, err := newClusterID()
+		if err != nil {
+			return err
+		}
+		if _, err := n.apply(fsm.Command{Op: fsm.OpInit, Layout: &l, Group: n.cfg.Group, ClusterID: id}); err != nil {
 			return fmt.Errorf("record layout: %w", err)
 		}
 	}

@@ -494,12 +494,18 @@ func TestNextStream(t *testing.T) {
 			t.Fatalf("ID %d answered twice", all[i])
 		}
 	}
-	// A bad count ends the stream with InvalidArgument.
+	// A bad count is refused by itself; the stream goes on.
 	if err := st.Send(&api.NextStreamRequest{Id: 9, Count: 0}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := st.Recv(); status.Code(err) != codes.InvalidArgument {
-		t.Fatalf("count 0 on a stream: %v, want InvalidArgument", err)
+	if resp, err := st.Recv(); err != nil || resp.Id != 9 || resp.Invalid == "" || len(resp.Runs) != 0 {
+		t.Fatalf("count 0 on a stream: %v, %v; want request 9 refused alone", resp, err)
+	}
+	if err := st.Send(&api.NextStreamRequest{Id: 10, Count: 1}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, err := st.Recv(); err != nil || resp.Id != 10 || len(expandRuns(resp.Runs)) != 1 {
+		t.Fatalf("after a refused request: %v, %v; want request 10 served", resp, err)
 	}
 
 	// A follower ends the stream at once, naming the leader.
