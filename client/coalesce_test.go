@@ -67,17 +67,7 @@ func TestCoalescingSharesRequests(t *testing.T) {
 		go func() { defer wg.Done(); call(1 + i%3) }()
 	}
 	// The 50 calls are queued behind the held request; wait until they are.
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		c.coalescer.mu.Lock()
-		queued := len(c.coalescer.queue)
-		c.coalescer.mu.Unlock()
-		if queued == 50 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("only %d calls queued", queued)
-		}
-	}
+	mustQueued(t, c, 50)
 	close(release)
 	wg.Wait()
 	close(results)
@@ -211,23 +201,29 @@ func TestCoalescingSplitsWhatTheServerRefuses(t *testing.T) {
 			errs <- err
 		}()
 	}
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
-		c.coalescer.mu.Lock()
-		queued := len(c.coalescer.queue)
-		c.coalescer.mu.Unlock()
-		if queued == 3 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%d calls queued, want 3", queued)
-		}
-	}
+	mustQueued(t, c, 3)
 	close(release)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
 		if err != nil {
 			t.Fatalf("a call failed: %v", err)
+		}
+	}
+}
+
+// mustQueued waits until n calls wait in c's coalescer, or fails.
+func mustQueued(t *testing.T, c *Client, n int) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		c.coalescer.mu.Lock()
+		queued := len(c.coalescer.queue)
+		c.coalescer.mu.Unlock()
+		if queued == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d calls queued, want %d", queued, n)
 		}
 	}
 }
