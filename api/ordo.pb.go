@@ -27,9 +27,9 @@ const (
 
 type NextStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Chosen by the client; echoed in the response.
-	Id            uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Count         uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// The calls a client sends together: whatever queued while its previous
+	// message was being sent, so one message can carry many calls.
+	Calls         []*StreamCall `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -64,14 +64,60 @@ func (*NextStreamRequest) Descriptor() ([]byte, []int) {
 	return file_ordo_proto_rawDescGZIP(), []int{0}
 }
 
-func (x *NextStreamRequest) GetId() uint64 {
+func (x *NextStreamRequest) GetCalls() []*StreamCall {
+	if x != nil {
+		return x.Calls
+	}
+	return nil
+}
+
+type StreamCall struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Chosen by the client; echoed in the answer.
+	Id            uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Count         uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamCall) Reset() {
+	*x = StreamCall{}
+	mi := &file_ordo_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamCall) ProtoMessage() {}
+
+func (x *StreamCall) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamCall.ProtoReflect.Descriptor instead.
+func (*StreamCall) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StreamCall) GetId() uint64 {
 	if x != nil {
 		return x.Id
 	}
 	return 0
 }
 
-func (x *NextStreamRequest) GetCount() uint32 {
+func (x *StreamCall) GetCount() uint32 {
 	if x != nil {
 		return x.Count
 	}
@@ -80,18 +126,15 @@ func (x *NextStreamRequest) GetCount() uint32 {
 
 type NextStreamResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Runs  []*IDRun               `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
-	// Set, instead of runs, when this request was invalid (a count out of
-	// range): the stream goes on serving the others.
-	Invalid       string `protobuf:"bytes,3,opt,name=invalid,proto3" json:"invalid,omitempty"`
+	// The answers that became ready together (one confirmation round).
+	Answers       []*StreamAnswer `protobuf:"bytes,1,rep,name=answers,proto3" json:"answers,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NextStreamResponse) Reset() {
 	*x = NextStreamResponse{}
-	mi := &file_ordo_proto_msgTypes[1]
+	mi := &file_ordo_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -103,7 +146,7 @@ func (x *NextStreamResponse) String() string {
 func (*NextStreamResponse) ProtoMessage() {}
 
 func (x *NextStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[1]
+	mi := &file_ordo_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -116,24 +159,72 @@ func (x *NextStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextStreamResponse.ProtoReflect.Descriptor instead.
 func (*NextStreamResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{1}
+	return file_ordo_proto_rawDescGZIP(), []int{2}
 }
 
-func (x *NextStreamResponse) GetId() uint64 {
+func (x *NextStreamResponse) GetAnswers() []*StreamAnswer {
+	if x != nil {
+		return x.Answers
+	}
+	return nil
+}
+
+type StreamAnswer struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Runs  []*IDRun               `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
+	// Set, instead of runs, when this call was invalid (a count out of
+	// range): the stream goes on serving the others.
+	Invalid       string `protobuf:"bytes,3,opt,name=invalid,proto3" json:"invalid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StreamAnswer) Reset() {
+	*x = StreamAnswer{}
+	mi := &file_ordo_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StreamAnswer) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StreamAnswer) ProtoMessage() {}
+
+func (x *StreamAnswer) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StreamAnswer.ProtoReflect.Descriptor instead.
+func (*StreamAnswer) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StreamAnswer) GetId() uint64 {
 	if x != nil {
 		return x.Id
 	}
 	return 0
 }
 
-func (x *NextStreamResponse) GetRuns() []*IDRun {
+func (x *StreamAnswer) GetRuns() []*IDRun {
 	if x != nil {
 		return x.Runs
 	}
 	return nil
 }
 
-func (x *NextStreamResponse) GetInvalid() string {
+func (x *StreamAnswer) GetInvalid() string {
 	if x != nil {
 		return x.Invalid
 	}
@@ -143,17 +234,20 @@ func (x *NextStreamResponse) GetInvalid() string {
 type TermRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The node the asker means, and the cluster. A node answers only if
-	// both are its own, so an answer from whatever now listens at a stale
-	// address is never counted.
-	NodeId        string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	ClusterId     string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// both are its own (otherwise it ends the stream), so an answer from
+	// whatever now listens at a stale address is never counted.
+	NodeId    string `protobuf:"bytes,1,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Chosen by the asker; echoed in the answer, so an answer is counted
+	// only for the round that asked.
+	Round         uint64 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TermRequest) Reset() {
 	*x = TermRequest{}
-	mi := &file_ordo_proto_msgTypes[2]
+	mi := &file_ordo_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -165,7 +259,7 @@ func (x *TermRequest) String() string {
 func (*TermRequest) ProtoMessage() {}
 
 func (x *TermRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[2]
+	mi := &file_ordo_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -178,7 +272,7 @@ func (x *TermRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermRequest.ProtoReflect.Descriptor instead.
 func (*TermRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{2}
+	return file_ordo_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *TermRequest) GetNodeId() string {
@@ -195,17 +289,25 @@ func (x *TermRequest) GetClusterId() string {
 	return ""
 }
 
+func (x *TermRequest) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
 type TermResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
 	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Round         uint64                 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TermResponse) Reset() {
 	*x = TermResponse{}
-	mi := &file_ordo_proto_msgTypes[3]
+	mi := &file_ordo_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -217,7 +319,7 @@ func (x *TermResponse) String() string {
 func (*TermResponse) ProtoMessage() {}
 
 func (x *TermResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[3]
+	mi := &file_ordo_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -230,7 +332,7 @@ func (x *TermResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermResponse.ProtoReflect.Descriptor instead.
 func (*TermResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{3}
+	return file_ordo_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *TermResponse) GetTerm() uint64 {
@@ -247,6 +349,13 @@ func (x *TermResponse) GetNodeId() string {
 	return ""
 }
 
+func (x *TermResponse) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
 type NextRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Count         uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
@@ -256,7 +365,7 @@ type NextRequest struct {
 
 func (x *NextRequest) Reset() {
 	*x = NextRequest{}
-	mi := &file_ordo_proto_msgTypes[4]
+	mi := &file_ordo_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -268,7 +377,7 @@ func (x *NextRequest) String() string {
 func (*NextRequest) ProtoMessage() {}
 
 func (x *NextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[4]
+	mi := &file_ordo_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -281,7 +390,7 @@ func (x *NextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextRequest.ProtoReflect.Descriptor instead.
 func (*NextRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{4}
+	return file_ordo_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *NextRequest) GetCount() uint32 {
@@ -306,7 +415,7 @@ type IDRun struct {
 
 func (x *IDRun) Reset() {
 	*x = IDRun{}
-	mi := &file_ordo_proto_msgTypes[5]
+	mi := &file_ordo_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -318,7 +427,7 @@ func (x *IDRun) String() string {
 func (*IDRun) ProtoMessage() {}
 
 func (x *IDRun) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[5]
+	mi := &file_ordo_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -331,7 +440,7 @@ func (x *IDRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRun.ProtoReflect.Descriptor instead.
 func (*IDRun) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{5}
+	return file_ordo_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *IDRun) GetFirst() uint64 {
@@ -367,7 +476,7 @@ type NextResponse struct {
 
 func (x *NextResponse) Reset() {
 	*x = NextResponse{}
-	mi := &file_ordo_proto_msgTypes[6]
+	mi := &file_ordo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -379,7 +488,7 @@ func (x *NextResponse) String() string {
 func (*NextResponse) ProtoMessage() {}
 
 func (x *NextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[6]
+	mi := &file_ordo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -392,7 +501,7 @@ func (x *NextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextResponse.ProtoReflect.Descriptor instead.
 func (*NextResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{6}
+	return file_ordo_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NextResponse) GetRuns() []*IDRun {
@@ -424,7 +533,7 @@ type LayoutRequest struct {
 
 func (x *LayoutRequest) Reset() {
 	*x = LayoutRequest{}
-	mi := &file_ordo_proto_msgTypes[7]
+	mi := &file_ordo_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -436,7 +545,7 @@ func (x *LayoutRequest) String() string {
 func (*LayoutRequest) ProtoMessage() {}
 
 func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[7]
+	mi := &file_ordo_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -449,7 +558,7 @@ func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutRequest.ProtoReflect.Descriptor instead.
 func (*LayoutRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{7}
+	return file_ordo_proto_rawDescGZIP(), []int{9}
 }
 
 type LayoutResponse struct {
@@ -472,7 +581,7 @@ type LayoutResponse struct {
 
 func (x *LayoutResponse) Reset() {
 	*x = LayoutResponse{}
-	mi := &file_ordo_proto_msgTypes[8]
+	mi := &file_ordo_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -484,7 +593,7 @@ func (x *LayoutResponse) String() string {
 func (*LayoutResponse) ProtoMessage() {}
 
 func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[8]
+	mi := &file_ordo_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -497,7 +606,7 @@ func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutResponse.ProtoReflect.Descriptor instead.
 func (*LayoutResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{8}
+	return file_ordo_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LayoutResponse) GetLayout() string {
@@ -578,7 +687,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_ordo_proto_msgTypes[9]
+	mi := &file_ordo_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -590,7 +699,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[9]
+	mi := &file_ordo_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -603,7 +712,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{9}
+	return file_ordo_proto_rawDescGZIP(), []int{11}
 }
 
 type NodeStatusRequest struct {
@@ -614,7 +723,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_ordo_proto_msgTypes[10]
+	mi := &file_ordo_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +735,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[10]
+	mi := &file_ordo_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +748,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{10}
+	return file_ordo_proto_rawDescGZIP(), []int{12}
 }
 
 type NodeInfo struct {
@@ -666,7 +775,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_ordo_proto_msgTypes[11]
+	mi := &file_ordo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +787,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[11]
+	mi := &file_ordo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +800,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{11}
+	return file_ordo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -784,7 +893,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_ordo_proto_msgTypes[12]
+	mi := &file_ordo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -796,7 +905,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[12]
+	mi := &file_ordo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -809,7 +918,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{12}
+	return file_ordo_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StatusResponse) GetNodes() []*NodeInfo {
@@ -862,7 +971,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_ordo_proto_msgTypes[13]
+	mi := &file_ordo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +983,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[13]
+	mi := &file_ordo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +996,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{13}
+	return file_ordo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *JoinRequest) GetId() string {
@@ -933,7 +1042,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_ordo_proto_msgTypes[14]
+	mi := &file_ordo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -945,7 +1054,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[14]
+	mi := &file_ordo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -958,7 +1067,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{14}
+	return file_ordo_proto_rawDescGZIP(), []int{16}
 }
 
 type RemoveRequest struct {
@@ -970,7 +1079,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_ordo_proto_msgTypes[15]
+	mi := &file_ordo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1091,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[15]
+	mi := &file_ordo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1104,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{15}
+	return file_ordo_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RemoveRequest) GetId() string {
@@ -1013,7 +1122,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_ordo_proto_msgTypes[16]
+	mi := &file_ordo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1025,7 +1134,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[16]
+	mi := &file_ordo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1038,7 +1147,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{16}
+	return file_ordo_proto_rawDescGZIP(), []int{18}
 }
 
 type TransferLeaderRequest struct {
@@ -1050,7 +1159,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_ordo_proto_msgTypes[17]
+	mi := &file_ordo_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1062,7 +1171,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[17]
+	mi := &file_ordo_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1075,7 +1184,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{17}
+	return file_ordo_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TransferLeaderRequest) GetId() string {
@@ -1094,7 +1203,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_ordo_proto_msgTypes[18]
+	mi := &file_ordo_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1215,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[18]
+	mi := &file_ordo_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1228,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{18}
+	return file_ordo_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -1134,21 +1243,28 @@ var File_ordo_proto protoreflect.FileDescriptor
 const file_ordo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"ordo.proto\x12\aordo.v1\"9\n" +
-	"\x11NextStreamRequest\x12\x0e\n" +
+	"ordo.proto\x12\aordo.v1\">\n" +
+	"\x11NextStreamRequest\x12)\n" +
+	"\x05calls\x18\x01 \x03(\v2\x13.ordo.v1.StreamCallR\x05calls\"2\n" +
+	"\n" +
+	"StreamCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\"b\n" +
-	"\x12NextStreamResponse\x12\x0e\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\"E\n" +
+	"\x12NextStreamResponse\x12/\n" +
+	"\aanswers\x18\x01 \x03(\v2\x15.ordo.v1.StreamAnswerR\aanswers\"\\\n" +
+	"\fStreamAnswer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x18\n" +
-	"\ainvalid\x18\x03 \x01(\tR\ainvalid\"E\n" +
+	"\ainvalid\x18\x03 \x01(\tR\ainvalid\"[\n" +
 	"\vTermRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\x02 \x01(\tR\tclusterId\";\n" +
+	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x14\n" +
+	"\x05round\x18\x03 \x01(\x04R\x05round\"Q\n" +
 	"\fTermResponse\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x17\n" +
-	"\anode_id\x18\x02 \x01(\tR\x06nodeId\"#\n" +
+	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
+	"\x05round\x18\x03 \x01(\x04R\x05round\"#\n" +
 	"\vNextRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\"G\n" +
 	"\x05IDRun\x12\x14\n" +
@@ -1223,9 +1339,9 @@ const file_ordo_proto_rawDesc = "" +
 	"NodeStatus\x12\x1a.ordo.v1.NodeStatusRequest\x1a\x11.ordo.v1.NodeInfo\x123\n" +
 	"\x04Join\x12\x14.ordo.v1.JoinRequest\x1a\x15.ordo.v1.JoinResponse\x129\n" +
 	"\x06Remove\x12\x16.ordo.v1.RemoveRequest\x1a\x17.ordo.v1.RemoveResponse\x12Q\n" +
-	"\x0eTransferLeader\x12\x1e.ordo.v1.TransferLeaderRequest\x1a\x1f.ordo.v1.TransferLeaderResponse2;\n" +
-	"\x04Peer\x123\n" +
-	"\x04Term\x12\x14.ordo.v1.TermRequest\x1a\x15.ordo.v1.TermResponseB'Z%github.com/seed-e8569b35/ordo/api;apib\x06proto3"
+	"\x0eTransferLeader\x12\x1e.ordo.v1.TransferLeaderRequest\x1a\x1f.ordo.v1.TransferLeaderResponse2?\n" +
+	"\x04Peer\x127\n" +
+	"\x04Term\x12\x14.ordo.v1.TermRequest\x1a\x15.ordo.v1.TermResponse(\x010\x01B'Z%github.com/seed-e8569b35/ordo/api;apib\x06proto3"
 
 var (
 	file_ordo_proto_rawDescOnce sync.Once
@@ -1239,55 +1355,59 @@ func file_ordo_proto_rawDescGZIP() []byte {
 	return file_ordo_proto_rawDescData
 }
 
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
 var file_ordo_proto_goTypes = []any{
 	(*NextStreamRequest)(nil),      // 0: ordo.v1.NextStreamRequest
-	(*NextStreamResponse)(nil),     // 1: ordo.v1.NextStreamResponse
-	(*TermRequest)(nil),            // 2: ordo.v1.TermRequest
-	(*TermResponse)(nil),           // 3: ordo.v1.TermResponse
-	(*NextRequest)(nil),            // 4: ordo.v1.NextRequest
-	(*IDRun)(nil),                  // 5: ordo.v1.IDRun
-	(*NextResponse)(nil),           // 6: ordo.v1.NextResponse
-	(*LayoutRequest)(nil),          // 7: ordo.v1.LayoutRequest
-	(*LayoutResponse)(nil),         // 8: ordo.v1.LayoutResponse
-	(*StatusRequest)(nil),          // 9: ordo.v1.StatusRequest
-	(*NodeStatusRequest)(nil),      // 10: ordo.v1.NodeStatusRequest
-	(*NodeInfo)(nil),               // 11: ordo.v1.NodeInfo
-	(*StatusResponse)(nil),         // 12: ordo.v1.StatusResponse
-	(*JoinRequest)(nil),            // 13: ordo.v1.JoinRequest
-	(*JoinResponse)(nil),           // 14: ordo.v1.JoinResponse
-	(*RemoveRequest)(nil),          // 15: ordo.v1.RemoveRequest
-	(*RemoveResponse)(nil),         // 16: ordo.v1.RemoveResponse
-	(*TransferLeaderRequest)(nil),  // 17: ordo.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 18: ordo.v1.TransferLeaderResponse
+	(*StreamCall)(nil),             // 1: ordo.v1.StreamCall
+	(*NextStreamResponse)(nil),     // 2: ordo.v1.NextStreamResponse
+	(*StreamAnswer)(nil),           // 3: ordo.v1.StreamAnswer
+	(*TermRequest)(nil),            // 4: ordo.v1.TermRequest
+	(*TermResponse)(nil),           // 5: ordo.v1.TermResponse
+	(*NextRequest)(nil),            // 6: ordo.v1.NextRequest
+	(*IDRun)(nil),                  // 7: ordo.v1.IDRun
+	(*NextResponse)(nil),           // 8: ordo.v1.NextResponse
+	(*LayoutRequest)(nil),          // 9: ordo.v1.LayoutRequest
+	(*LayoutResponse)(nil),         // 10: ordo.v1.LayoutResponse
+	(*StatusRequest)(nil),          // 11: ordo.v1.StatusRequest
+	(*NodeStatusRequest)(nil),      // 12: ordo.v1.NodeStatusRequest
+	(*NodeInfo)(nil),               // 13: ordo.v1.NodeInfo
+	(*StatusResponse)(nil),         // 14: ordo.v1.StatusResponse
+	(*JoinRequest)(nil),            // 15: ordo.v1.JoinRequest
+	(*JoinResponse)(nil),           // 16: ordo.v1.JoinResponse
+	(*RemoveRequest)(nil),          // 17: ordo.v1.RemoveRequest
+	(*RemoveResponse)(nil),         // 18: ordo.v1.RemoveResponse
+	(*TransferLeaderRequest)(nil),  // 19: ordo.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 20: ordo.v1.TransferLeaderResponse
 }
 var file_ordo_proto_depIdxs = []int32{
-	5,  // 0: ordo.v1.NextStreamResponse.runs:type_name -> ordo.v1.IDRun
-	5,  // 1: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
-	11, // 2: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
-	4,  // 3: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	7,  // 4: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	0,  // 5: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
-	9,  // 6: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	10, // 7: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	13, // 8: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	15, // 9: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	17, // 10: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	2,  // 11: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	6,  // 12: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	8,  // 13: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	1,  // 14: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	12, // 15: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	11, // 16: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	14, // 17: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	16, // 18: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	18, // 19: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	3,  // 20: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	12, // [12:21] is the sub-list for method output_type
-	3,  // [3:12] is the sub-list for method input_type
-	3,  // [3:3] is the sub-list for extension type_name
-	3,  // [3:3] is the sub-list for extension extendee
-	0,  // [0:3] is the sub-list for field type_name
+	1,  // 0: ordo.v1.NextStreamRequest.calls:type_name -> ordo.v1.StreamCall
+	3,  // 1: ordo.v1.NextStreamResponse.answers:type_name -> ordo.v1.StreamAnswer
+	7,  // 2: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
+	7,  // 3: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
+	13, // 4: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
+	6,  // 5: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	9,  // 6: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	0,  // 7: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	11, // 8: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	12, // 9: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	15, // 10: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	17, // 11: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	19, // 12: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	4,  // 13: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	8,  // 14: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	10, // 15: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	2,  // 16: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	14, // 17: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	13, // 18: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	16, // 19: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	18, // 20: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	20, // 21: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	5,  // 22: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	14, // [14:23] is the sub-list for method output_type
+	5,  // [5:14] is the sub-list for method input_type
+	5,  // [5:5] is the sub-list for extension type_name
+	5,  // [5:5] is the sub-list for extension extendee
+	0,  // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }
@@ -1301,7 +1421,7 @@ func file_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   19,
+			NumMessages:   21,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

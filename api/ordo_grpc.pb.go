@@ -501,11 +501,13 @@ const (
 //
 // Peer is called by nodes on each other, not by clients.
 type PeerClient interface {
-	// Term returns the node's current Raft term. A leader asks a majority
-	// after assigning IDs and before replying: a node that voted for a newer
-	// leader has a higher term, so a majority still in the leader's term
-	// proves that no newer leader could have answered anyone yet.
-	Term(ctx context.Context, in *TermRequest, opts ...grpc.CallOption) (*TermResponse, error)
+	// Term answers each request with the node's current Raft term. A leader
+	// asks a majority after assigning IDs and before replying: a node that
+	// voted for a newer leader has a higher term, so a majority still in the
+	// leader's term proves that no newer leader could have answered anyone
+	// yet. The leader keeps one stream open to each voter, so a round costs
+	// one small message each way.
+	Term(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TermRequest, TermResponse], error)
 }
 
 type peerClient struct {
@@ -516,15 +518,18 @@ func NewPeerClient(cc grpc.ClientConnInterface) PeerClient {
 	return &peerClient{cc}
 }
 
-func (c *peerClient) Term(ctx context.Context, in *TermRequest, opts ...grpc.CallOption) (*TermResponse, error) {
+func (c *peerClient) Term(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TermRequest, TermResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	out := new(TermResponse)
-	err := c.cc.Invoke(ctx, Peer_Term_FullMethodName, in, out, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &Peer_ServiceDesc.Streams[0], Peer_Term_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
-	return out, nil
+	x := &grpc.GenericClientStream[TermRequest, TermResponse]{ClientStream: stream}
+	return x, nil
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_TermClient = grpc.BidiStreamingClient[TermRequest, TermResponse]
 
 // PeerServer is the server API for Peer service.
 // All implementations must embed UnimplementedPeerServer
@@ -532,11 +537,13 @@ func (c *peerClient) Term(ctx context.Context, in *TermRequest, opts ...grpc.Cal
 //
 // Peer is called by nodes on each other, not by clients.
 type PeerServer interface {
-	// Term returns the node's current Raft term. A leader asks a majority
-	// after assigning IDs and before replying: a node that voted for a newer
-	// leader has a higher term, so a majority still in the leader's term
-	// proves that no newer leader could have answered anyone yet.
-	Term(context.Context, *TermRequest) (*TermResponse, error)
+	// Term answers each request with the node's current Raft term. A leader
+	// asks a majority after assigning IDs and before replying: a node that
+	// voted for a newer leader has a higher term, so a majority still in the
+	// leader's term proves that no newer leader could have answered anyone
+	// yet. The leader keeps one stream open to each voter, so a round costs
+	// one small message each way.
+	Term(grpc.BidiStreamingServer[TermRequest, TermResponse]) error
 	mustEmbedUnimplementedPeerServer()
 }
 
@@ -547,8 +554,8 @@ type PeerServer interface {
 // pointer dereference when methods are called.
 type UnimplementedPeerServer struct{}
 
-func (UnimplementedPeerServer) Term(context.Context, *TermRequest) (*TermResponse, error) {
-	return nil, status.Errorf(codes.Unimplemented, "method Term not implemented")
+func (UnimplementedPeerServer) Term(grpc.BidiStreamingServer[TermRequest, TermResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Term not implemented")
 }
 func (UnimplementedPeerServer) mustEmbedUnimplementedPeerServer() {}
 func (UnimplementedPeerServer) testEmbeddedByValue()              {}
@@ -571,23 +578,12 @@ func RegisterPeerServer(s grpc.ServiceRegistrar, srv PeerServer) {
 	s.RegisterService(&Peer_ServiceDesc, srv)
 }
 
-func _Peer_Term_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
-	in := new(TermRequest)
-	if err := dec(in); err != nil {
-		return nil, err
-	}
-	if interceptor == nil {
-		return srv.(PeerServer).Term(ctx, in)
-	}
-	info := &grpc.UnaryServerInfo{
-		Server:     srv,
-		FullMethod: Peer_Term_FullMethodName,
-	}
-	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
-		return srv.(PeerServer).Term(ctx, req.(*TermRequest))
-	}
-	return interceptor(ctx, in, info, handler)
+func _Peer_Term_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(PeerServer).Term(&grpc.GenericServerStream[TermRequest, TermResponse]{ServerStream: stream})
 }
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Peer_TermServer = grpc.BidiStreamingServer[TermRequest, TermResponse]
 
 // Peer_ServiceDesc is the grpc.ServiceDesc for Peer service.
 // It's only intended for direct use with grpc.RegisterService,
@@ -595,12 +591,14 @@ func _Peer_Term_Handler(srv interface{}, ctx context.Context, dec func(interface
 var Peer_ServiceDesc = grpc.ServiceDesc{
 	ServiceName: "ordo.v1.Peer",
 	HandlerType: (*PeerServer)(nil),
-	Methods: []grpc.MethodDesc{
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
 		{
-			MethodName: "Term",
-			Handler:    _Peer_Term_Handler,
+			StreamName:    "Term",
+			Handler:       _Peer_Term_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
 		},
 	},
-	Streams:  []grpc.StreamDesc{},
 	Metadata: "ordo.proto",
 }

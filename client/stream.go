@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"time"
 
@@ -35,9 +36,13 @@ type streamConn struct {
 	target string
 	st     grpc.BidiStreamingClient[api.NextStreamRequest, api.NextStreamResponse]
 	cancel context.CancelFunc
-	sendMu sync.Mutex
 	dead   chan struct{} // closed when the stream broke
 	err    error         // why, set before dead closes
+
+	// queue holds calls not yet sent; sendLoop sends them together.
+	queueMu sync.Mutex
+	queue   []*api.StreamCall
+	wake    chan struct{}
 
 	failOnce sync.Once
 	failErr  error // set by fail: why this side gave the stream up
@@ -128,12 +133,7 @@ func (s *Stream) attempt(ctx context.Context, conn *streamConn, call *streamCall
 		conn.fail(fmt.Errorf("%w: no answer within %s", errStalled, s.c.attemptTimeout))
 	})
 	defer timer.Stop()
-	conn.sendMu.Lock()
-	err := conn.st.Send(&api.NextStreamRequest{Id: id, Count: uint32(call.n)})
-	conn.sendMu.Unlock()
-	if err != nil {
-		conn.fail(err)
-	}
+	conn.send(&api.StreamCall{Id: id, Count: uint32(call.n)})
 	select {
 	case <-call.done:
 		return nil
@@ -147,6 +147,45 @@ func (s *Stream) attempt(ctx context.Context, conn *streamConn, call *streamCall
 		return conn.err
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// send queues a call for sendLoop.
+func (c *streamConn) send(call *api.StreamCall) {
+	c.queueMu.Lock()
+	c.queue = append(c.queue, call)
+	c.queueMu.Unlock()
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// sendLoop sends the queued calls in one message, until the stream
+// breaks. A send that fails, or that flow control holds (a paused
+// server), ends the stream; the attempt timeout frees it.
+func (c *streamConn) sendLoop() {
+	for {
+		select {
+		case <-c.wake:
+		case <-c.dead:
+			return
+		}
+		// Answers come in bursts, and wake many callers at once. Yield
+		// once so that those already runnable queue their next calls
+		// and go in this message; alone, this costs no wait.
+		runtime.Gosched()
+		c.queueMu.Lock()
+		calls := c.queue
+		c.queue = nil
+		c.queueMu.Unlock()
+		if len(calls) == 0 {
+			continue
+		}
+		if err := c.st.Send(&api.NextStreamRequest{Calls: calls}); err != nil {
+			c.fail(err)
+			return
+		}
 	}
 }
 
@@ -193,9 +232,10 @@ func (s *Stream) open() (*streamConn, error) {
 		s.c.moveOn(target, "")
 		return nil, err
 	}
-	conn := &streamConn{target: target, st: st, cancel: cancel, dead: make(chan struct{})}
+	conn := &streamConn{target: target, st: st, cancel: cancel, dead: make(chan struct{}), wake: make(chan struct{}, 1)}
 	s.conn = conn
 	go s.receive(conn)
+	go conn.sendLoop()
 	return conn, nil
 }
 
@@ -225,22 +265,32 @@ func (s *Stream) receive(conn *streamConn) {
 			return
 		}
 		s.mu.Lock()
-		call := s.pending[resp.Id]
-		first := call != nil && !call.answered
-		if first {
-			call.answered = true
+		calls := make([]*streamCall, len(resp.Answers))
+		for i, a := range resp.Answers {
+			if call := s.pending[a.Id]; call != nil && !call.answered {
+				call.answered = true
+				calls[i] = call
+			}
+			// Otherwise its caller gave up, or was answered: a gap.
 		}
 		s.mu.Unlock()
-		if !first {
-			continue // its caller gave up, or was answered: a gap
+		for i, a := range resp.Answers {
+			if call := calls[i]; call != nil {
+				call.ids, call.err = s.answer(a, call)
+				close(call.done)
+			}
 		}
-		var ids []uint64
-		if resp.Invalid != "" {
-			err = status.Error(codes.InvalidArgument, resp.Invalid)
-		} else if ids, err = expand(resp.Runs, call.n); err == nil {
-			ids, err = s.c.accept(ids, call.floor)
-		}
-		call.ids, call.err = ids, err
-		close(call.done)
 	}
+}
+
+// answer checks one answer and turns it into the call's IDs.
+func (s *Stream) answer(a *api.StreamAnswer, call *streamCall) ([]uint64, error) {
+	if a.Invalid != "" {
+		return nil, status.Error(codes.InvalidArgument, a.Invalid)
+	}
+	ids, err := expand(a.Runs, call.n)
+	if err != nil {
+		return nil, err
+	}
+	return s.c.accept(ids, call.floor)
 }

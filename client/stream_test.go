@@ -32,29 +32,47 @@ func mustStreamServer(t *testing.T, f *fakeStreamServer) string {
 	return mustServeOn(t, mustListen(t), func(s *grpc.Server) { api.RegisterSequencerServer(s, f) })
 }
 
-// answerInBatches reads k requests, then answers them in reverse order
-// with IDs from a shared counter, again and again.
+// answerInBatches reads k calls, however they come in messages, then
+// answers them in reverse order, all in one message, with IDs from a
+// shared counter, again and again.
 func answerInBatches(k int) func(grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
 	var mu sync.Mutex
 	last := uint64(0)
 	return func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
 		for {
-			var reqs []*api.NextStreamRequest
-			for len(reqs) < k {
+			var calls []*api.StreamCall
+			for len(calls) < k {
 				r, err := st.Recv()
 				if err != nil {
 					return nil
 				}
-				reqs = append(reqs, r)
+				calls = append(calls, r.Calls...)
 			}
-			for i := len(reqs) - 1; i >= 0; i-- {
+			resp := &api.NextStreamResponse{}
+			for i := len(calls) - 1; i >= 0; i-- {
 				mu.Lock()
-				run := &api.IDRun{First: last + 1, Count: reqs[i].Count, Step: 1}
-				last += uint64(reqs[i].Count)
+				run := &api.IDRun{First: last + 1, Count: calls[i].Count, Step: 1}
+				last += uint64(calls[i].Count)
 				mu.Unlock()
-				if err := st.Send(&api.NextStreamResponse{Id: reqs[i].Id, Runs: []*api.IDRun{run}}); err != nil {
-					return err
-				}
+				resp.Answers = append(resp.Answers, &api.StreamAnswer{Id: calls[i].Id, Runs: []*api.IDRun{run}})
+			}
+			if err := st.Send(resp); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// answerEach answers every call alone with answer.
+func answerEach(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse], answer func(*api.StreamCall) *api.StreamAnswer) error {
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		for _, call := range r.Calls {
+			if err := st.Send(&api.NextStreamResponse{Answers: []*api.StreamAnswer{answer(call)}}); err != nil {
+				return err
 			}
 		}
 	}
@@ -127,16 +145,10 @@ func TestStreamFollowsLeaderHint(t *testing.T) {
 // withheld, as with unary calls.
 func TestStreamRefusesBadAnswers(t *testing.T) {
 	f := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				return nil
-			}
-			run := &api.IDRun{First: 10, Count: r.Count, Step: 1} // always the same IDs
-			if err := st.Send(&api.NextStreamResponse{Id: r.Id, Runs: []*api.IDRun{run}}); err != nil {
-				return err
-			}
-		}
+		return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
+			// Always the same IDs.
+			return &api.StreamAnswer{Id: call.Id, Runs: []*api.IDRun{{First: 10, Count: call.Count, Step: 1}}}
+		})
 	}}
 	c := mustNew(t, []string{mustStreamServer(t, f)})
 	s := c.OpenStream()
@@ -184,24 +196,18 @@ func TestStreamInvalidRequestAlone(t *testing.T) {
 	var mu sync.Mutex
 	last := uint64(0)
 	f := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-		for {
-			r, err := st.Recv()
-			if err != nil {
-				return nil
+		return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
+			a := &api.StreamAnswer{Id: call.Id}
+			if call.Count > 5 {
+				a.Invalid = "count too large"
+				return a
 			}
-			resp := &api.NextStreamResponse{Id: r.Id}
-			if r.Count > 5 {
-				resp.Invalid = "count too large"
-			} else {
-				mu.Lock()
-				resp.Runs = []*api.IDRun{{First: last + 1, Count: r.Count, Step: 1}}
-				last += uint64(r.Count)
-				mu.Unlock()
-			}
-			if err := st.Send(resp); err != nil {
-				return err
-			}
-		}
+			mu.Lock()
+			defer mu.Unlock()
+			a.Runs = []*api.IDRun{{First: last + 1, Count: call.Count, Step: 1}}
+			last += uint64(call.Count)
+			return a
+		})
 	}}
 	c := mustNew(t, []string{mustStreamServer(t, f)})
 	s := c.OpenStream()

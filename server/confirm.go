@@ -4,9 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io"
+	"sync"
 
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
 
 	"github.com/seed-e8569b35/ordo/api"
 )
@@ -59,9 +63,10 @@ func (n *Node) confirmLeadership(ctx context.Context) (uint64, error) {
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
 	cluster := n.fsm.ClusterID()
+	round := n.rounds.Add(1)
 	answers := make(chan bool, len(others))
 	for _, id := range others {
-		go func() { answers <- n.peerInTerm(ctx, id, cluster, term) }()
+		go func() { answers <- n.peerInTerm(ctx, id, cluster, term, round) }()
 	}
 	for left := len(others); left > 0; left-- {
 		if <-answers {
@@ -78,28 +83,211 @@ func (n *Node) confirmLeadership(ctx context.Context) (uint64, error) {
 }
 
 // peerInTerm reports whether voter id, and not some other process at its
-// address, answers that its term is term.
-func (n *Node) peerInTerm(ctx context.Context, id, cluster string, term uint64) bool {
+// address, answers that its term is term, to a request of this round.
+func (n *Node) peerInTerm(ctx context.Context, id, cluster string, term, round uint64) bool {
 	addr, ok := n.fsm.NodeAddr(id)
 	if !ok || addr == n.grpcAddr {
 		return false
 	}
-	conn, err := n.peers.get(addr)
+	ts, err := n.terms.get(ctx, id, addr, n.peers)
 	if err != nil {
 		return false
 	}
-	resp, err := api.NewPeerClient(conn).Term(ctx, &api.TermRequest{NodeId: id, ClusterId: cluster})
+	resp, err := ts.ask(ctx, &api.TermRequest{NodeId: id, ClusterId: cluster, Round: round})
 	return err == nil && resp.NodeId == id && resp.Term == term
 }
 
-// Term implements api.PeerServer. It answers only for this node of this
-// cluster.
-func (s *service) Term(ctx context.Context, req *api.TermRequest) (*api.TermResponse, error) {
-	if req.NodeId != s.n.cfg.ID || req.ClusterId != s.n.fsm.ClusterID() {
-		return nil, toStatus(ctx, fmt.Errorf("%w: asked for node %q of cluster %q, this is node %q of cluster %q",
-			ErrBadRequest, req.NodeId, req.ClusterId, s.n.cfg.ID, s.n.fsm.ClusterID()), "")
+// termStreams keeps one Term stream open from this node to each voter it
+// asks, so that a round costs one small message each way instead of a new
+// RPC; the round is on the path of every request.
+type termStreams struct {
+	mu      sync.Mutex
+	streams map[string]*termStream // by node id
+	closed  bool
+}
+
+// termStream is one open Term stream. Answers are matched to the round
+// that asked by the echoed round number; an answer that comes after its
+// round ended is dropped.
+type termStream struct {
+	addr   string
+	st     grpc.BidiStreamingClient[api.TermRequest, api.TermResponse]
+	cancel context.CancelFunc
+	dead   chan struct{} // closed once the stream is given up
+	once   sync.Once
+
+	sendMu  sync.Mutex
+	mu      sync.Mutex
+	waiting map[uint64]chan *api.TermResponse
+}
+
+func newTermStreams() *termStreams { return &termStreams{streams: map[string]*termStream{}} }
+
+// get returns the live stream to voter id at addr, opening one if needed.
+// Opening waits at most until ctx ends; the stream itself lives on.
+func (t *termStreams) get(ctx context.Context, id, addr string, peers *peerConns) (*termStream, error) {
+	t.mu.Lock()
+	old := t.streams[id]
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
+		return nil, ErrNotLeader
 	}
-	return &api.TermResponse{Term: s.n.raft.CurrentTerm(), NodeId: s.n.cfg.ID}, nil
+	if old != nil && old.addr == addr && !old.isDead() {
+		return old, nil
+	}
+	if old != nil {
+		old.kill() // dead, or the voter's address changed
+	}
+	conn, err := peers.get(addr)
+	if err != nil {
+		return nil, err
+	}
+	sctx, cancel := context.WithCancel(context.Background())
+	stopWatch := context.AfterFunc(ctx, cancel) // a connecting peer holds no round past its end
+	st, err := api.NewPeerClient(conn).Term(sctx)
+	if !stopWatch() && err == nil {
+		err = ctx.Err()
+	}
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("open term stream to %s: %w", addr, err)
+	}
+	ts := &termStream{addr: addr, st: st, cancel: cancel, dead: make(chan struct{}), waiting: map[uint64]chan *api.TermResponse{}}
+	t.mu.Lock()
+	if t.closed {
+		t.mu.Unlock()
+		ts.kill()
+		return nil, ErrNotLeader
+	}
+	if prev := t.streams[id]; prev != nil && prev != old {
+		prev.kill() // another round opened one meanwhile; keep the newest
+	}
+	t.streams[id] = ts
+	t.mu.Unlock()
+	go ts.receive()
+	return ts, nil
+}
+
+// close ends every stream.
+func (t *termStreams) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	for id, ts := range t.streams {
+		ts.kill()
+		delete(t.streams, id)
+	}
+}
+
+// ask sends req and waits for the answer to it, until ctx ends or the
+// stream breaks.
+func (ts *termStream) ask(ctx context.Context, req *api.TermRequest) (*api.TermResponse, error) {
+	answer := make(chan *api.TermResponse, 1)
+	ts.mu.Lock()
+	ts.waiting[req.Round] = answer
+	ts.mu.Unlock()
+	defer func() {
+		ts.mu.Lock()
+		delete(ts.waiting, req.Round)
+		ts.mu.Unlock()
+	}()
+	// Send blocks only when the peer stopped reading (paused, cut off)
+	// and flow control is exhausted. A send still blocked when the next
+	// round comes means exactly that: give the stream up, which also
+	// frees the blocked send.
+	if !ts.sendMu.TryLock() {
+		ts.kill()
+		return nil, errTermStreamStuck
+	}
+	err := ts.st.Send(req)
+	ts.sendMu.Unlock()
+	if err != nil {
+		ts.kill()
+		return nil, err
+	}
+	select {
+	case resp := <-answer:
+		return resp, nil
+	case <-ts.dead:
+		return nil, errTermStreamStuck
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// errTermStreamStuck means a Term stream broke or stopped taking requests.
+var errTermStreamStuck = errors.New("term stream broken")
+
+// receive hands each answer to the round that asked, until the stream
+// breaks.
+func (ts *termStream) receive() {
+	defer ts.kill()
+	for {
+		resp, err := ts.st.Recv()
+		if err != nil {
+			return
+		}
+		ts.mu.Lock()
+		answer := ts.waiting[resp.Round]
+		ts.mu.Unlock()
+		if answer != nil {
+			select {
+			case answer <- resp:
+			default: // a second answer to one round: not counted twice
+			}
+		}
+	}
+}
+
+func (ts *termStream) kill() {
+	ts.once.Do(func() {
+		ts.cancel()
+		close(ts.dead)
+	})
+}
+
+func (ts *termStream) isDead() bool {
+	select {
+	case <-ts.dead:
+		return true
+	default:
+		return false
+	}
+}
+
+// Term implements api.PeerServer: it answers each request with this
+// node's current term, and ends the stream if a request names another
+// node or another cluster. It returns when the node closes, so that a
+// leader's stream never holds up a graceful stop.
+func (s *service) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
+	done := make(chan error, 1)
+	go func() { done <- s.answerTerms(stream) }()
+	select {
+	case err := <-done:
+		return err
+	case <-s.n.stop:
+		return toStatus(stream.Context(), ErrNotLeader, "")
+	}
+}
+
+func (s *service) answerTerms(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if req.NodeId != s.n.cfg.ID || req.ClusterId != s.n.fsm.ClusterID() {
+			return toStatus(stream.Context(), fmt.Errorf("%w: asked for node %q of cluster %q, this is node %q of cluster %q",
+				ErrBadRequest, req.NodeId, req.ClusterId, s.n.cfg.ID, s.n.fsm.ClusterID()), "")
+		}
+		if err := stream.Send(&api.TermResponse{Term: s.n.raft.CurrentTerm(), NodeId: s.n.cfg.ID, Round: req.Round}); err != nil {
+			return err
+		}
+	}
 }
 
 // newClusterID returns a random id for a new cluster.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc"
 
@@ -13,19 +15,40 @@ import (
 )
 
 // fakePeer answers Term with whatever term it is told, as the node it was
-// asked for, or, if it is a stranger, as another node.
+// asked for, or, if it is a stranger, as another node. A replaying peer
+// answers every request with the round of the first one it got, as a
+// delayed answer to an old round would look; a silent one never answers.
 type fakePeer struct {
 	api.UnimplementedPeerServer
-	term     func() uint64
-	stranger bool
+	term      func() uint64
+	stranger  bool
+	replaying bool
+	silent    bool
 }
 
-func (p fakePeer) Term(_ context.Context, req *api.TermRequest) (*api.TermResponse, error) {
-	id := req.NodeId
-	if p.stranger {
-		id = "someone-else"
+func (p fakePeer) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
+	var firstRound uint64
+	for i := 0; ; i++ {
+		req, err := stream.Recv()
+		if err != nil {
+			return nil
+		}
+		if i == 0 {
+			firstRound = req.Round
+		}
+		resp := &api.TermResponse{Term: p.term(), NodeId: req.NodeId, Round: req.Round}
+		switch {
+		case p.silent:
+			continue
+		case p.stranger:
+			resp.NodeId = "someone-else"
+		case p.replaying:
+			resp.Round = firstRound
+		}
+		if err := stream.Send(resp); err != nil {
+			return nil
+		}
 	}
-	return &api.TermResponse{Term: p.term(), NodeId: id}, nil
 }
 
 func mustFakePeer(t *testing.T, term func() uint64) string {
@@ -64,21 +87,26 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 	older := func() uint64 { return term - 1 }
 	dead := "127.0.0.1:1" // nothing listens there
 	tests := []struct {
-		name   string
-		peers  [2]string
-		wantOK bool
+		name  string
+		peers [2]string
+		// want is the outcome of successive rounds.
+		want []bool
 	}{
-		{"both in term", [2]string{mustFakePeer(t, same), mustFakePeer(t, same)}, true},
-		{"one in term, one newer", [2]string{mustFakePeer(t, same), mustFakePeer(t, newer)}, true},
-		{"one in term, one unreachable", [2]string{mustFakePeer(t, same), dead}, true},
-		{"both newer: a newer leader may exist", [2]string{mustFakePeer(t, newer), mustFakePeer(t, newer)}, false},
-		{"one newer, one unreachable", [2]string{mustFakePeer(t, newer), dead}, false},
-		{"both behind: not in this term", [2]string{mustFakePeer(t, older), mustFakePeer(t, older)}, false},
+		{"both in term", [2]string{mustFakePeer(t, same), mustFakePeer(t, same)}, []bool{true, true}},
+		{"one in term, one newer", [2]string{mustFakePeer(t, same), mustFakePeer(t, newer)}, []bool{true}},
+		{"one in term, one unreachable", [2]string{mustFakePeer(t, same), dead}, []bool{true}},
+		{"one in term, one silent", [2]string{mustFakePeer(t, same), mustPeerServer(t, fakePeer{term: same, silent: true})}, []bool{true}},
+		{"both newer: a newer leader may exist", [2]string{mustFakePeer(t, newer), mustFakePeer(t, newer)}, []bool{false}},
+		{"one newer, one unreachable", [2]string{mustFakePeer(t, newer), dead}, []bool{false}},
+		{"one newer, one silent", [2]string{mustFakePeer(t, newer), mustPeerServer(t, fakePeer{term: same, silent: true})}, []bool{false}},
+		{"both behind: not in this term", [2]string{mustFakePeer(t, older), mustFakePeer(t, older)}, []bool{false}},
 		// Whatever listens at a stale address answers for itself, not for
 		// the voter: it must not count, even in the right term.
-		{"in term but strangers", [2]string{mustPeerServer(t, fakePeer{term: same, stranger: true}), mustPeerServer(t, fakePeer{term: same, stranger: true})}, false},
-		{"one stranger, one newer", [2]string{mustPeerServer(t, fakePeer{term: same, stranger: true}), mustFakePeer(t, newer)}, false},
-		{"the leader's own address counts once", [2]string{leader.GRPCAddr(), leader.GRPCAddr()}, false},
+		{"in term but strangers", [2]string{mustPeerServer(t, fakePeer{term: same, stranger: true}), mustPeerServer(t, fakePeer{term: same, stranger: true})}, []bool{false}},
+		{"one stranger, one newer", [2]string{mustPeerServer(t, fakePeer{term: same, stranger: true}), mustFakePeer(t, newer)}, []bool{false}},
+		// An answer to an earlier round proves nothing about this one.
+		{"one replaying its first answer, one newer", [2]string{mustPeerServer(t, fakePeer{term: same, replaying: true}), mustFakePeer(t, newer)}, []bool{true, false, false}},
+		{"the leader's own address counts once", [2]string{leader.GRPCAddr(), leader.GRPCAddr()}, []bool{false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -87,35 +115,106 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			got, err := leader.confirmLeadership(context.Background())
-			if tt.wantOK && (err != nil || got != term) {
-				t.Fatalf("confirm = %d, %v; want term %d", got, err, term)
-			}
-			if !tt.wantOK && !errors.Is(err, ErrNotLeader) {
-				t.Fatalf("confirm = %d, %v; want ErrNotLeader", got, err)
+			for round, wantOK := range tt.want {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				got, err := leader.confirmLeadership(ctx)
+				cancel()
+				if wantOK && (err != nil || got != term) {
+					t.Fatalf("round %d: confirm = %d, %v; want term %d", round, got, err, term)
+				}
+				if !wantOK && !errors.Is(err, ErrNotLeader) {
+					t.Fatalf("round %d: confirm = %d, %v; want ErrNotLeader", round, got, err)
+				}
 			}
 		})
 	}
 }
 
+// deafPeer accepts Term streams and never reads them, as a paused process
+// would; it counts the streams opened to it.
+type deafPeer struct {
+	api.UnimplementedPeerServer
+	opened *atomic.Int64
+}
+
+func (p deafPeer) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
+	p.opened.Add(1)
+	<-stream.Context().Done()
+	return nil
+}
+
+// TestConfirmGivesUpAStreamThatStopsReading: once flow control stops the
+// sends to a peer that does not read, the leader drops that stream and
+// opens a new one, instead of leaving a send blocked for good, and keeps
+// confirming with the majority that answers.
+func TestConfirmGivesUpAStreamThatStopsReading(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	term := leader.raft.CurrentTerm()
+	var opened atomic.Int64
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := grpc.NewServer()
+	api.RegisterPeerServer(srv, deafPeer{opened: &opened})
+	go srv.Serve(lis)
+	t.Cleanup(srv.Stop)
+	addrs := []string{lis.Addr().String(), mustFakePeer(t, func() uint64 { return term })}
+	i := 0
+	for _, n := range nodes {
+		if n != leader {
+			if _, err := leader.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: n.ID(), GRPCAddr: addrs[i]}); err != nil {
+				t.Fatal(err)
+			}
+			i++
+		}
+	}
+	// Each round sends the deaf peer about 60 bytes; gRPC's flow control
+	// window is at most a few MB, so this many rounds must exhaust it.
+	deadline := time.Now().Add(30 * time.Second)
+	for round := 0; opened.Load() < 2; round++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("after %d rounds the deaf peer has had %d streams opened, want a second one", round, opened.Load())
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		got, err := leader.confirmLeadership(ctx)
+		cancel()
+		if err != nil || got != term {
+			t.Fatalf("round %d: confirm = %d, %v; want term %d", round, got, err, term)
+		}
+	}
+}
+
 // TestTermAnswersOnlyForItself: a node asked for another node, or for
-// another cluster, refuses.
+// another cluster, ends the stream; asked for itself, it echoes the round.
 func TestTermAnswersOnlyForItself(t *testing.T) {
 	nodes := mustCluster(t)
 	n := nodes[1]
-	c := api.NewPeerClient(mustConn(t, n.GRPCAddr()))
-	ctx := context.Background()
-	if resp, err := c.Term(ctx, &api.TermRequest{NodeId: n.ID(), ClusterId: n.fsm.ClusterID()}); err != nil || resp.NodeId != n.ID() || resp.Term == 0 {
-		t.Fatalf("Term for itself = %v, %v", resp, err)
+	conn := mustConn(t, n.GRPCAddr())
+	ask := func(req *api.TermRequest) (*api.TermResponse, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		st, err := api.NewPeerClient(conn).Term(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if err := st.Send(req); err != nil {
+			return nil, err
+		}
+		return st.Recv()
 	}
 	if n.fsm.ClusterID() == "" {
 		t.Fatal("the cluster has no id")
 	}
+	if resp, err := ask(&api.TermRequest{NodeId: n.ID(), ClusterId: n.fsm.ClusterID(), Round: 7}); err != nil || resp.NodeId != n.ID() || resp.Term == 0 || resp.Round != 7 {
+		t.Fatalf("Term for itself = %v, %v", resp, err)
+	}
 	for _, req := range []*api.TermRequest{
-		{NodeId: "n9", ClusterId: n.fsm.ClusterID()},
-		{NodeId: n.ID(), ClusterId: "another"},
+		{NodeId: "n9", ClusterId: n.fsm.ClusterID(), Round: 1},
+		{NodeId: n.ID(), ClusterId: "another", Round: 1},
 	} {
-		if resp, err := c.Term(ctx, req); err == nil {
+		if resp, err := ask(req); err == nil {
 			t.Errorf("Term(%v) = %v, want a refusal", req, resp)
 		}
 	}

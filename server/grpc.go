@@ -425,99 +425,132 @@ func (p *peerConns) close() {
 	p.conns = map[string]*grpc.ClientConn{}
 }
 
-// NextStream implements api.SequencerServer. Requests are served
-// concurrently, so many can share one confirmation round; answers go back
-// by id as they are ready. Any failure ends the stream with a status that
-// names the leader; the client resends what was not answered.
-func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	var (
-		failMu  sync.Mutex
-		failErr error
-	)
-	fail := func(err error) {
-		failMu.Lock()
-		if failErr == nil {
-			failErr = err
-		}
-		failMu.Unlock()
-		cancel()
-	}
-	if err := s.n.refusal(); err != nil {
-		fail(fmt.Errorf("%w: %w", ErrRefusing, err))
-	} else if !s.n.isLeader() {
-		fail(ErrNotLeader)
-	}
+// maxAnswersPerMessage bounds the answers sent in one stream message.
+const maxAnswersPerMessage = 1024
 
-	// sendMu serialises Send, and closed stops workers from sending after
-	// the handler has returned.
-	var (
-		sendMu  sync.Mutex
-		closed  bool
-		workers sync.WaitGroup
-	)
-	send := func(resp *api.NextStreamResponse) {
-		sendMu.Lock()
-		defer sendMu.Unlock()
-		if !closed {
-			if err := stream.Send(resp); err != nil {
-				fail(err)
-			}
-		}
-	}
-	// inFlight bounds the requests one stream may have in the sequencer;
-	// past it, reading waits, and gRPC flow control slows the client.
-	inFlight := make(chan struct{}, maxStreamInFlight)
-	recvDone := make(chan struct{})
-	go func() {
-		defer close(recvDone)
-		for ctx.Err() == nil {
-			req, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				return // the client is done sending
-			}
-			if err != nil {
-				fail(err)
-				return
-			}
-			if req.Count == 0 || uint64(req.Count) > s.n.cfg.MaxCount {
-				// One bad request must not fail the others in flight.
-				send(&api.NextStreamResponse{Id: req.Id, Invalid: fmt.Sprintf("count %d, want 1 to %d", req.Count, s.n.cfg.MaxCount)})
-				continue
-			}
-			select {
-			case inFlight <- struct{}{}:
-			case <-ctx.Done():
-				return
-			}
-			workers.Add(1)
-			go func() {
-				defer workers.Done()
-				defer func() { <-inFlight }()
-				b, err := s.n.seq.Next(ctx, uint64(req.Count))
-				if err != nil {
-					fail(err)
-					return
-				}
-				send(&api.NextStreamResponse{Id: req.Id, Runs: Runs(s.n.cfg.Layout, s.n.cfg.Group, b)})
-			}()
-		}
-	}()
-	select {
-	case <-recvDone:
-		workers.Wait() // every request received is answered or failed
-	case <-ctx.Done():
-	}
-	sendMu.Lock()
-	closed = true
-	sendMu.Unlock()
-	failMu.Lock()
-	err := failErr
-	failMu.Unlock()
-	if err != nil {
+// streamCall is a call of a NextStream, assigned and waiting for its
+// confirmation.
+type streamCall struct {
+	id      uint64
+	ticket  Ticket
+	invalid string // set instead of a ticket for a call out of range
+}
+
+// NextStream implements api.SequencerServer. One goroutine reads calls and
+// assigns their ticks as they come, so many share one confirmation round;
+// this one answers them in the order they were assigned, and sends every
+// answer that is ready in one message. Any failure ends the stream with a
+// status that names the leader; the client resends what was not answered.
+func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	end := func(err error) error {
 		_, leaderAddr := s.n.leader()
 		return toStatus(stream.Context(), err, leaderAddr)
 	}
-	return nil
+	if err := s.n.refusal(); err != nil {
+		return end(fmt.Errorf("%w: %w", ErrRefusing, err))
+	}
+	if !s.n.isLeader() {
+		return end(ErrNotLeader)
+	}
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	// assigned bounds the calls one stream may have waiting; past it,
+	// reading waits, and gRPC flow control slows the client.
+	assigned := make(chan streamCall, maxStreamInFlight)
+	recvErr := make(chan error, 1)
+	go func() {
+		recvErr <- s.assignCalls(ctx, stream, assigned)
+		close(assigned)
+	}()
+	resp := &api.NextStreamResponse{}
+	var next *streamCall // taken from assigned, not yet answered
+	for {
+		if next == nil {
+			select {
+			case c, ok := <-assigned:
+				if !ok {
+					return end(<-recvErr) // nil once the client is done sending
+				}
+				next = &c
+			case <-s.n.stop:
+				return end(ErrNotLeader)
+			}
+		}
+		select {
+		case <-next.ticket.Done():
+		case <-ctx.Done():
+			return end(<-recvErr)
+		case <-s.n.stop:
+			return end(ErrNotLeader)
+		}
+		// Gather every call whose round has ended: usually the whole
+		// round.
+		resp.Answers = resp.Answers[:0]
+		for next != nil && len(resp.Answers) < maxAnswersPerMessage {
+			if err := next.ticket.Err(); err != nil {
+				return end(err)
+			}
+			a := &api.StreamAnswer{Id: next.id, Invalid: next.invalid}
+			if next.invalid == "" {
+				a.Runs = Runs(s.n.cfg.Layout, s.n.cfg.Group, next.ticket.Block)
+			}
+			resp.Answers = append(resp.Answers, a)
+			next = nil
+			select {
+			case c, ok := <-assigned:
+				if ok {
+					next = &c
+				} else {
+					assigned = nil // closed: stop taking; the loop above ends the stream
+				}
+			default:
+			}
+			if next != nil && !isClosed(next.ticket.Done()) {
+				break
+			}
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+		if assigned == nil && next == nil {
+			return end(<-recvErr)
+		}
+	}
+}
+
+// assignCalls reads calls until the client is done sending (nil) or the
+// stream fails, and assigns each call's ticks in the order received.
+func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse], assigned chan<- streamCall) error {
+	for {
+		req, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, call := range req.Calls {
+			c := streamCall{id: call.Id}
+			if call.Count == 0 || uint64(call.Count) > s.n.cfg.MaxCount {
+				// One bad call must not fail the others in flight.
+				c.invalid = fmt.Sprintf("count %d, want 1 to %d", call.Count, s.n.cfg.MaxCount)
+			} else if c.ticket, err = s.n.seq.Assign(ctx, uint64(call.Count)); err != nil {
+				return err
+			}
+			select {
+			case assigned <- c:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+}
+
+func isClosed(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -49,6 +50,10 @@ type Node struct {
 	grpcServer *grpc.Server
 	grpcAddr   string
 	peers      *peerConns
+	// terms are the streams a leader asks voters' terms on, and rounds
+	// numbers its confirmation rounds (see confirmLeadership).
+	terms  *termStreams
+	rounds atomic.Uint64
 
 	// bootstrapPeers are registered in the FSM by whichever of them leads
 	// first, so every node can find every other's gRPC address.
@@ -80,6 +85,7 @@ func Open(cfg Config) (*Node, error) {
 		refused: make(chan struct{}),
 		stop:    make(chan struct{}),
 		peers:   newPeerConns(),
+		terms:   newTermStreams(),
 	}
 	if err := n.openRaft(); err != nil {
 		if n.seq != nil {
@@ -266,6 +272,7 @@ func (n *Node) Close() error {
 	n.seq.Close()
 	err := n.raft.Shutdown().Error()
 	n.wg.Wait()
+	n.terms.close()
 	n.peers.close()
 	n.closeStores()
 	if err != nil {

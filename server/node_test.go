@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -144,12 +145,13 @@ func mustCluster(t *testing.T) []*Node {
 		nodes = append(nodes, n)
 	}
 	// Every node must know the leader and its address before tests
-	// expect followers to forward.
+	// expect followers to forward, and must have applied the cluster's
+	// id, or it refuses the leader's term rounds.
 	deadline := time.Now().Add(10 * time.Second)
 	for _, n := range nodes {
-		for _, addr := n.leader(); addr == ""; _, addr = n.leader() {
+		for _, addr := n.leader(); addr == "" || n.fsm.ClusterID() == ""; _, addr = n.leader() {
 			if time.Now().After(deadline) {
-				t.Fatalf("%s does not know the leader's address within 10 s", n.ID())
+				t.Fatalf("%s does not know the leader's address and the cluster id within 10 s", n.ID())
 			}
 			time.Sleep(10 * time.Millisecond)
 		}
@@ -464,28 +466,48 @@ func TestNextStream(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
-	// The leader answers every request of a stream, by id.
+	// The leader answers every call of a stream, by id, whether calls
+	// come one per message or several in one.
 	st, err := api.NewSequencerClient(mustConn(t, leader.GRPCAddr())).NextStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for id := range uint64(5) {
-		if err := st.Send(&api.NextStreamRequest{Id: id, Count: uint32(id + 1)}); err != nil {
+	send := func(calls ...*api.StreamCall) {
+		t.Helper()
+		if err := st.Send(&api.NextStreamRequest{Calls: calls}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	seen := map[uint64]bool{}
+	// recv returns the answers to n calls, by id.
+	recv := func(n int) map[uint64]*api.StreamAnswer {
+		t.Helper()
+		got := map[uint64]*api.StreamAnswer{}
+		for len(got) < n {
+			resp, err := st.Recv()
+			if err != nil {
+				t.Fatalf("after %d of %d answers: %v", len(got), n, err)
+			}
+			for _, a := range resp.Answers {
+				if got[a.Id] != nil {
+					t.Fatalf("call %d answered twice", a.Id)
+				}
+				got[a.Id] = a
+			}
+		}
+		if len(got) != n {
+			t.Fatalf("%d answers, want %d", len(got), n)
+		}
+		return got
+	}
+	send(&api.StreamCall{Id: 0, Count: 1})
+	send(&api.StreamCall{Id: 1, Count: 2}, &api.StreamCall{Id: 2, Count: 3}, &api.StreamCall{Id: 3, Count: 4})
+	send(&api.StreamCall{Id: 4, Count: 5})
 	var all []uint64
-	for range 5 {
-		resp, err := st.Recv()
-		if err != nil {
-			t.Fatal(err)
+	for id, a := range recv(5) {
+		ids := expandRuns(a.Runs)
+		if len(ids) != int(id+1) || a.Invalid != "" {
+			t.Fatalf("answer for %d: %d IDs, invalid %q", id, len(ids), a.Invalid)
 		}
-		ids := expandRuns(resp.Runs)
-		if seen[resp.Id] || len(ids) != int(resp.Id+1) {
-			t.Fatalf("answer for %d with %d IDs (seen before: %t)", resp.Id, len(ids), seen[resp.Id])
-		}
-		seen[resp.Id] = true
 		all = append(all, ids...)
 	}
 	slices.Sort(all)
@@ -494,18 +516,25 @@ func TestNextStream(t *testing.T) {
 			t.Fatalf("ID %d answered twice", all[i])
 		}
 	}
-	// A bad count is refused by itself; the stream goes on.
-	if err := st.Send(&api.NextStreamRequest{Id: 9, Count: 0}); err != nil {
+	// A bad count is refused by itself; the calls around it are served.
+	send(&api.StreamCall{Id: 8, Count: 1}, &api.StreamCall{Id: 9, Count: 0}, &api.StreamCall{Id: 10, Count: 1})
+	got := recv(3)
+	if a := got[9]; a == nil || a.Invalid == "" || len(a.Runs) != 0 {
+		t.Fatalf("count 0 on a stream: %v; want call 9 refused alone", a)
+	}
+	for _, id := range []uint64{8, 10} {
+		if a := got[id]; a == nil || len(expandRuns(a.Runs)) != 1 {
+			t.Fatalf("call %d beside a refused one: %v; want it served", id, a)
+		}
+	}
+	// A client done sending gets its last answers, then a clean end.
+	send(&api.StreamCall{Id: 11, Count: 1})
+	if err := st.CloseSend(); err != nil {
 		t.Fatal(err)
 	}
-	if resp, err := st.Recv(); err != nil || resp.Id != 9 || resp.Invalid == "" || len(resp.Runs) != 0 {
-		t.Fatalf("count 0 on a stream: %v, %v; want request 9 refused alone", resp, err)
-	}
-	if err := st.Send(&api.NextStreamRequest{Id: 10, Count: 1}); err != nil {
-		t.Fatal(err)
-	}
-	if resp, err := st.Recv(); err != nil || resp.Id != 10 || len(expandRuns(resp.Runs)) != 1 {
-		t.Fatalf("after a refused request: %v, %v; want request 10 served", resp, err)
+	recv(1)
+	if _, err := st.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("after the client closed its side: %v, want the stream to end cleanly", err)
 	}
 
 	// A follower ends the stream at once, naming the leader.

@@ -75,8 +75,10 @@ type Sequencer struct {
 	// serving is closed when the sequencer stops serving its term, to wake
 	// requests that wait for a reservation.
 	serving chan struct{}
-	// batch collects requests that wait for the next confirmation.
-	batch *confirmBatch
+	// batch collects requests that wait for the next confirmation; at
+	// most rounds confirmations are in flight.
+	batch  *confirmBatch
+	rounds int
 	kick  chan struct{}
 	stop  chan struct{}
 	wg    sync.WaitGroup
@@ -94,7 +96,12 @@ const renewRetryDelay = 20 * time.Millisecond
 
 // NewSequencer returns a sequencer that does not serve until Lead.
 func NewSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger) *Sequencer {
+	return newSequencer(l, window, clock, log, logger, defaultRounds)
+}
+
+func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger, rounds int) *Sequencer {
 	s := &Sequencer{
+		rounds:  rounds,
 		layout:  l,
 		window:  l.TicksIn(window),
 		clock:   clock,
@@ -176,45 +183,84 @@ func (s *Sequencer) stopServingLocked() {
 	}
 }
 
+// Ticket is a block of ticks assigned to one request, and the
+// confirmation round it waits for. The ticks may be handed out only after
+// Done is closed and Err is nil.
+type Ticket struct {
+	Block
+	batch *confirmBatch // nil: nothing to wait for
+}
+
+// closedChan is what Done returns for a ticket with nothing to wait for.
+var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// Done is closed when the ticket's confirmation round has ended.
+func (t Ticket) Done() <-chan struct{} {
+	if t.batch == nil {
+		return closedChan
+	}
+	return t.batch.done
+}
+
+// Err is why the ticks must not be handed out, once Done is closed; nil
+// means they are confirmed.
+func (t Ticket) Err() error {
+	if t.batch == nil {
+		return nil
+	}
+	return t.batch.err
+}
+
 // Next hands out n consecutive ticks, confirmed by a quorum round that
 // started after they were assigned.
 func (s *Sequencer) Next(ctx context.Context, n uint64) (Block, error) {
+	t, err := s.Assign(ctx, n)
+	if err != nil {
+		return Block{}, err
+	}
+	select {
+	case <-t.Done():
+	case <-ctx.Done():
+		return Block{}, ctx.Err()
+	}
+	if err := t.Err(); err != nil {
+		return Block{}, err
+	}
+	return t.Block, nil
+}
+
+// Assign assigns n consecutive ticks and enrolls them in the next
+// confirmation round, without waiting for it: callers that pipeline (a
+// stream) wait for many tickets at once. It waits only when the
+// reservation is used up, for the next one to commit.
+func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 	if n == 0 {
-		return Block{}, fmt.Errorf("%w: count 0", ErrBadCount)
+		return Ticket{}, fmt.Errorf("%w: count 0", ErrBadCount)
 	}
 	s.mu.Lock()
 	for {
 		if s.term == 0 {
 			s.mu.Unlock()
-			return Block{}, ErrNotLeader
+			return Ticket{}, ErrNotLeader
 		}
 		now := s.layout.TickAt(s.clock())
 		start := max(s.next, now)
 		end := start + n
 		if end-1 > s.layout.MaxTick() || end < start {
 			s.mu.Unlock()
-			return Block{}, fmt.Errorf("%w: tick %d is past the layout's last tick %d", ErrTimeExhausted, end-1, s.layout.MaxTick())
+			return Ticket{}, fmt.Errorf("%w: tick %d is past the layout's last tick %d", ErrTimeExhausted, end-1, s.layout.MaxTick())
 		}
 		if end <= s.limit {
 			s.next = end
 			if s.limit-end < s.window/2 && s.renewDone == nil {
 				s.renewLocked(end)
 			}
-			if s.unsafeTrust {
-				s.mu.Unlock()
-				return Block{First: start, Count: n}, nil
+			t := Ticket{Block: Block{First: start, Count: n}}
+			if !s.unsafeTrust {
+				t.batch = s.joinBatchLocked()
 			}
-			b := s.joinBatchLocked()
 			s.mu.Unlock()
-			select {
-			case <-b.done:
-			case <-ctx.Done():
-				return Block{}, ctx.Err()
-			}
-			if b.err != nil {
-				return Block{}, b.err
-			}
-			return Block{First: start, Count: n}, nil
+			return t, nil
 		}
 		done := s.renewDone
 		if done == nil {
@@ -226,7 +272,7 @@ func (s *Sequencer) Next(ctx context.Context, n uint64) (Block, error) {
 		case <-done:
 		case <-serving:
 		case <-ctx.Done():
-			return Block{}, ctx.Err()
+			return Ticket{}, ctx.Err()
 		}
 		s.mu.Lock()
 	}
@@ -294,34 +340,67 @@ func (s *Sequencer) joinBatchLocked() *confirmBatch {
 	return s.batch
 }
 
-// confirmLoop runs one confirmation at a time; requests that arrive while
-// one is in flight share the next one. Every request in a batch was
-// assigned before the batch was taken, so before its round was sent.
+// defaultRounds bounds the confirmation rounds in flight at once. With one
+// round at a time, requests that arrive during a round wait for it to end
+// and then for a round of their own; a second round lets them start at
+// once. More add CPU per request and little else: the rounds are short.
+// Each round is sent after every request it confirms was assigned, so
+// rounds need no order among themselves.
+const defaultRounds = 2
+
+// confirmLoop starts a round for the requests that wait for one, up to
+// maxRounds at a time; requests that arrive while no round can start
+// share the next one. Every request in a batch was assigned before the
+// batch was taken, so before its round was sent.
 func (s *Sequencer) confirmLoop() {
 	defer s.wg.Done()
+	slots := make(chan struct{}, s.rounds)
+	var rounds sync.WaitGroup
+	defer rounds.Wait()
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-s.kick:
 		}
+		select {
+		case slots <- struct{}{}:
+		case <-s.stop:
+			return
+		}
 		s.mu.Lock()
 		b := s.batch
 		s.batch = nil
 		s.mu.Unlock()
 		if b == nil {
+			<-slots
 			continue
 		}
-		term, err := s.log.Confirm(context.Background())
-		switch {
-		case err != nil:
-			b.err = fmt.Errorf("%w: confirm leadership: %w", ErrNotLeader, err)
-		case term != b.term:
-			b.err = fmt.Errorf("%w: confirmed in term %d, IDs assigned in term %d", ErrNotLeader, term, b.term)
-		}
-		if b.err != nil {
-			s.stepDownFrom(b.term)
-		}
-		close(b.done)
+		rounds.Add(1)
+		go func() {
+			defer rounds.Done()
+			s.confirm(b)
+			<-slots
+			// Requests may have queued while every slot was taken.
+			select {
+			case s.kick <- struct{}{}:
+			default:
+			}
+		}()
 	}
+}
+
+// confirm runs b's round and ends the batch.
+func (s *Sequencer) confirm(b *confirmBatch) {
+	term, err := s.log.Confirm(context.Background())
+	switch {
+	case err != nil:
+		b.err = fmt.Errorf("%w: confirm leadership: %w", ErrNotLeader, err)
+	case term != b.term:
+		b.err = fmt.Errorf("%w: confirmed in term %d, IDs assigned in term %d", ErrNotLeader, term, b.term)
+	}
+	if b.err != nil {
+		s.stepDownFrom(b.term)
+	}
+	close(b.done)
 }

@@ -219,7 +219,14 @@ type seqHarness struct {
 	w     uint64 // window in ticks
 }
 
+// newSeqHarness runs one confirmation round at a time, so tests can tell
+// which round a request waits for; TestSequencerPipelinesRounds covers
+// more.
 func newSeqHarness(t *testing.T, l layout.Layout, window time.Duration, start time.Time) *seqHarness {
+	return newSeqHarnessRounds(t, l, window, start, 1)
+}
+
+func newSeqHarnessRounds(t *testing.T, l layout.Layout, window time.Duration, start time.Time, rounds int) *seqHarness {
 	t.Helper()
 	h := &seqHarness{
 		t:     t,
@@ -228,7 +235,7 @@ func newSeqHarness(t *testing.T, l layout.Layout, window time.Duration, start ti
 		clock: &seqFakeClock{now: start},
 		w:     l.TicksIn(window),
 	}
-	h.s = NewSequencer(l, window, h.clock.Now, h.log, hclog.NewNullLogger())
+	h.s = newSequencer(l, window, h.clock.Now, h.log, hclog.NewNullLogger(), rounds)
 	// Cleanups run last-in first-out: unblock the fake before Close, which
 	// waits for the confirmation loop.
 	t.Cleanup(h.s.Close)
@@ -791,6 +798,46 @@ func TestSequencerConfirmFailure(t *testing.T) {
 				t.Errorf("%d Confirm calls, want 1", c)
 			}
 		})
+	}
+}
+
+// TestSequencerPipelinesRounds: with two rounds allowed, requests that
+// arrive while one round is in flight get a round of their own at once;
+// those that arrive while both are in flight wait for the next, together.
+func TestSequencerPipelinesRounds(t *testing.T) {
+	h := newSeqHarnessRounds(t, mustPreset(t, "default"), time.Second, seqTestStart, 2)
+	h.lead(0)
+	gate := h.log.blockConfirm()
+	r0 := h.goNext(1)
+	entered(t, h.log.confirmEntered, "Confirm", 1)
+	r1 := h.goNext(1)
+	entered(t, h.log.confirmEntered, "Confirm", 2)
+	waiting := h.fillBatch(20)
+	for _, ch := range waiting {
+		notReturned(t, ch, "a third round, with two in flight")
+	}
+	if _, c := h.log.calls(); c != 2 {
+		t.Fatalf("%d Confirm calls with two rounds in flight, want 2", c)
+	}
+	close(gate) // release every round
+	var got []Block
+	for _, ch := range append([]<-chan nextResult{r0, r1}, waiting...) {
+		r := await(t, ch)
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		got = append(got, r.b)
+	}
+	// r0 was assigned before r1, and both before the waiting ones.
+	seen := map[uint64]bool{}
+	for i, b := range got {
+		if seen[b.First] || (i == 1 && b.First <= got[0].First) || (i > 1 && b.First <= got[1].First) {
+			t.Fatalf("block %d %v: repeated or out of assignment order (%v)", i, b, got)
+		}
+		seen[b.First] = true
+	}
+	if _, c := h.log.calls(); c != 3 {
+		t.Errorf("%d Confirm calls, want 3: the 20 waiting requests share one", c)
 	}
 }
 
