@@ -2,6 +2,10 @@
 // cluster for IDs as fast as they can for a while, and the run reports
 // throughput and latency percentiles. Everything received is also checked
 // with package history, so a fast result is never a wrong one.
+//
+// The same callers can drive an etcd cluster instead (Config.Target), one
+// Put per number with the store revision as the sequence number, so the
+// two systems are measured and checked by exactly the same code.
 package bench
 
 import (
@@ -21,21 +25,35 @@ import (
 // ErrBadConfig means a Config field is out of range.
 var ErrBadConfig = errors.New("invalid bench configuration")
 
+// Targets a run can measure (Config.Target).
+const (
+	// TargetOrdo is an Ordo cluster, through package client.
+	TargetOrdo = "ordo"
+	// TargetEtcd is an etcd v3 cluster: each call is one Put, and the
+	// revision it was applied at is the call's single ID.
+	TargetEtcd = "etcd"
+)
+
 // Config is one benchmark run.
 type Config struct {
-	// Addrs are the cluster's gRPC addresses.
+	// Target is TargetOrdo (also when empty) or TargetEtcd.
+	Target string
+	// Addrs are the cluster's gRPC addresses: Ordo nodes, or etcd client
+	// endpoints (host:port) for TargetEtcd.
 	Addrs []string
-	// Concurrency is the number of callers sharing one client.
+	// Concurrency is the number of callers: sharing one client for Ordo,
+	// spread over the endpoints round-robin for etcd.
 	Concurrency int
-	// Count is the number of IDs each request asks for.
+	// Count is the number of IDs each request asks for. It must be 1 for
+	// TargetEtcd, where a Put yields one revision.
 	Count int
 	// Duration is how long the callers run.
 	Duration time.Duration
 	// Coalesce, if positive, makes the callers' client share requests,
-	// with at most this many in flight (client.WithCoalescing).
+	// with at most this many in flight (client.WithCoalescing). Ordo only.
 	Coalesce int
 	// Stream makes the callers share one pipelined stream (Client.OpenStream)
-	// instead of making one RPC per call.
+	// instead of making one RPC per call. Ordo only.
 	Stream bool
 	// Progress, if set, gets a line a second.
 	Progress io.Writer
@@ -43,6 +61,7 @@ type Config struct {
 
 // Result is what a run measured.
 type Result struct {
+	Target    string        `json:"target"`
 	Requests  int64         `json:"requests"`
 	Errors    int64         `json:"errors"`
 	LastError string        `json:"last_error,omitempty"`
@@ -56,6 +75,9 @@ type Result struct {
 	P99  time.Duration `json:"p99"`
 	P999 time.Duration `json:"p999"`
 	Max  time.Duration `json:"max"`
+	// LongestGap is the longest time without a successful response
+	// during the run: what a failover or a stall cost the callers.
+	LongestGap time.Duration `json:"longest_gap"`
 	// Check is the history checker's report on every response.
 	Check history.Report `json:"check"`
 }
@@ -66,9 +88,9 @@ func (r Result) OK() bool { return r.Check.OK() }
 // String is the human summary.
 func (r Result) String() string {
 	s := fmt.Sprintf("%d requests (%d errors), %d IDs in %s: %.0f requests/s, %.0f IDs/s\n"+
-		"latency p50 %s  p90 %s  p99 %s  p99.9 %s  max %s\n%s\n",
+		"latency p50 %s  p90 %s  p99 %s  p99.9 %s  max %s; longest gap without a response %s\n%s\n",
 		r.Requests, r.Errors, r.IDs, r.Elapsed.Round(time.Millisecond), r.RequestsS, r.IDsS,
-		r.P50, r.P90, r.P99, r.P999, r.Max, r.Check)
+		r.P50, r.P90, r.P99, r.P999, r.Max, r.LongestGap.Round(time.Microsecond), r.Check)
 	if r.LastError != "" {
 		s += "last error: " + r.LastError + "\n"
 	}
@@ -77,31 +99,38 @@ func (r Result) String() string {
 
 // Run runs the callers for cfg.Duration and measures them.
 func Run(ctx context.Context, cfg Config) (Result, error) {
+	if cfg.Target == "" {
+		cfg.Target = TargetOrdo
+	}
 	if len(cfg.Addrs) == 0 || cfg.Concurrency < 1 || cfg.Count < 1 || cfg.Duration <= 0 || cfg.Coalesce < 0 {
 		return Result{}, fmt.Errorf("%w: want addresses, concurrency >= 1, count >= 1, duration > 0, coalesce >= 0", ErrBadConfig)
 	}
 	if cfg.Stream && cfg.Coalesce > 0 {
 		return Result{}, fmt.Errorf("%w: choose a stream or coalescing, not both", ErrBadConfig)
 	}
-	var opts []client.Option
-	if cfg.Coalesce > 0 {
-		opts = append(opts, client.WithCoalescing(cfg.Coalesce))
+	var (
+		tgt target
+		err error
+	)
+	switch cfg.Target {
+	case TargetOrdo:
+		tgt, err = newOrdoTarget(cfg)
+	case TargetEtcd:
+		if cfg.Count != 1 || cfg.Stream || cfg.Coalesce > 0 {
+			return Result{}, fmt.Errorf("%w: etcd gives one revision per Put: want count 1, no stream, no coalescing", ErrBadConfig)
+		}
+		tgt, err = newEtcdTarget(cfg.Addrs, cfg.Concurrency)
+	default:
+		return Result{}, fmt.Errorf("%w: unknown target %q (want %q or %q)", ErrBadConfig, cfg.Target, TargetOrdo, TargetEtcd)
 	}
-	c, err := client.New(cfg.Addrs, opts...)
 	if err != nil {
 		return Result{}, err
 	}
-	defer c.Close()
-	nextN := c.NextN
-	if cfg.Stream {
-		s := c.OpenStream()
-		defer s.Close()
-		nextN = s.NextN
-	}
-	// One request first, so connecting and finding the leader are not
+	defer tgt.close()
+	// Requests first, so connecting and finding the leader are not
 	// counted as latency; a cluster that is down fails here, not later.
 	firstCtx, cancelFirst := context.WithTimeout(ctx, 30*time.Second)
-	_, err = nextN(firstCtx, cfg.Count)
+	err = tgt.warm(firstCtx)
 	cancelFirst()
 	if err != nil {
 		return Result{}, fmt.Errorf("first request: %w", err)
@@ -128,7 +157,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			for runCtx.Err() == nil {
 				p := rec.Begin(i)
 				t0 := time.Now()
-				got, err := nextN(runCtx, cfg.Count)
+				got, err := tgt.call(runCtx, i)
 				d := time.Since(t0)
 				switch {
 				case err == nil:
@@ -156,19 +185,93 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stopProgress()
 
 	slices.Sort(latencies)
+	ops := rec.Ops()
 	res := Result{
+		Target:   cfg.Target,
 		Requests: requests.Load(), Errors: errs.Load(), IDs: ids.Load(), Elapsed: elapsed,
 		RequestsS: float64(requests.Load()) / elapsed.Seconds(),
 		IDsS:      float64(ids.Load()) / elapsed.Seconds(),
 		P50:       percentile(latencies, 0.50), P90: percentile(latencies, 0.90),
 		P99: percentile(latencies, 0.99), P999: percentile(latencies, 0.999),
-		Check: history.Check(rec.Ops()),
+		Check:      history.Check(ops),
+		LongestGap: longestGap(ops, rec.Offset(start), rec.Offset(start.Add(elapsed))),
 	}
 	res.LastError, _ = lastErr.Load().(string)
 	if n := len(latencies); n > 0 {
 		res.Max = latencies[n-1]
 	}
 	return res, nil
+}
+
+// target is what the callers drive. Only how one call is made differs
+// between systems; timing, counting and checking stay in Run.
+type target interface {
+	// call makes one call for caller (0 <= caller < Concurrency) and
+	// returns the IDs it was given, in the order given.
+	call(ctx context.Context, caller int) ([]uint64, error)
+	// warm makes the first request(s), outside the measurement.
+	warm(ctx context.Context) error
+	close()
+}
+
+// ordoTarget asks an Ordo cluster for IDs through one shared client.
+type ordoTarget struct {
+	c     *client.Client
+	s     *client.Stream
+	count int
+	nextN func(context.Context, int) ([]uint64, error)
+}
+
+func newOrdoTarget(cfg Config) (*ordoTarget, error) {
+	var opts []client.Option
+	if cfg.Coalesce > 0 {
+		opts = append(opts, client.WithCoalescing(cfg.Coalesce))
+	}
+	c, err := client.New(cfg.Addrs, opts...)
+	if err != nil {
+		return nil, err
+	}
+	t := &ordoTarget{c: c, count: cfg.Count, nextN: c.NextN}
+	if cfg.Stream {
+		t.s = c.OpenStream()
+		t.nextN = t.s.NextN
+	}
+	return t, nil
+}
+
+// call ignores caller: the callers share one client (or stream), which is
+// the point of measuring coalescing and pipelining.
+func (t *ordoTarget) call(ctx context.Context, _ int) ([]uint64, error) {
+	return t.nextN(ctx, t.count)
+}
+
+func (t *ordoTarget) warm(ctx context.Context) error {
+	_, err := t.nextN(ctx, t.count)
+	return err
+}
+
+func (t *ordoTarget) close() {
+	if t.s != nil {
+		t.s.Close()
+	}
+	t.c.Close()
+}
+
+// longestGap is the longest time between from and to in which no
+// operation of ops completed successfully.
+func longestGap(ops []history.Op, from, to time.Duration) time.Duration {
+	ends := []time.Duration{from, to}
+	for _, op := range ops {
+		if op.Outcome == history.OK && op.End > from && op.End < to {
+			ends = append(ends, op.End)
+		}
+	}
+	slices.Sort(ends)
+	var gap time.Duration
+	for i := 1; i < len(ends); i++ {
+		gap = max(gap, ends[i]-ends[i-1])
+	}
+	return gap
 }
 
 // percentile returns the q-quantile of sorted durations.

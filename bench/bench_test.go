@@ -5,6 +5,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/seed-e8569b35/ordo/history"
 )
 
 func TestPercentile(t *testing.T) {
@@ -32,5 +34,24 @@ func TestBadConfig(t *testing.T) {
 		if _, err := Run(context.Background(), cfg); !errors.Is(err, ErrBadConfig) {
 			t.Errorf("Run(%+v) = %v, want ErrBadConfig", cfg, err)
 		}
+	}
+}
+
+// TestLongestGap: the gap counts only successful completions inside the
+// run, and the edges of the run.
+func TestLongestGap(t *testing.T) {
+	ms := time.Millisecond
+	ops := []history.Op{
+		{End: 10 * ms, Outcome: history.OK},
+		{End: 20 * ms, Outcome: history.OK},
+		{End: 50 * ms, Outcome: history.Unknown}, // a failure fills no gap
+		{End: 90 * ms, Outcome: history.OK},
+		{End: 500 * ms, Outcome: history.OK}, // after the run
+	}
+	if got, want := longestGap(ops, 0, 100*ms), 70*ms; got != want {
+		t.Fatalf("longest gap %s, want %s", got, want)
+	}
+	if got, want := longestGap(nil, 0, 100*ms), 100*ms; got != want {
+		t.Fatalf("longest gap with no success %s, want %s", got, want)
 	}
 }

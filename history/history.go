@@ -98,6 +98,10 @@ func NewRecorder() *Recorder {
 	return &Recorder{origin: time.Now()}
 }
 
+// Offset returns t as an offset from the recorder's origin, the clock
+// operations' Start and End are measured on.
+func (r *Recorder) Offset(t time.Time) time.Duration { return t.Sub(r.origin) }
+
 // Pending is an operation that has begun but not yet completed. Exactly one
 // of OK, Fail or Unknown should be called on it, once; completing it twice is
 // a bug in the caller and panics, because silently overwriting an outcome
