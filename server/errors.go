@@ -31,6 +31,10 @@ var (
 	// ErrTimeExhausted means the layout's time field is full: no more IDs
 	// can be made with this layout.
 	ErrTimeExhausted = errors.New("time field exhausted")
+	// ErrAhead means demand exceeds what the layout holds: the time field
+	// of new IDs would run further ahead of the wall clock than
+	// maxLeadWindows reserve windows. Clients back off and retry.
+	ErrAhead = errors.New("IDs would run too far ahead of the clock")
 	// ErrLayoutMismatch means a node's configured layout or group differs
 	// from the one the cluster was created with.
 	ErrLayoutMismatch = errors.New("layout mismatch")
@@ -80,6 +84,8 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, ErrTimeExhausted):
 		code = codes.OutOfRange
+	case errors.Is(err, ErrAhead):
+		code = codes.ResourceExhausted
 	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrRemoved), errors.Is(err, ErrNotReady),
 		errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown),

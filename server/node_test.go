@@ -5,9 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,6 +22,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/history"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -549,4 +554,137 @@ func TestNextStream(t *testing.T) {
 	if hint := fst.Trailer().Get(api.LeaderAddrKey); len(hint) != 1 || hint[0] != leader.GRPCAddr() {
 		t.Fatalf("leader hint %v, want %s", hint, leader.GRPCAddr())
 	}
+}
+
+// TestSnapshotsBoundTheLog: with a low snapshot threshold and a short
+// reservation window (a commit every few milliseconds under load), the
+// node takes snapshots, the log is truncated to about the trailing
+// entries, and the data dir stays small; a restart resumes above every ID
+// handed out.
+func TestSnapshotsBoundTheLog(t *testing.T) {
+	dir := t.TempDir()
+	cfg := testConfig(t, "n1", dir)
+	cfg.ReserveWindow = 2 * time.Millisecond
+	cfg.Raft.SnapshotThreshold = 64
+	cfg.Raft.SnapshotInterval = 50 * time.Millisecond
+	cfg.Raft.TrailingLogs = 32
+	n := mustOpen(t, cfg)
+	if err := n.BootstrapSingle(); err != nil {
+		t.Fatal(err)
+	}
+	const entries = 1000
+	var last uint64
+	deadline := time.Now().Add(60 * time.Second)
+	for idx := n.raft.LastIndex(); idx < entries; idx = n.raft.LastIndex() {
+		if time.Now().After(deadline) {
+			t.Fatalf("only %d log entries within 60 s", idx)
+		}
+		ids := mustNext(t, n.GRPCAddr(), 1000)
+		if ids[0] <= last {
+			t.Fatalf("ID %d after %d", ids[0], last)
+		}
+		last = ids[len(ids)-1]
+	}
+	snaps, err := n.snaps.List()
+	if err != nil || len(snaps) == 0 {
+		t.Fatalf("snapshots: %v, %v; want at least one", snaps, err)
+	}
+	waitFor(t, "the log to be truncated", func() bool {
+		first, err := n.store.FirstIndex()
+		return err == nil && n.raft.LastIndex()-first < 64+32+64
+	})
+	var size int64
+	err = filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			size += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 1000 entries of about 100 bytes would be 100 KB in the log alone;
+	// bolt keeps its high-water pages, so allow a few times the live set.
+	if size > 1<<20 {
+		t.Errorf("data dir holds %d bytes after %d entries, want under 1 MiB", size, entries)
+	}
+	t.Logf("%d entries: %d snapshots, data dir %d bytes", n.raft.LastIndex(), len(snaps), size)
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n2 := mustOpen(t, cfg)
+	if ids := mustNext(t, n2.GRPCAddr(), 1); ids[0] <= last {
+		t.Fatalf("after a restart from a snapshot: ID %d, want above %d", ids[0], last)
+	}
+}
+
+// TestTransferUnderLoadFailsNoCall: callers keep asking while leadership
+// moves three times; with the client's failover, not one call fails, and
+// everything returned keeps the order.
+func TestTransferUnderLoadFailsNoCall(t *testing.T) {
+	nodes := mustCluster(t)
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.GRPCAddr())
+	}
+	c, err := client.New(addrs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	rec := history.NewRecorder()
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+				p := rec.Begin(i)
+				ids, err := c.NextN(ctx, 1+i%3)
+				cancel()
+				if err != nil {
+					p.Unknown(err)
+					failed.Add(1)
+					t.Errorf("caller %d: %v", i, err)
+					return
+				}
+				p.OK(ids)
+			}
+		}()
+	}
+	for range 3 {
+		time.Sleep(200 * time.Millisecond)
+		old := mustLeader(t, nodes)
+		if err := old.raft.LeadershipTransfer().Error(); err != nil {
+			t.Fatalf("transfer from %s: %v", old.ID(), err)
+		}
+		waitFor(t, "a new leader", func() bool {
+			for _, n := range nodes {
+				if n != old && n.isLeader() && n.seq.Serving() {
+					return true
+				}
+			}
+			return false
+		})
+	}
+	time.Sleep(200 * time.Millisecond)
+	close(stop)
+	wg.Wait()
+	r := history.Check(rec.Ops())
+	if !r.OK() || failed.Load() > 0 || r.Acknowledged == 0 {
+		t.Fatalf("%d failed calls; %s", failed.Load(), r)
+	}
+	t.Logf("%s", r)
 }

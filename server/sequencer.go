@@ -69,6 +69,16 @@ type Sequencer struct {
 	// next is the next tick to hand out; limit is the exclusive end of the
 	// committed reservation.
 	next, limit uint64
+	// clockHigh is the highest clock reading seen, in ticks. Under more
+	// demand than the layout holds, next = max(last+1, now) runs ahead of
+	// the clock; a request whose first tick would be more than maxLead
+	// ahead of clockHigh is refused (ErrAhead) and its client backs off,
+	// so IDs keep meaning their time. maxLead is two reserve windows (a
+	// new leader starts up to one ahead, and nodes' clocks differ), at
+	// least minMaxLead. Measuring from the highest reading, not the
+	// current one, keeps a clock that steps back from refusing anything;
+	// Lead also counts the reading an earlier leader's reservation shows.
+	clockHigh, maxLead uint64
 	// renewDone is non-nil while a reservation is being committed, and is
 	// closed when that attempt ends.
 	renewDone chan struct{}
@@ -79,9 +89,9 @@ type Sequencer struct {
 	// most rounds confirmations are in flight.
 	batch  *confirmBatch
 	rounds int
-	kick  chan struct{}
-	stop  chan struct{}
-	wg    sync.WaitGroup
+	kick   chan struct{}
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 type confirmBatch struct {
@@ -102,6 +112,7 @@ func NewSequencer(l layout.Layout, window time.Duration, clock func() time.Time,
 func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger, rounds int) *Sequencer {
 	s := &Sequencer{
 		rounds:  rounds,
+		maxLead: max(2*l.TicksIn(window), l.TicksIn(minMaxLead)),
 		layout:  l,
 		window:  l.TicksIn(window),
 		clock:   clock,
@@ -138,6 +149,10 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	s.serving = make(chan struct{})
 	// Tick 0 is never handed out, so 0 can mean "no ID" to clients.
 	s.term, s.next, s.limit = res.Term, max(res.Prev, 1), res.HighWater
+	// The mark found was reserved a window ahead of some earlier leader's
+	// clock: count that reading as seen, so a clock behind it (skew, a
+	// step back across a restart) does not make this leader refuse.
+	s.clockHigh = max(s.clockHigh, now, res.Prev-min(res.Prev, s.window))
 	s.logger.Info("serving", "term", res.Term, "from_tick", res.Prev, "reserved_to", res.HighWater)
 	return nil
 }
@@ -190,6 +205,9 @@ type Ticket struct {
 	Block
 	batch *confirmBatch // nil: nothing to wait for
 }
+
+// minMaxLead is the least Sequencer.maxLead may be.
+const minMaxLead = 10 * time.Second
 
 // closedChan is what Done returns for a ticket with nothing to wait for.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -250,6 +268,12 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 			s.mu.Unlock()
 			return Ticket{}, fmt.Errorf("%w: tick %d is past the layout's last tick %d", ErrTimeExhausted, end-1, s.layout.MaxTick())
 		}
+		s.clockHigh = max(s.clockHigh, now)
+		if start > s.clockHigh+s.maxLead {
+			s.mu.Unlock()
+			return Ticket{}, fmt.Errorf("%w: the next ID is %s ahead of this leader's clock, the most allowed is %s; more IDs are asked for than the layout's %d per second",
+				ErrAhead, s.span(start-s.clockHigh), s.span(s.maxLead), s.layout.TicksIn(time.Second))
+		}
 		if end <= s.limit {
 			s.next = end
 			if s.limit-end < s.window/2 && s.renewDone == nil {
@@ -276,6 +300,11 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 		}
 		s.mu.Lock()
 	}
+}
+
+// span is the time ticks cover, to the layout's time unit.
+func (s *Sequencer) span(ticks uint64) time.Duration {
+	return time.Duration(ticks>>s.layout.SeqBits) * time.Duration(s.layout.UnitMs) * time.Millisecond
 }
 
 // RenewIfLow starts a background renewal when less than half a window of

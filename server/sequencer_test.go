@@ -1179,3 +1179,40 @@ func TestSequencerRenewIfLow(t *testing.T) {
 		t.Fatalf("limit %d did not move past %d", h.limit(), limit)
 	}
 }
+
+// TestSequencerBoundsTheLead: asking for more than the layout holds moves
+// the time field ahead of a clock that stands still, up to maxLead; past
+// it, requests are refused with ErrAhead (nothing is handed out) until the
+// clock catches up. A clock stepping back is no reason to refuse.
+func TestSequencerBoundsTheLead(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	h.lead(0)
+	perSecond := h.l.TicksIn(time.Second)
+	lead := h.s.maxLead
+	if lead != h.l.TicksIn(minMaxLead) {
+		t.Fatalf("maxLead %d ticks, want %s", lead, minMaxLead)
+	}
+	// Fill up to the bound, a second of capacity per call.
+	var err error
+	for asked := uint64(0); asked <= lead+perSecond; asked += perSecond {
+		if _, err = h.s.Next(seqCtx(t), perSecond); err != nil {
+			break
+		}
+	}
+	if !errors.Is(err, ErrAhead) {
+		t.Fatalf("after %s of IDs asked in no time: %v, want ErrAhead", minMaxLead, err)
+	}
+	before := h.assigned()
+	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrAhead) {
+		t.Fatalf("Next(1) past the bound: %v, want ErrAhead", err)
+	}
+	if h.assigned() != before {
+		t.Fatal("a refused request used up ticks")
+	}
+	h.clock.Add(-time.Hour) // stepping back does not lift or tighten it
+	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrAhead) {
+		t.Fatalf("after the clock stepped back: %v, want ErrAhead still", err)
+	}
+	h.clock.Add(time.Hour + 2*time.Second) // the clock catches up
+	h.next(1)
+}

@@ -40,6 +40,8 @@ func runServe(args []string) error {
 		election      = fs.Duration("election-timeout", defaults.ElectionTimeout, "raft election timeout")
 		lease         = fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, "raft leader lease timeout")
 		snapThreshold = fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots")
+		snapInterval  = fs.Duration("snapshot-interval", defaults.SnapshotInterval, "how often to check whether a snapshot is due")
+		trailingLogs  = fs.Uint64("trailing-logs", defaults.TrailingLogs, "log entries kept after a snapshot, so a slow follower can catch up without one")
 		logLevel      = fs.String("log-level", "info", "trace, debug, info, warn or error")
 		logJSON       = fs.Bool("log-json", false, "log as JSON")
 		unsafeTrust   = fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it")
@@ -63,7 +65,7 @@ func runServe(args []string) error {
 	})
 	rc := raft.DefaultConfig()
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *heartbeat, *election, *lease
-	rc.SnapshotThreshold = *snapThreshold
+	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *snapThreshold, *snapInterval, *trailingLogs
 	cfg := server.Config{
 		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdvertise,
 		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount,
