@@ -22,8 +22,14 @@ import (
 	"github.com/seed-e8569b35/ordo/history"
 )
 
-// ErrBadConfig means a Config field is out of range.
-var ErrBadConfig = errors.New("invalid bench configuration")
+// Errors of this package.
+var (
+	// ErrBadConfig means a Config field is out of range.
+	ErrBadConfig = errors.New("invalid bench configuration")
+	// ErrBadResponse means an etcd reply could not be decoded, or lacked
+	// the revision the benchmark needs.
+	ErrBadResponse = errors.New("malformed etcd response")
+)
 
 // Targets a run can measure (Config.Target).
 const (

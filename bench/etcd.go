@@ -9,17 +9,12 @@ package bench
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/encoding/protowire"
 )
-
-// ErrBadResponse means a server's reply could not be decoded, or lacked the
-// field the benchmark needs.
-var ErrBadResponse = errors.New("malformed etcd response")
 
 // etcdPutMethod is KV.Put in etcd's api/etcdserverpb/rpc.proto.
 const etcdPutMethod = "/etcdserverpb.KV/Put"

@@ -32,8 +32,9 @@ var (
 	// can be made with this layout.
 	ErrTimeExhausted = errors.New("time field exhausted")
 	// ErrAhead means demand exceeds what the layout holds: the time field
-	// of new IDs would run further ahead of the wall clock than
-	// maxLeadWindows reserve windows. Clients back off and retry.
+	// of new IDs would run further ahead of the clock than the sequencer
+	// allows (two reserve windows, at least 10 s). Clients back off and
+	// retry.
 	ErrAhead = errors.New("IDs would run too far ahead of the clock")
 	// ErrLayoutMismatch means a node's configured layout or group differs
 	// from the one the cluster was created with.

@@ -100,6 +100,9 @@ type confirmBatch struct {
 	err  error
 }
 
+// minMaxLead is the least Sequencer.maxLead may be.
+const minMaxLead = 10 * time.Second
+
 // renewRetryDelay spaces out reservation attempts that fail while this
 // node still believes it leads, so a struggling log is not hammered.
 const renewRetryDelay = 20 * time.Millisecond
@@ -205,9 +208,6 @@ type Ticket struct {
 	Block
 	batch *confirmBatch // nil: nothing to wait for
 }
-
-// minMaxLead is the least Sequencer.maxLead may be.
-const minMaxLead = 10 * time.Second
 
 // closedChan is what Done returns for a ticket with nothing to wait for.
 var closedChan = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
@@ -378,7 +378,7 @@ func (s *Sequencer) joinBatchLocked() *confirmBatch {
 const defaultRounds = 2
 
 // confirmLoop starts a round for the requests that wait for one, up to
-// maxRounds at a time; requests that arrive while no round can start
+// s.rounds at a time; requests that arrive while no round can start
 // share the next one. Every request in a batch was assigned before the
 // batch was taken, so before its round was sent.
 func (s *Sequencer) confirmLoop() {

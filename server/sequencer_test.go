@@ -719,6 +719,17 @@ func TestSequencerRenewalInOtherTermStops(t *testing.T) {
 	}
 }
 
+// holdFirstRound blocks confirmations, starts a request of one tick and
+// waits until its round is in Confirm; it returns the gate that releases
+// rounds and the request's result.
+func (h *seqHarness) holdFirstRound() (chan struct{}, <-chan nextResult) {
+	h.t.Helper()
+	gate := h.log.blockConfirm()
+	r0 := h.goNext(1)
+	entered(h.t, h.log.confirmEntered, "Confirm", 1)
+	return gate, r0
+}
+
 // fillBatch starts k requests of one tick each and waits until all of them
 // were assigned, so they sit in the batch for the next confirmation.
 func (h *seqHarness) fillBatch(k int) []<-chan nextResult {
@@ -746,9 +757,7 @@ func TestSequencerConfirmFailure(t *testing.T) {
 		t.Run(fault.name+"/own batch", func(t *testing.T) {
 			h := newDefaultHarness(t, time.Second)
 			h.lead(0)
-			gate := h.log.blockConfirm()
-			r0 := h.goNext(1)
-			entered(t, h.log.confirmEntered, "Confirm", 1)
+			gate, r0 := h.holdFirstRound()
 			batch := h.fillBatch(10)
 			release(t, gate) // confirmation 1 succeeds
 			if r := await(t, r0); r.err != nil {
@@ -775,9 +784,7 @@ func TestSequencerConfirmFailure(t *testing.T) {
 		t.Run(fault.name+"/waiting batch", func(t *testing.T) {
 			h := newDefaultHarness(t, time.Second)
 			h.lead(0)
-			gate := h.log.blockConfirm()
-			r0 := h.goNext(1)
-			entered(t, h.log.confirmEntered, "Confirm", 1)
+			gate, r0 := h.holdFirstRound()
 			batch := h.fillBatch(10)
 			h.log.set(fault.set)
 			release(t, gate)
@@ -807,9 +814,7 @@ func TestSequencerConfirmFailure(t *testing.T) {
 func TestSequencerPipelinesRounds(t *testing.T) {
 	h := newSeqHarnessRounds(t, mustPreset(t, "default"), time.Second, seqTestStart, 2)
 	h.lead(0)
-	gate := h.log.blockConfirm()
-	r0 := h.goNext(1)
-	entered(t, h.log.confirmEntered, "Confirm", 1)
+	gate, r0 := h.holdFirstRound()
 	r1 := h.goNext(1)
 	entered(t, h.log.confirmEntered, "Confirm", 2)
 	waiting := h.fillBatch(20)
@@ -844,9 +849,7 @@ func TestSequencerPipelinesRounds(t *testing.T) {
 func TestSequencerConfirmBatching(t *testing.T) {
 	h := newDefaultHarness(t, time.Second)
 	h.lead(0)
-	gate := h.log.blockConfirm()
-	r0 := h.goNext(1)
-	entered(t, h.log.confirmEntered, "Confirm", 1)
+	gate, r0 := h.holdFirstRound()
 	const k = 50
 	batch := h.fillBatch(k)
 	for _, ch := range batch {
@@ -883,9 +886,7 @@ func TestSequencerConfirmBatching(t *testing.T) {
 func TestSequencerStepDownFailsWaiting(t *testing.T) {
 	h := newDefaultHarness(t, time.Second)
 	h.lead(0)
-	gate := h.log.blockConfirm()
-	r0 := h.goNext(1)
-	entered(t, h.log.confirmEntered, "Confirm", 1)
+	gate, r0 := h.holdFirstRound()
 	batch := h.fillBatch(5)
 	h.s.StepDown()
 	// They fail at once, while the confirmation in flight still hangs.
@@ -913,9 +914,7 @@ func TestSequencerStepDownFailsWaiting(t *testing.T) {
 func TestSequencerLeadFailsPreviousTermBatch(t *testing.T) {
 	h := newDefaultHarness(t, time.Second)
 	h.lead(0)
-	gate := h.log.blockConfirm()
-	r0 := h.goNext(1)
-	entered(t, h.log.confirmEntered, "Confirm", 1)
+	gate, r0 := h.holdFirstRound()
 	batch := h.fillBatch(3)
 	h.log.set(func(f *seqFakeLog) { f.term = 2 })
 	h.lead(0) // a new term, without a StepDown in between
