@@ -101,9 +101,16 @@ func (n *Node) peerInTerm(ctx context.Context, id, cluster string, term, round u
 // asks, so that a round costs one small message each way instead of a new
 // RPC; the round is on the path of every request.
 type termStreams struct {
-	mu      sync.Mutex
-	streams map[string]*termStream // by node id
-	closed  bool
+	mu     sync.Mutex
+	slots  map[string]*termSlot // by node id
+	closed bool
+}
+
+// termSlot holds the stream to one voter; its lock is held while the
+// stream is opened, so rounds that need it at once share one.
+type termSlot struct {
+	mu sync.Mutex
+	ts *termStream
 }
 
 // termStream is one open Term stream. Answers are matched to the round
@@ -116,28 +123,45 @@ type termStream struct {
 	dead   chan struct{} // closed once the stream is given up
 	once   sync.Once
 
-	sendMu  sync.Mutex
 	mu      sync.Mutex
 	waiting map[uint64]chan *api.TermResponse
+	// queue holds requests not yet sent. Whichever asker finds no send in
+	// progress sends them all, so rounds in flight at once never wait
+	// for each other's sends.
+	queue   []*api.TermRequest
+	sending bool
 }
 
-func newTermStreams() *termStreams { return &termStreams{streams: map[string]*termStream{}} }
+// maxQueuedTerms bounds the requests waiting to be sent on one Term
+// stream. Sends pile up only when one is held by flow control: the peer
+// stopped reading (paused, cut off). Past the bound the stream is dropped,
+// which also frees the held send.
+const maxQueuedTerms = 64
+
+func newTermStreams() *termStreams { return &termStreams{slots: map[string]*termSlot{}} }
 
 // get returns the live stream to voter id at addr, opening one if needed.
 // Opening waits at most until ctx ends; the stream itself lives on.
 func (t *termStreams) get(ctx context.Context, id, addr string, peers *peerConns) (*termStream, error) {
 	t.mu.Lock()
-	old := t.streams[id]
-	closed := t.closed
-	t.mu.Unlock()
-	if closed {
+	if t.closed {
+		t.mu.Unlock()
 		return nil, ErrNotLeader
 	}
-	if old != nil && old.addr == addr && !old.isDead() {
-		return old, nil
+	slot := t.slots[id]
+	if slot == nil {
+		slot = &termSlot{}
+		t.slots[id] = slot
 	}
-	if old != nil {
-		old.kill() // dead, or the voter's address changed
+	t.mu.Unlock()
+	slot.mu.Lock()
+	defer slot.mu.Unlock()
+	if slot.ts != nil && slot.ts.addr == addr && !slot.ts.isDead() {
+		return slot.ts, nil
+	}
+	if slot.ts != nil {
+		slot.ts.kill() // dead, or the voter's address changed
+		slot.ts = nil
 	}
 	conn, err := peers.get(addr)
 	if err != nil {
@@ -155,16 +179,13 @@ func (t *termStreams) get(ctx context.Context, id, addr string, peers *peerConns
 	}
 	ts := &termStream{addr: addr, st: st, cancel: cancel, dead: make(chan struct{}), waiting: map[uint64]chan *api.TermResponse{}}
 	t.mu.Lock()
-	if t.closed {
-		t.mu.Unlock()
+	closed := t.closed
+	t.mu.Unlock()
+	if closed {
 		ts.kill()
 		return nil, ErrNotLeader
 	}
-	if prev := t.streams[id]; prev != nil && prev != old {
-		prev.kill() // another round opened one meanwhile; keep the newest
-	}
-	t.streams[id] = ts
-	t.mu.Unlock()
+	slot.ts = ts
 	go ts.receive()
 	return ts, nil
 }
@@ -172,11 +193,16 @@ func (t *termStreams) get(ctx context.Context, id, addr string, peers *peerConns
 // close ends every stream.
 func (t *termStreams) close() {
 	t.mu.Lock()
-	defer t.mu.Unlock()
 	t.closed = true
-	for id, ts := range t.streams {
-		ts.kill()
-		delete(t.streams, id)
+	slots := t.slots
+	t.slots = map[string]*termSlot{}
+	t.mu.Unlock()
+	for _, slot := range slots {
+		slot.mu.Lock()
+		if slot.ts != nil {
+			slot.ts.kill()
+		}
+		slot.mu.Unlock()
 	}
 }
 
@@ -192,18 +218,7 @@ func (ts *termStream) ask(ctx context.Context, req *api.TermRequest) (*api.TermR
 		delete(ts.waiting, req.Round)
 		ts.mu.Unlock()
 	}()
-	// Send blocks only when the peer stopped reading (paused, cut off)
-	// and flow control is exhausted. A send still blocked when the next
-	// round comes means exactly that: give the stream up, which also
-	// frees the blocked send.
-	if !ts.sendMu.TryLock() {
-		ts.kill()
-		return nil, errTermStreamStuck
-	}
-	err := ts.st.Send(req)
-	ts.sendMu.Unlock()
-	if err != nil {
-		ts.kill()
+	if err := ts.send(req); err != nil {
 		return nil, err
 	}
 	select {
@@ -214,6 +229,38 @@ func (ts *termStream) ask(ctx context.Context, req *api.TermRequest) (*api.TermR
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
+}
+
+// send queues req and, unless another asker is sending, sends the queue
+// until it is empty.
+func (ts *termStream) send(req *api.TermRequest) error {
+	ts.mu.Lock()
+	if len(ts.queue) >= maxQueuedTerms {
+		ts.mu.Unlock()
+		ts.kill()
+		return errTermStreamStuck
+	}
+	ts.queue = append(ts.queue, req)
+	if ts.sending {
+		ts.mu.Unlock()
+		return nil
+	}
+	ts.sending = true
+	for len(ts.queue) > 0 {
+		reqs := ts.queue
+		ts.queue = nil
+		ts.mu.Unlock()
+		for _, r := range reqs {
+			if err := ts.st.Send(r); err != nil {
+				ts.kill()
+				break // the askers of the rest see the stream dead
+			}
+		}
+		ts.mu.Lock()
+	}
+	ts.sending = false
+	ts.mu.Unlock()
+	return nil
 }
 
 // errTermStreamStuck means a Term stream broke or stopped taking requests.

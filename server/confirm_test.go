@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -128,6 +129,32 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestConfirmRoundsAtOnce: rounds in flight at the same time share each
+// voter's stream, and every one of them is confirmed; none is taken for a
+// stuck stream.
+func TestConfirmRoundsAtOnce(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	term := leader.raft.CurrentTerm()
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 200 {
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				got, err := leader.confirmLeadership(ctx)
+				cancel()
+				if err != nil || got != term {
+					t.Errorf("goroutine %d round %d: confirm = %d, %v; want term %d", g, i, got, err, term)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // deafPeer accepts Term streams and never reads them, as a paused process

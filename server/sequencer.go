@@ -429,6 +429,7 @@ func (s *Sequencer) confirm(b *confirmBatch) {
 		b.err = fmt.Errorf("%w: confirmed in term %d, IDs assigned in term %d", ErrNotLeader, term, b.term)
 	}
 	if b.err != nil {
+		s.logger.Warn("leadership not confirmed; stepping down", "term", b.term, "error", b.err)
 		s.stepDownFrom(b.term)
 	}
 	close(b.done)
