@@ -12,6 +12,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -90,11 +91,14 @@ type Client struct {
 
 	coalescer *coalescer // nil unless WithCoalescing
 
+	// returned is the highest ID returned so far; every call reads it
+	// and most raise it, so it is an atomic, not under mu.
+	returned atomic.Uint64
+
 	mu       sync.Mutex
 	conns    map[string]*grpc.ClientConn
 	leader   string // best guess; "" when unknown
 	next     int    // round-robin position when no leader is known
-	returned uint64 // the highest ID returned so far
 	closed   bool
 }
 
@@ -163,11 +167,7 @@ func checkCount(n int) error {
 
 // floor is the highest ID returned so far: a call that starts now must
 // return only IDs above it.
-func (c *Client) floor() uint64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.returned
-}
+func (c *Client) floor() uint64 { return c.returned.Load() }
 
 // NextN returns n IDs, strictly increasing and contiguous in the cluster's
 // order. It retries on other nodes until ctx ends; an error that retrying
@@ -196,9 +196,9 @@ func (c *Client) accept(ids []uint64, floor uint64) ([]uint64, error) {
 	if ids[0] <= floor {
 		return nil, fmt.Errorf("%w: first ID %d is not above %d, already returned", ErrBadResponse, ids[0], floor)
 	}
-	c.mu.Lock()
-	c.returned = max(c.returned, ids[len(ids)-1])
-	c.mu.Unlock()
+	last := ids[len(ids)-1]
+	for old := c.returned.Load(); old < last && !c.returned.CompareAndSwap(old, last); old = c.returned.Load() {
+	}
 	return ids, nil
 }
 

@@ -55,13 +55,14 @@ func TestCoalescingSharesRequests(t *testing.T) {
 		}
 		results <- ids
 	}
-	go call(1)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); call(1) }()
 	select {
 	case <-first:
 	case <-ctx.Done():
 		t.Fatal("first request never reached the server")
 	}
-	var wg sync.WaitGroup
 	for i := range 50 {
 		wg.Add(1)
 		go func() { defer wg.Done(); call(1 + i%3) }()

@@ -88,10 +88,24 @@ type Op struct {
 type Recorder struct {
 	origin time.Time // carries a monotonic reading; only used via time.Since
 
-	mu   sync.Mutex
-	ops  []Op
-	done []bool // done[i] reports whether ops[i] has been completed
+	mu sync.Mutex
+	// slots holds operation i at slots[i/slotChunk][i%slotChunk], in
+	// chunks of fixed size, so recording millions of operations never
+	// copies the ones recorded before.
+	slots [][]slot
+	n     int
 }
+
+// slot is one recorded operation; done reports whether it has completed.
+type slot struct {
+	op   Op
+	done bool
+}
+
+// slotChunk is the number of operations in one chunk of Recorder.slots.
+const slotChunk = 4096
+
+func (r *Recorder) slot(i int) *slot { return &r.slots[i/slotChunk][i%slotChunk] }
 
 // NewRecorder returns an empty recorder whose origin is now.
 func NewRecorder() *Recorder {
@@ -120,9 +134,13 @@ func (r *Recorder) Begin(client int) Pending {
 	// Read the clock under the lock so that start times are non-decreasing
 	// in slot order, which keeps snapshots easy to read.
 	start := time.Since(r.origin)
-	r.ops = append(r.ops, Op{Client: client, Start: start, End: start, Outcome: Unknown, Err: InFlight})
-	r.done = append(r.done, false)
-	return Pending{r: r, idx: len(r.ops) - 1}
+	if r.n%slotChunk == 0 {
+		r.slots = append(r.slots, make([]slot, 0, slotChunk))
+	}
+	last := &r.slots[len(r.slots)-1]
+	*last = append(*last, slot{op: Op{Client: client, Start: start, End: start, Outcome: Unknown, Err: InFlight}})
+	r.n++
+	return Pending{r: r, idx: r.n - 1}
 }
 
 // OK records that the operation was acknowledged with ids. The slice is
@@ -149,11 +167,12 @@ func (p Pending) finish(o Outcome, ids []uint64, errStr string) {
 	end := time.Since(p.r.origin)
 	p.r.mu.Lock()
 	defer p.r.mu.Unlock()
-	if p.r.done[p.idx] {
+	sl := p.r.slot(p.idx)
+	if sl.done {
 		panic(fmt.Sprintf("history: operation %d completed twice", p.idx))
 	}
-	p.r.done[p.idx] = true
-	op := &p.r.ops[p.idx]
+	sl.done = true
+	op := &sl.op
 	op.End = end
 	op.Outcome = o
 	op.IDs = ids
@@ -179,10 +198,12 @@ func (r *Recorder) Ops() []Op {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := time.Since(r.origin)
-	out := make([]Op, len(r.ops))
-	for i, op := range r.ops {
+	out := make([]Op, r.n)
+	for i := range out {
+		sl := r.slot(i)
+		op := sl.op
 		op.IDs = slices.Clone(op.IDs)
-		if !r.done[i] {
+		if !sl.done {
 			op.End = now
 			op.Err = InFlight
 		}
