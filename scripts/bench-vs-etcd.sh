@@ -203,7 +203,7 @@ for c in "${workloads[@]}"; do
 done
 # Ordo's other modes; etcd has no equivalent, so they are compared with
 # etcd's best unary number.
-run ordo-coalesce ordo "$ordo_addrs" --concurrency 256 --coalesce 4
+run ordo-coalesce ordo "$ordo_addrs" --concurrency 256 --coalesce 1
 run ordo-stream ordo "$ordo_addrs" --concurrency 64 --stream
 run ordo-batch ordo "$ordo_addrs" --concurrency 16 --count 1000
 
@@ -222,7 +222,7 @@ for c in "${workloads[@]}"; do
   echo "| $label | $(rate "etcd-$c") | $(p50 "etcd-$c") | $(rate "ordo-$c") | $(p50 "ordo-$c") | $(ratio "$(rate "ordo-$c")" "$(rate "etcd-$c")") |"
 done
 etcd_best="best: $(rate "etcd-$best") ($best callers)"
-for row in "ordo-coalesce|Ordo coalesced: 256 callers, --coalesce 4" \
+for row in "ordo-coalesce|Ordo coalesced: 256 callers, --coalesce 1" \
   "ordo-stream|Ordo streamed: 64 callers, --stream" \
   "ordo-batch|Ordo batched: 16 callers × 1000 IDs per call"; do
   name=${row%%|*}
