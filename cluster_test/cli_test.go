@@ -128,3 +128,21 @@ func TestBench(t *testing.T) {
 		t.Fatalf("ordo bench --concurrency 0: exit %d, want 2\nstderr: %s", res.Code, res.Stderr)
 	}
 }
+
+// TestBenchStartsItsOwnCluster: `ordo bench --start 3` runs three nodes
+// of its own, measures them, checks the order and stops them.
+func TestBenchStartsItsOwnCluster(t *testing.T) {
+	res := runOrdoFor(t, 2*time.Minute, "bench", "--start", "3", "--duration", "1s", "--concurrency", "4", "--json")
+	var out struct {
+		OK       bool  `json:"ok"`
+		Requests int64 `json:"requests"`
+	}
+	if res.Code != 0 || json.Unmarshal([]byte(res.Stdout), &out) != nil || !out.OK || out.Requests == 0 {
+		t.Fatalf("ordo bench --start 3: exit %d, result %+v\nstdout: %s\nstderr: %s", res.Code, out, res.Stdout, res.Stderr)
+	}
+	for _, args := range [][]string{{"--start", "2"}, {"--start", "3", "--addrs", "127.0.0.1:1"}} {
+		if res := runOrdo(t, append([]string{"bench"}, args...)...); res.Code != 2 {
+			t.Fatalf("ordo bench %v: exit %d, want 2\nstderr: %s", args, res.Code, res.Stderr)
+		}
+	}
+}

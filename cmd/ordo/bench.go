@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/seed-e8569b35/ordo/bench"
+	"github.com/seed-e8569b35/ordo/verify"
 )
 
 // errBenchWrong is returned when the IDs a benchmark received break the
@@ -32,8 +33,22 @@ func runBench(args []string) error {
 	stream := fs.Bool("stream", false, "pipeline every call on one stream to the leader")
 	coalesce := fs.Int("coalesce", 0, "share requests among the callers, with at most this many in flight (0: one request per call)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	start := fs.Int("start", 0, "start this many local nodes (default Raft timers, data in a temporary dir removed afterwards) and measure them instead of --addrs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if *start != 0 {
+		if *addrs != "" || *target != bench.TargetOrdo {
+			return fmt.Errorf("%w: --start measures the Ordo nodes it starts: no --addrs, no --target", errUsage)
+		}
+		c, err := startLocalCluster(ctx, *start)
+		if err != nil {
+			return err
+		}
+		defer c.stop()
+		*addrs = strings.Join(c.Addrs(), ",")
 	}
 	if *addrs == "" {
 		*addrs = defaultAddrs
@@ -47,8 +62,6 @@ func runBench(args []string) error {
 			addrList = append(addrList, a)
 		}
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
 	fmt.Fprintf(os.Stderr, "ordo bench: target %s at %s: %d callers, %d IDs per call, coalescing %d, stream %t, %s\n",
 		*target, strings.Join(addrList, ","), *concurrency, *count, *coalesce, *stream, *duration)
 	res, err := bench.Run(ctx, bench.Config{
@@ -73,4 +86,40 @@ func runBench(args []string) error {
 		err = errBenchWrong
 	}
 	return err
+}
+
+// localCluster is a cluster `ordo bench --start` runs for itself.
+type localCluster struct {
+	*verify.Cluster
+	dir string
+}
+
+// startLocalCluster starts n nodes of this binary on loopback, in a
+// temporary dir, and waits until they serve.
+func startLocalCluster(ctx context.Context, n int) (*localCluster, error) {
+	if n != 1 && n != 3 && n != 5 {
+		return nil, fmt.Errorf("%w: --start %d, want 1, 3 or 5 nodes", errUsage, n)
+	}
+	bin, err := os.Executable()
+	if err != nil {
+		return nil, fmt.Errorf("find the ordo binary: %w", err)
+	}
+	dir, err := os.MkdirTemp("", "ordo-bench-")
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(os.Stderr, "ordo bench: starting %d nodes, data in %s\n", n, dir)
+	sctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	c, err := verify.StartCluster(sctx, verify.ClusterConfig{Binary: bin, Dir: dir, Nodes: n})
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, fmt.Errorf("start %d nodes: %w", n, err)
+	}
+	return &localCluster{Cluster: c, dir: dir}, nil
+}
+
+func (c *localCluster) stop() {
+	c.Stop()
+	os.RemoveAll(c.dir)
 }
