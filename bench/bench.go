@@ -38,11 +38,16 @@ const (
 	// TargetEtcd is an etcd v3 cluster: each call is one Put, and the
 	// revision it was applied at is the call's single ID.
 	TargetEtcd = "etcd"
+	// TargetFloor is the gRPC floor: each call is one standard health
+	// check to the first address (any Ordo node serves it), which does no
+	// work and yields no IDs. It measures what one round trip costs on
+	// this machine, so the other targets' figures can be read as ratios.
+	TargetFloor = "floor"
 )
 
 // Config is one benchmark run.
 type Config struct {
-	// Target is TargetOrdo (also when empty) or TargetEtcd.
+	// Target is TargetOrdo (also when empty), TargetEtcd or TargetFloor.
 	Target string
 	// Addrs are the cluster's gRPC addresses: Ordo nodes, or etcd client
 	// endpoints (host:port) for TargetEtcd.
@@ -126,8 +131,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, fmt.Errorf("%w: etcd gives one revision per Put: want count 1, no stream, no coalescing", ErrBadConfig)
 		}
 		tgt, err = newEtcdTarget(cfg.Addrs, cfg.Concurrency)
+	case TargetFloor:
+		if cfg.Count != 1 || cfg.Stream || cfg.Coalesce > 0 {
+			return Result{}, fmt.Errorf("%w: the floor is one bare unary call: want count 1, no stream, no coalescing", ErrBadConfig)
+		}
+		tgt, err = newFloorTarget(cfg.Addrs[0])
 	default:
-		return Result{}, fmt.Errorf("%w: unknown target %q (want %q or %q)", ErrBadConfig, cfg.Target, TargetOrdo, TargetEtcd)
+		return Result{}, fmt.Errorf("%w: unknown target %q (want %q, %q or %q)", ErrBadConfig, cfg.Target, TargetOrdo, TargetEtcd, TargetFloor)
 	}
 	if err != nil {
 		return Result{}, err

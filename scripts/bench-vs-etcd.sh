@@ -180,8 +180,8 @@ run() {
   fi
   local ok
   ok=$(jget "$out" .ok)
-  printf '%-28s %10.0f numbers/s  p50 %s  errors %s  order %s\n' "$name" \
-    "$(jget "$out" .ids_per_sec)" "$(ms "$(jget "$out" .p50)")" "$(jget "$out" .errors)" \
+  printf '%-28s %10.0f calls/s %12.0f numbers/s  p50 %s  errors %s  order %s\n' "$name" \
+    "$(jget "$out" .requests_per_sec)" "$(jget "$out" .ids_per_sec)" "$(ms "$(jget "$out" .p50)")" "$(jget "$out" .errors)" \
     "$([ "$ok" = true ] && echo OK || echo BROKEN)" >&2
   if [ "$ok" != true ]; then
     broken=1
@@ -192,6 +192,7 @@ run() {
 # ms NANOSECONDS prints milliseconds.
 ms() { awk -v ns="$1" 'BEGIN { printf "%.2f ms", ns / 1e6 }'; }
 rate() { printf '%.0f' "$(jget "$work/$1.json" .ids_per_sec)"; }
+calls() { printf '%.0f' "$(jget "$work/$1.json" .requests_per_sec)"; }
 p50() { ms "$(jget "$work/$1.json" .p50)"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "n/a" }'; }
 
@@ -200,6 +201,12 @@ workloads=(1 64 256)
 for c in "${workloads[@]}"; do
   run "etcd-$c" etcd "$etcd_addrs" --concurrency "$c"
   run "ordo-$c" ordo "$ordo_addrs" --concurrency "$c"
+done
+# The floor: a bare gRPC health check to an Ordo node, no work behind it.
+# An Ordo call costs one such round trip plus a round to the followers, so
+# this says what the machine allows, independent of either system.
+for c in 1 64; do
+  run "floor-$c" floor 127.0.0.1:7001 --concurrency "$c"
 done
 # Ordo's other modes; etcd has no equivalent, so they are compared with
 # etcd's best unary number.
@@ -227,6 +234,14 @@ for row in "ordo-coalesce|Ordo coalesced: 256 callers, --coalesce 1" \
   "ordo-batch|Ordo batched: 16 callers × 1000 IDs per call"; do
   name=${row%%|*}
   echo "| ${row#*|} (vs etcd's best) | $etcd_best | $(p50 "etcd-$best") | $(rate "$name") | $(p50 "$name") | $(ratio "$(rate "$name")" "$(rate "etcd-$best")") |"
+done
+echo
+echo "The gRPC floor on this machine (a bare health check to one Ordo node, nothing behind it):"
+echo
+echo "| callers | floor calls/s | floor p50 | Ordo unary IDs/s | Ordo p50 | Ordo / floor |"
+echo "|--:|--:|--:|--:|--:|--:|"
+for c in 1 64; do
+  echo "| $c | $(calls "floor-$c") | $(p50 "floor-$c") | $(rate "ordo-$c") | $(p50 "ordo-$c") | $(ratio "$(rate "ordo-$c")" "$(calls "floor-$c")") |"
 done
 echo
 echo "Every run's numbers passed the order check unless reported above. Ratio > 1: Ordo hands out more numbers per second."
