@@ -10,6 +10,7 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -60,6 +61,9 @@ type Config struct {
 	Count int
 	// Duration is how long the callers run.
 	Duration time.Duration
+	// TLS, if set, is how to reach the Ordo nodes (TargetOrdo and
+	// TargetFloor): the cluster CA and a client certificate.
+	TLS *tls.Config
 	// Coalesce, if positive, makes the callers' client share requests,
 	// with at most this many in flight (client.WithCoalescing). Ordo only.
 	Coalesce int
@@ -135,7 +139,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		if cfg.Count != 1 || cfg.Stream || cfg.Coalesce > 0 {
 			return Result{}, fmt.Errorf("%w: the floor is one bare unary call: want count 1, no stream, no coalescing", ErrBadConfig)
 		}
-		tgt, err = newFloorTarget(cfg.Addrs[0])
+		tgt, err = newFloorTarget(cfg.Addrs[0], cfg.TLS)
 	default:
 		return Result{}, fmt.Errorf("%w: unknown target %q (want %q, %q or %q)", ErrBadConfig, cfg.Target, TargetOrdo, TargetEtcd, TargetFloor)
 	}
@@ -240,6 +244,9 @@ type ordoTarget struct {
 
 func newOrdoTarget(cfg Config) (*ordoTarget, error) {
 	var opts []client.Option
+	if cfg.TLS != nil {
+		opts = append(opts, client.WithTLS(cfg.TLS))
+	}
 	if cfg.Coalesce > 0 {
 		opts = append(opts, client.WithCoalescing(cfg.Coalesce))
 	}

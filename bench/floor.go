@@ -9,9 +9,11 @@ package bench
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 )
@@ -24,8 +26,12 @@ type floorTarget struct {
 	health healthpb.HealthClient
 }
 
-func newFloorTarget(addr string) (*floorTarget, error) {
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func newFloorTarget(addr string, tlsConf *tls.Config) (*floorTarget, error) {
+	creds := insecure.NewCredentials()
+	if tlsConf != nil {
+		creds = credentials.NewTLS(tlsConf)
+	}
+	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		return nil, fmt.Errorf("floor endpoint %q: %w", addr, err)
 	}

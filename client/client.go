@@ -7,16 +7,19 @@ package client
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -74,10 +77,36 @@ func WithCoalescing(inFlight int) Option {
 	}
 }
 
-// WithDialOptions adds gRPC dial options (TLS, for example).
+// WithDialOptions adds gRPC dial options.
 func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(c *Client) { c.dialOpts = append(c.dialOpts, opts...) }
 }
+
+// WithTLS makes the client speak TLS with cfg: the cluster CA in RootCAs,
+// and a client certificate, which every node of a TLS cluster requires
+// (see secure.TLS.ClientConfig).
+func WithTLS(cfg *tls.Config) Option {
+	return WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
+}
+
+// WithAdminToken sends token with every call, as "authorization: Bearer
+// <token>": a node grants admin calls (join, remove, transfer-leader) to
+// whoever presents its admin token. Over plaintext the token can be read
+// on the wire; use it so only on loopback.
+func WithAdminToken(token string) Option {
+	return WithDialOptions(grpc.WithPerRPCCredentials(bearer(token)))
+}
+
+// bearer is a token sent as per-call credentials.
+type bearer string
+
+func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
+	return map[string]string{"authorization": "Bearer " + string(b)}, nil
+}
+
+// RequireTransportSecurity is false so that the token also works on a
+// plaintext development cluster on loopback.
+func (bearer) RequireTransportSecurity() bool { return false }
 
 // Client hands out IDs from an Ordo cluster. It is safe for concurrent use.
 type Client struct {
@@ -95,11 +124,11 @@ type Client struct {
 	// and most raise it, so it is an atomic, not under mu.
 	returned atomic.Uint64
 
-	mu       sync.Mutex
-	conns    map[string]*grpc.ClientConn
-	leader   string // best guess; "" when unknown
-	next     int    // round-robin position when no leader is known
-	closed   bool
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	leader string // best guess; "" when unknown
+	next   int    // round-robin position when no leader is known
+	closed bool
 }
 
 // New returns a client for the cluster whose nodes' gRPC addresses are
@@ -330,8 +359,16 @@ func (c *Client) retry(ctx context.Context, fn call) error {
 }
 
 // retryable reports whether another attempt, perhaps at another node, may
-// succeed.
+// succeed. A failed TLS handshake (a certificate the node refuses, or a
+// node the client does not trust) is reported as Unavailable, but no
+// retry mends it, so it fails at once.
 func retryable(err error) bool {
+	if st, ok := status.FromError(err); ok {
+		// This side's verdict, or the node's (a TLS alert).
+		if msg := st.Message(); strings.Contains(msg, "authentication handshake failed") || strings.Contains(msg, "remote error: tls:") {
+			return false
+		}
+	}
 	switch status.Code(err) {
 	case codes.Unavailable, codes.DeadlineExceeded, codes.Aborted, codes.Internal, codes.Unknown, codes.Canceled, codes.ResourceExhausted:
 		return true

@@ -2,12 +2,15 @@ package server
 
 import (
 	"fmt"
+	"net"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/secure"
 )
 
 // Defaults for Config.
@@ -63,6 +66,23 @@ type Config struct {
 	// leadership. Tests use it to show that the history checker catches
 	// the reordering this causes. Never set it in production.
 	UnsafeTrustReservation bool
+	// TLS, when set, is this node's certificate and the cluster CA: every
+	// gRPC and Raft connection is then mutual TLS, and only node
+	// certificates may replicate, vote or answer term rounds. The
+	// certificate must be a node certificate (see package secure). Nil
+	// means plaintext, which Validate refuses on any address that is not
+	// loopback unless Insecure is set.
+	TLS *secure.TLS
+	// Insecure allows plaintext on addresses other than loopback.
+	Insecure bool
+	// AdminSubjects are the certificate subjects (pkix.Name.String form,
+	// e.g. "CN=ordo-admin") that may call admin RPCs: join, remove,
+	// transfer-leader. Node certificates may too.
+	AdminSubjects []string
+	// AdminToken, when set, also grants admin rights to a call that
+	// carries it ("authorization: Bearer <token>"); without TLS it is the
+	// only thing that does. The node sends it with its own join request.
+	AdminToken string
 	// Clock is the wall clock; nil means time.Now.
 	Clock func() time.Time
 	// Logger is the root of the node's logger tree; nil means a default
@@ -129,5 +149,30 @@ func (c Config) Validate() error {
 	if err := raft.ValidateConfig(c.Raft); err != nil {
 		return fmt.Errorf("%w: raft: %w", ErrBadConfig, err)
 	}
+	if c.TLS != nil {
+		if leaf := c.TLS.Leaf(); leaf == nil || !secure.IsNode(leaf) {
+			return fmt.Errorf("%w: a node needs a node certificate (with the serverAuth usage) to serve TLS", ErrBadConfig)
+		}
+	} else if !c.Insecure {
+		for _, a := range []string{c.RaftAddr, c.GRPCAddr} {
+			if !isLoopback(a) {
+				return fmt.Errorf("%w: %q is not a loopback address and TLS is off: give a certificate (--tls-cert, --tls-key, --tls-ca), or --insecure to serve plaintext anyway", ErrBadConfig, a)
+			}
+		}
+	}
 	return nil
+}
+
+// isLoopback reports whether the bind address addr (host:port) listens on
+// loopback only. An empty host binds every interface.
+func isLoopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -58,6 +58,9 @@ var (
 	ErrRemoved = errors.New("removed from the cluster")
 	// ErrBadConfig means a Config field is invalid.
 	ErrBadConfig = errors.New("invalid configuration")
+	// ErrPermissionDenied means the caller's identity does not allow the
+	// call (see authorize).
+	ErrPermissionDenied = errors.New("permission denied")
 )
 
 // toStatus maps an error to a gRPC status, attaching the leader hint.
@@ -79,6 +82,8 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 		code = codes.InvalidArgument
 	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrClusterExists):
 		code = codes.FailedPrecondition
+	case errors.Is(err, ErrPermissionDenied):
+		code = codes.PermissionDenied
 	case errors.Is(err, ErrUnknownNode):
 		code = codes.NotFound
 	case errors.Is(err, ErrNodeExists):

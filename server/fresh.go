@@ -13,9 +13,9 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/secure"
 )
 
 // A node whose data dir is empty may be new, or may have lost its data.
@@ -48,7 +48,7 @@ func HasState(dataDir string) (bool, error) {
 // cluster already hands out IDs; if one does, self (with an empty data
 // dir) lost its data or comes too late to bootstrap. Peers that do not
 // answer are taken to be starting too.
-func CheckBootstrap(ctx context.Context, self string, peers []Peer) error {
+func CheckBootstrap(ctx context.Context, self string, peers []Peer, t *secure.TLS) error {
 	ctx, cancel := context.WithTimeout(ctx, nodeStatusTimeout)
 	defer cancel()
 	found := make(chan string, len(peers))
@@ -60,7 +60,7 @@ func CheckBootstrap(ctx context.Context, self string, peers []Peer) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_ = withAdmin(p.GRPCAddr, func(a api.AdminClient) error {
+			_ = withAdmin(p.GRPCAddr, t, func(a api.AdminClient) error {
 				info, err := a.NodeStatus(ctx, &api.NodeStatusRequest{})
 				if err == nil && info.HighWater > 0 {
 					found <- p.ID
@@ -82,10 +82,10 @@ func CheckBootstrap(ctx context.Context, self string, peers []Peer) error {
 // whether self is already a member: a member with an empty data dir lost
 // its data and must be removed first. A cluster that cannot be asked is
 // no reason to refuse; Join itself will wait for it.
-func CheckJoin(ctx context.Context, self string, addrs []string) error {
+func CheckJoin(ctx context.Context, self string, addrs []string, t *secure.TLS) error {
 	for _, addr := range addrs {
 		var members []*api.NodeInfo
-		err := withAdmin(addr, func(a api.AdminClient) error {
+		err := withAdmin(addr, t, func(a api.AdminClient) error {
 			ctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
 			defer cancel()
 			st, err := a.Status(ctx, &api.StatusRequest{})
@@ -109,8 +109,8 @@ func CheckJoin(ctx context.Context, self string, addrs []string) error {
 }
 
 // withAdmin runs fn with a one-off admin client for addr.
-func withAdmin(addr string, fn func(api.AdminClient) error) error {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+func withAdmin(addr string, t *secure.TLS, fn func(api.AdminClient) error) error {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(transportCredentials(t)))
 	if err != nil {
 		return fmt.Errorf("dial %s: %w", addr, err)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
@@ -45,7 +45,14 @@ func (n *Node) openGRPC() error {
 		lis.Close()
 		return fmt.Errorf("%w: gRPC address %q binds every interface; give an advertise address peers and clients can reach", ErrBadConfig, n.cfg.GRPCAddr)
 	}
-	n.grpcServer = grpc.NewServer()
+	opts := []grpc.ServerOption{
+		grpc.ChainUnaryInterceptor(n.authorizeUnary),
+		grpc.ChainStreamInterceptor(n.authorizeStream),
+	}
+	if n.cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.TLS.ServerConfig(n.logger.Named("grpc"), false))))
+	}
+	n.grpcServer = grpc.NewServer(opts...)
 	svc := &service{n: n}
 	api.RegisterSequencerServer(n.grpcServer, svc)
 	api.RegisterAdminServer(n.grpcServer, svc)
@@ -95,8 +102,16 @@ func (s *service) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
 	return conn, true, nil
 }
 
+// forwardCtx marks a call passed on to the leader, and passes on the
+// caller's admin token, which without TLS is the only proof of its rights.
 func forwardCtx(ctx context.Context) context.Context {
-	return metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+	kv := []string{forwardedKey, "1"}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, v := range md.Get(authorizationKey) {
+			kv = append(kv, authorizationKey, v)
+		}
+	}
+	return metadata.AppendToOutgoingContext(ctx, kv...)
 }
 
 // Next implements api.SequencerServer.
@@ -396,11 +411,14 @@ func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) 
 
 // peerConns caches one client connection per peer gRPC address.
 type peerConns struct {
+	creds credentials.TransportCredentials
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
 
-func newPeerConns() *peerConns { return &peerConns{conns: map[string]*grpc.ClientConn{}} }
+func newPeerConns(creds credentials.TransportCredentials) *peerConns {
+	return &peerConns{creds: creds, conns: map[string]*grpc.ClientConn{}}
+}
 
 func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
@@ -408,7 +426,7 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.creds))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/secure"
 )
 
 // Peer names one member of the initial cluster.
@@ -65,6 +66,9 @@ type Node struct {
 	refused   chan struct{}
 	refuseErr error
 
+	// adminToken is Config.AdminToken, hashed for comparing.
+	adminToken *secure.Token
+
 	closeOnce sync.Once
 	stop      chan struct{}
 	wg        sync.WaitGroup
@@ -84,8 +88,11 @@ func Open(cfg Config) (*Node, error) {
 		fatal:   make(chan error, 1),
 		refused: make(chan struct{}),
 		stop:    make(chan struct{}),
-		peers:   newPeerConns(),
+		peers:   newPeerConns(transportCredentials(cfg.TLS)),
 		terms:   newTermStreams(),
+	}
+	if cfg.AdminToken != "" {
+		n.adminToken = secure.NewToken(cfg.AdminToken)
 	}
 	if err := n.openRaft(); err != nil {
 		if n.seq != nil {
@@ -121,6 +128,12 @@ func (n *Node) openRaft() error {
 	stream, err := newStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise)
 	if err != nil {
 		return err
+	}
+	if n.cfg.TLS != nil {
+		stream.useTLS(n.cfg.TLS.ServerConfig(n.logger.Named("transport"), true), n.cfg.TLS.ClientConfig())
+	} else if !isLoopback(n.cfg.RaftAddr) || !isLoopback(n.cfg.GRPCAddr) {
+		n.logger.Warn("serving PLAINTEXT on a non-loopback address (--insecure): anyone who can reach the raft port can rewrite the cluster's state",
+			"raft", n.cfg.RaftAddr, "grpc", n.cfg.GRPCAddr)
 	}
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: n.logger.Named("transport"),
@@ -223,7 +236,7 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 			return err
 		}
 		actx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
-		_, err = api.NewAdminClient(conn).Join(actx, req)
+		_, err = api.NewAdminClient(conn).Join(n.adminContext(actx), req)
 		cancel()
 		switch status.Code(err) {
 		case codes.OK:

@@ -89,7 +89,14 @@ func mustConn(t *testing.T, addr string) *grpc.ClientConn {
 // (a leader may still be committing its first reservation).
 func mustNext(t *testing.T, addr string, count uint32) []uint64 {
 	t.Helper()
-	c := api.NewSequencerClient(mustConn(t, addr))
+	return mustNextVia(t, mustConn(t, addr), count)
+}
+
+// mustNextVia is mustNext over conn.
+func mustNextVia(t *testing.T, conn *grpc.ClientConn, count uint32) []uint64 {
+	t.Helper()
+	addr := conn.Target()
+	c := api.NewSequencerClient(conn)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for {
@@ -133,14 +140,32 @@ func mustIncrease(t *testing.T, prev uint64, ids []uint64) uint64 {
 // mustCluster starts three nodes: n1 bootstraps alone, n2 and n3 join it.
 func mustCluster(t *testing.T) []*Node {
 	t.Helper()
-	n1 := mustOpen(t, testConfig(t, "n1", t.TempDir()))
+	return mustClusterWith(t, nil)
+}
+
+// mustClusterWith is mustCluster with each node's Config passed through
+// configure first (when not nil).
+func mustClusterWith(t *testing.T, configure func(*Config)) []*Node {
+	t.Helper()
+	config := func(id string) Config {
+		cfg := testConfig(t, id, t.TempDir())
+		if configure != nil {
+			configure(&cfg)
+		}
+		return cfg
+	}
+	n1 := mustOpen(t, config("n1"))
 	if err := n1.BootstrapSingle(); err != nil {
 		t.Fatal(err)
 	}
-	mustNext(t, n1.GRPCAddr(), 1)
+	own, err := n1.peers.get(n1.GRPCAddr()) // with the node's own credentials
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustNextVia(t, own, 1)
 	nodes := []*Node{n1}
 	for _, id := range []string{"n2", "n3"} {
-		n := mustOpen(t, testConfig(t, id, t.TempDir()))
+		n := mustOpen(t, config(id))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err := n.Join(ctx, n1.GRPCAddr())
 		cancel()

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"crypto/tls"
 	"fmt"
 	"net"
 	"time"
@@ -12,10 +13,33 @@ import (
 // peers from the IP it listens on, so on a host with several addresses a
 // peer (or a firewall, or the fault-injecting proxy of the tests) sees
 // connections come from the node's own address.
+//
+// With TLS, every connection is mutual TLS between node certificates: a
+// peer that cannot present one is refused before Raft reads a byte from
+// it, so it can neither replicate, vote nor ask for votes.
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
 	dialer    net.Dialer
+	// serverTLS and clientTLS are nil for plaintext.
+	serverTLS, clientTLS *tls.Config
+}
+
+// useTLS makes the layer speak mutual TLS with server (for accepted
+// connections) and client (for dialed ones).
+func (l *streamLayer) useTLS(server, client *tls.Config) {
+	l.serverTLS, l.clientTLS = server, client
+}
+
+// Accept implements net.Listener. The handshake runs on the connection's
+// first read, in Raft's goroutine for it, so a slow or hostile peer does
+// not hold up the accept loop.
+func (l *streamLayer) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil || l.serverTLS == nil {
+		return c, err
+	}
+	return tls.Server(c, l.serverTLS), nil
 }
 
 // newStreamLayer listens on bind and advertises advertise (bind's actual
@@ -49,7 +73,29 @@ func newStreamLayer(bind, advertise string) (*streamLayer, error) {
 func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := l.dialer
 	d.Timeout = timeout
-	return d.Dial("tcp", string(address))
+	c, err := d.Dial("tcp", string(address))
+	if err != nil || l.clientTLS == nil {
+		return c, err
+	}
+	host, _, err := net.SplitHostPort(string(address))
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("raft peer address %q: %w", address, err)
+	}
+	cfg := l.clientTLS.Clone()
+	cfg.ServerName = host
+	tc := tls.Client(c, cfg)
+	// The handshake is bounded like the dial, so a peer that accepts but
+	// never answers costs one timeout, not a stuck replication goroutine.
+	if timeout > 0 {
+		_ = tc.SetDeadline(time.Now().Add(timeout))
+	}
+	if err := tc.Handshake(); err != nil {
+		c.Close()
+		return nil, fmt.Errorf("TLS handshake with raft peer %s: %w", address, err)
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, nil
 }
 
 // Addr implements net.Listener: the address peers should dial.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -33,6 +34,7 @@ func runBench(args []string) error {
 	stream := fs.Bool("stream", false, "pipeline every call on one stream to the leader")
 	coalesce := fs.Int("coalesce", 0, "share requests among the callers, with at most this many in flight (0: one request per call)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
+	tlsFiles := addTLSFlags(fs, "client")
 	start := fs.Int("start", 0, "start this many local nodes (default Raft timers, data in a temporary dir removed afterwards) and measure them instead of --addrs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -62,11 +64,19 @@ func runBench(args []string) error {
 			addrList = append(addrList, a)
 		}
 	}
+	t, err := tlsFiles.load()
+	if err != nil {
+		return err
+	}
+	var tlsConf *tls.Config
+	if t != nil {
+		tlsConf = t.ClientConfig()
+	}
 	fmt.Fprintf(os.Stderr, "ordo bench: target %s at %s: %d callers, %d IDs per call, coalescing %d, stream %t, %s\n",
 		*target, strings.Join(addrList, ","), *concurrency, *count, *coalesce, *stream, *duration)
 	res, err := bench.Run(ctx, bench.Config{
 		Target: *target, Addrs: addrList, Concurrency: *concurrency, Count: *count,
-		Duration: *duration, Coalesce: *coalesce, Stream: *stream, Progress: os.Stderr,
+		Duration: *duration, Coalesce: *coalesce, Stream: *stream, Progress: os.Stderr, TLS: tlsConf,
 	})
 	if errors.Is(err, bench.ErrBadConfig) {
 		return fmt.Errorf("%w: %v", errUsage, err)

@@ -17,6 +17,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/secure"
 )
 
 // defaultAddrs are the three nodes that scripts/cluster.sh starts.
@@ -24,17 +25,41 @@ const defaultAddrs = "127.0.0.1:7001,127.0.0.1:7002,127.0.0.1:7003"
 
 // clientFlags are shared by every command that talks to a cluster.
 type clientFlags struct {
-	addrs   *string
-	json    *bool
-	timeout *time.Duration
+	addrs      *string
+	json       *bool
+	timeout    *time.Duration
+	tls        tlsFlags
+	adminToken *string
 }
 
 func addClientFlags(fs *flag.FlagSet) clientFlags {
 	return clientFlags{
-		addrs:   fs.String("addrs", defaultAddrs, "comma-separated gRPC addresses of cluster nodes"),
-		json:    fs.Bool("json", false, "print JSON"),
-		timeout: fs.Duration("timeout", 10*time.Second, "give up after this long"),
+		addrs:      fs.String("addrs", defaultAddrs, "comma-separated gRPC addresses of cluster nodes"),
+		json:       fs.Bool("json", false, "print JSON"),
+		timeout:    fs.Duration("timeout", 10*time.Second, "give up after this long"),
+		tls:        addTLSFlags(fs, "client"),
+		adminToken: fs.String("admin-token-file", "", "file holding the cluster's admin token, sent with every call (for join, remove, transfer-leader)"),
 	}
+}
+
+// options are the client options the TLS and token flags ask for.
+func (f clientFlags) options() ([]client.Option, error) {
+	var opts []client.Option
+	t, err := f.tls.load()
+	if err != nil {
+		return nil, err
+	}
+	if t != nil {
+		opts = append(opts, client.WithTLS(t.ClientConfig()))
+	}
+	if *f.adminToken != "" {
+		_, token, err := secure.ReadToken(*f.adminToken)
+		if err != nil {
+			return nil, fmt.Errorf("%w: --admin-token-file: %v", errUsage, err)
+		}
+		opts = append(opts, client.WithAdminToken(token))
+	}
+	return opts, nil
 }
 
 func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc, error) {
@@ -44,7 +69,11 @@ func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc
 			addrs = append(addrs, a)
 		}
 	}
-	c, err := client.New(addrs)
+	opts, err := f.options()
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	c, err := client.New(addrs, opts...)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: --addrs: %v", errUsage, err)
 	}

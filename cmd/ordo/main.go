@@ -64,11 +64,24 @@ func main() {
 			return
 		}
 		fmt.Fprintf(os.Stderr, "ordo %s: %v\n", name, err)
+		if hint := tlsHint(err); hint != "" {
+			fmt.Fprintf(os.Stderr, "ordo %s: %s\n", name, hint)
+		}
 		if errors.Is(err, errUsage) {
 			os.Exit(2)
 		}
 		os.Exit(1)
 	}
+}
+
+// tlsHint suggests what to check when a connection failed in a way that
+// a TLS mismatch causes: gRPC reports those only as broken connections.
+func tlsHint(err error) string {
+	msg := err.Error()
+	if strings.Contains(msg, "server preface") || strings.Contains(msg, "tls:") || strings.Contains(msg, "x509:") {
+		return "hint: the connection failed during setup; if the cluster uses TLS, give --tls-ca, --tls-cert and --tls-key (a client certificate signed by the cluster CA); if it does not, give none"
+	}
+	return ""
 }
 
 // envName is the environment variable that sets a flag.

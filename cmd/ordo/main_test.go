@@ -52,3 +52,16 @@ func TestParsePeers(t *testing.T) {
 		}
 	}
 }
+
+func TestTLSHint(t *testing.T) {
+	for msg, want := range map[string]bool{
+		`rpc error: code = Unavailable desc = connection error: desc = "error reading server preface: EOF"`:                                                       true,
+		`connection error: desc = "transport: authentication handshake failed: tls: failed to verify certificate: x509: certificate signed by unknown authority"`: true,
+		`rpc error: code = PermissionDenied desc = permission denied`:                                                                                             false,
+		`rpc error: code = Unavailable desc = not the leader`:                                                                                                     false,
+	} {
+		if got := tlsHint(errors.New(msg)) != ""; got != want {
+			t.Errorf("tlsHint(%q) given: %v, want %v", msg, got, want)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/server"
 )
 
@@ -42,6 +43,10 @@ func runServe(args []string) error {
 		snapThreshold = fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots")
 		snapInterval  = fs.Duration("snapshot-interval", defaults.SnapshotInterval, "how often to check whether a snapshot is due")
 		trailingLogs  = fs.Uint64("trailing-logs", defaults.TrailingLogs, "log entries kept after a snapshot, so a slow follower can catch up without one")
+		tlsFiles      = addTLSFlags(fs, "this node's")
+		insecure      = fs.Bool("insecure", false, "serve plaintext even on addresses that are not loopback (anyone who reaches the raft port can then rewrite the cluster)")
+		adminSubjects = fs.String("admin-subject", "", "comma-separated certificate subjects allowed to call admin RPCs (join, remove, transfer-leader), as Go prints them: CN=ordo-admin")
+		adminToken    = fs.String("admin-token-file", "", "file holding a token that grants admin RPCs to whoever presents it (compared in constant time)")
 		logLevel      = fs.String("log-level", "info", "trace, debug, info, warn or error")
 		logJSON       = fs.Bool("log-json", false, "log as JSON")
 		unsafeTrust   = fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it")
@@ -71,6 +76,20 @@ func runServe(args []string) error {
 		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount,
 		Raft: rc, Logger: logger, UnsafeTrustReservation: *unsafeTrust,
 	}
+	if cfg.TLS, err = tlsFiles.load(); err != nil {
+		return err
+	}
+	cfg.Insecure = *insecure
+	for _, s := range strings.Split(*adminSubjects, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.AdminSubjects = append(cfg.AdminSubjects, s)
+		}
+	}
+	if *adminToken != "" {
+		if _, cfg.AdminToken, err = secure.ReadToken(*adminToken); err != nil {
+			return fmt.Errorf("%w: --admin-token-file: %v", errUsage, err)
+		}
+	}
 	stopClock := func() {}
 	if *clockFile != "" {
 		logger.Warn("TEST CLOCK ENABLED: the wall clock is shifted by the offset in a file; never use this in production", "file", *clockFile)
@@ -98,9 +117,9 @@ func runServe(args []string) error {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		switch {
 		case *bootstrap != "":
-			err = server.CheckBootstrap(ctx, *id, peers)
+			err = server.CheckBootstrap(ctx, *id, peers, cfg.TLS)
 		case *join != "":
-			err = server.CheckJoin(ctx, *id, joinAddrs)
+			err = server.CheckJoin(ctx, *id, joinAddrs, cfg.TLS)
 		default:
 			err = fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", errUsage)
 		}

@@ -1,0 +1,176 @@
+package server
+
+import (
+	"context"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/secure"
+)
+
+// Who may call what. With TLS every caller has passed the handshake, so
+// it holds a certificate signed by the cluster CA: that is enough to ask
+// for IDs and read status. Term rounds need a node certificate, and
+// changing the cluster needs an admin: a node, a configured subject, or
+// the admin token. Without TLS nobody can be told apart, so everything is
+// open except the admin calls when a token is configured.
+
+// access is what a method requires of its caller.
+type access int
+
+const (
+	accessClient access = iota // ask for IDs, read status
+	accessNode                 // answer term rounds
+	accessAdmin                // join, remove, transfer leadership
+)
+
+// methodAccess is the one table of what each method requires; methods
+// not named need a client.
+func methodAccess(method string) access {
+	switch method {
+	case api.Admin_Join_FullMethodName, api.Admin_Remove_FullMethodName, api.Admin_TransferLeader_FullMethodName:
+		return accessAdmin
+	case api.Peer_Term_FullMethodName:
+		return accessNode
+	}
+	return accessClient
+}
+
+// authorizationKey carries "Bearer <admin token>".
+const authorizationKey = "authorization"
+
+// caller is who made a call, as far as this node can tell.
+type caller struct {
+	addr  string
+	cert  *x509.Certificate // nil without TLS
+	token string            // presented bearer token, if any
+	// forwarded: a node passed the call on after authorizing it.
+	forwarded bool
+}
+
+func callerOf(ctx context.Context) caller {
+	var c caller
+	if p, ok := peer.FromContext(ctx); ok {
+		if p.Addr != nil {
+			c.addr = p.Addr.String()
+		}
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.PeerCertificates) > 0 {
+			c.cert = info.State.PeerCertificates[0]
+		}
+	}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		for _, v := range md.Get(authorizationKey) {
+			if tok, ok := strings.CutPrefix(v, "Bearer "); ok {
+				c.token = tok
+			}
+		}
+		c.forwarded = len(md.Get(forwardedKey)) > 0
+	}
+	return c
+}
+
+func (c caller) subject() string {
+	if c.cert == nil {
+		return "(no certificate)"
+	}
+	return c.cert.Subject.String()
+}
+
+func (c caller) isNode() bool { return c.cert != nil && secure.IsNode(c.cert) }
+
+// authorize returns nil if the caller may call method with req (nil for
+// a stream), and an ErrPermissionDenied naming why otherwise.
+func (n *Node) authorize(ctx context.Context, method string, req any) error {
+	c := callerOf(ctx)
+	tls := n.cfg.TLS != nil
+	tokenOK := n.adminToken != nil && c.token != "" && n.adminToken.Matches(c.token)
+	var err error
+	switch methodAccess(method) {
+	case accessClient:
+		// The handshake already required a CA-signed certificate.
+	case accessNode:
+		if tls && !c.isNode() {
+			err = fmt.Errorf("%w: %s needs a node certificate", ErrPermissionDenied, method)
+		}
+	case accessAdmin:
+		switch {
+		case tokenOK:
+		case !tls && n.adminToken == nil:
+			// Plaintext without a token: nothing to check against.
+		case tls && slices.Contains(n.cfg.AdminSubjects, c.subject()):
+		case c.isNode():
+			err = n.checkNodeJoin(c, req)
+		case c.token != "":
+			err = fmt.Errorf("%w: %s: wrong admin token", ErrPermissionDenied, method)
+		default:
+			err = fmt.Errorf("%w: %s needs an admin certificate or the admin token", ErrPermissionDenied, method)
+		}
+	}
+	if err != nil {
+		n.logger.Named("grpc").Warn("denied", "method", method, "subject", c.subject(), "from", c.addr, "reason", err)
+	}
+	return err
+}
+
+// checkNodeJoin lets a node, not otherwise an admin, join only itself:
+// the addresses it joins at must be named in its certificate, so a stolen
+// or misused node certificate cannot enrol some other address. A call a
+// node forwards was authorized where it arrived.
+func (n *Node) checkNodeJoin(c caller, req any) error {
+	join, ok := req.(*api.JoinRequest)
+	if !ok || c.forwarded {
+		return nil
+	}
+	for _, addr := range []string{join.RaftAddr, join.GrpcAddr} {
+		host, _, err := net.SplitHostPort(addr)
+		if err != nil {
+			return fmt.Errorf("%w: join address %q: %w", ErrBadRequest, addr, err)
+		}
+		if !secure.Covers(c.cert, host) {
+			return fmt.Errorf("%w: join at %s, which the joining node's certificate (%s) does not name", ErrPermissionDenied, addr, c.subject())
+		}
+	}
+	return nil
+}
+
+func (n *Node) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := n.authorize(ctx, info.FullMethod, req); err != nil {
+		return nil, toStatus(ctx, err, "")
+	}
+	return handler(ctx, req)
+}
+
+func (n *Node) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	if err := n.authorize(ss.Context(), info.FullMethod, nil); err != nil {
+		return toStatus(ss.Context(), err, "")
+	}
+	return handler(srv, ss)
+}
+
+// transportCredentials is how this node dials its peers: with its node
+// certificate when TLS is on.
+func transportCredentials(t *secure.TLS) credentials.TransportCredentials {
+	if t == nil {
+		return insecure.NewCredentials()
+	}
+	return credentials.NewTLS(t.ClientConfig())
+}
+
+// adminContext adds the admin token, if one is configured, to a call this
+// node makes itself (joining): without TLS the token is its only proof.
+func (n *Node) adminContext(ctx context.Context) context.Context {
+	if n.cfg.AdminToken == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, authorizationKey, "Bearer "+n.cfg.AdminToken)
+}
