@@ -64,13 +64,23 @@ func (n *Node) confirmLeadership(ctx context.Context) (uint64, error) {
 	defer cancel()
 	cluster := n.fsm.ClusterID()
 	round := n.rounds.Add(1)
-	answers := make(chan bool, len(others))
+	// Every voter asked puts exactly one answer here (a nil response when
+	// it cannot answer), straight from the goroutine that reads its
+	// stream: the buffer holds them all, so none ever blocks.
+	answers := make(chan termAnswer, len(others))
 	for _, id := range others {
-		go func() { answers <- n.peerInTerm(ctx, id, cluster, term, round) }()
+		go n.askTerm(ctx, id, &api.TermRequest{NodeId: id, ClusterId: cluster, Round: round}, answers)
 	}
 	for left := len(others); left > 0; left-- {
-		if <-answers {
-			have++
+		select {
+		case a := <-answers:
+			// Only the voter asked, in this term, counts.
+			if a.resp != nil && a.resp.NodeId == a.id && a.resp.Term == term {
+				have++
+			}
+		case <-ctx.Done():
+			left = 0
+			continue
 		}
 		if have >= need {
 			return term, nil
@@ -82,19 +92,27 @@ func (n *Node) confirmLeadership(ctx context.Context) (uint64, error) {
 	return 0, fmt.Errorf("%w: only %d of %d voters are still in term %d", ErrNotLeader, have, voters, term)
 }
 
-// peerInTerm reports whether voter id, and not some other process at its
-// address, answers that its term is term, to a request of this round.
-func (n *Node) peerInTerm(ctx context.Context, id, cluster string, term, round uint64) bool {
+// termAnswer is voter id's answer to one round; resp is nil when the voter
+// could not be asked or its stream broke.
+type termAnswer struct {
+	id   string
+	resp *api.TermResponse
+}
+
+// askTerm sends req to voter id, and not to some other process at its
+// address, on the voter's stream; the answer goes to answers.
+func (n *Node) askTerm(ctx context.Context, id string, req *api.TermRequest, answers chan<- termAnswer) {
 	addr, ok := n.fsm.NodeAddr(id)
 	if !ok || addr == n.grpcAddr {
-		return false
+		answers <- termAnswer{id: id}
+		return
 	}
 	ts, err := n.terms.get(ctx, id, addr, n.peers)
 	if err != nil {
-		return false
+		answers <- termAnswer{id: id}
+		return
 	}
-	resp, err := ts.ask(ctx, &api.TermRequest{NodeId: id, ClusterId: cluster, Round: round})
-	return err == nil && resp.NodeId == id && resp.Term == term
+	ts.ask(req, answers)
 }
 
 // termStreams keeps one Term stream open from this node to each voter it
@@ -123,8 +141,13 @@ type termStream struct {
 	dead   chan struct{} // closed once the stream is given up
 	once   sync.Once
 
-	mu      sync.Mutex
-	waiting map[uint64]chan *api.TermResponse
+	mu sync.Mutex
+	// waiting holds, by round, where the answer to each request sent and
+	// not yet answered goes. A healthy voter answers every request, in
+	// order, so it holds at most the rounds in flight; a voter that stops
+	// answering is given up at maxUnanswered.
+	waiting map[uint64]termWaiter
+	killed  bool
 	// queue holds requests not yet sent. Whichever asker finds no send in
 	// progress sends them all, so rounds in flight at once never wait
 	// for each other's sends.
@@ -132,11 +155,23 @@ type termStream struct {
 	sending bool
 }
 
+// termWaiter is the round that asked voter id, by its answer channel.
+type termWaiter struct {
+	id      string
+	answers chan<- termAnswer
+}
+
 // maxQueuedTerms bounds the requests waiting to be sent on one Term
 // stream. Sends pile up only when one is held by flow control: the peer
 // stopped reading (paused, cut off). Past the bound the stream is dropped,
 // which also frees the held send.
 const maxQueuedTerms = 64
+
+// maxUnanswered bounds the requests sent on one Term stream and not yet
+// answered. A voter that reads but does not answer (paused after its
+// socket buffers took the requests) is given up past it, so its rounds
+// fail at once and their entries do not pile up.
+const maxUnanswered = 256
 
 func newTermStreams() *termStreams { return &termStreams{slots: map[string]*termSlot{}} }
 
@@ -177,7 +212,7 @@ func (t *termStreams) get(ctx context.Context, id, addr string, peers *peerConns
 		cancel()
 		return nil, fmt.Errorf("open term stream to %s: %w", addr, err)
 	}
-	ts := &termStream{addr: addr, st: st, cancel: cancel, dead: make(chan struct{}), waiting: map[uint64]chan *api.TermResponse{}}
+	ts := &termStream{addr: addr, st: st, cancel: cancel, dead: make(chan struct{}), waiting: map[uint64]termWaiter{}}
 	t.mu.Lock()
 	closed := t.closed
 	t.mu.Unlock()
@@ -206,44 +241,22 @@ func (t *termStreams) close() {
 	}
 }
 
-// ask sends req and waits for the answer to it, until ctx ends or the
-// stream breaks.
-func (ts *termStream) ask(ctx context.Context, req *api.TermRequest) (*api.TermResponse, error) {
-	answer := make(chan *api.TermResponse, 1)
+// ask sends req; exactly one answer to it reaches answers: the voter's,
+// or a nil one if the stream breaks or is given up first. A round that
+// ended before its answer came leaves it in the channel's buffer.
+func (ts *termStream) ask(req *api.TermRequest, answers chan<- termAnswer) {
 	ts.mu.Lock()
-	ts.waiting[req.Round] = answer
-	ts.mu.Unlock()
-	defer func() {
-		ts.mu.Lock()
-		delete(ts.waiting, req.Round)
-		ts.mu.Unlock()
-	}()
-	if err := ts.send(req); err != nil {
-		return nil, err
-	}
-	select {
-	case resp := <-answer:
-		return resp, nil
-	case <-ts.dead:
-		return nil, errTermStreamStuck
-	case <-ctx.Done():
-		return nil, ctx.Err()
-	}
-}
-
-// send queues req and, unless another asker is sending, sends the queue
-// until it is empty.
-func (ts *termStream) send(req *api.TermRequest) error {
-	ts.mu.Lock()
-	if len(ts.queue) >= maxQueuedTerms {
+	if ts.killed || len(ts.queue) >= maxQueuedTerms || len(ts.waiting) >= maxUnanswered {
 		ts.mu.Unlock()
 		ts.kill()
-		return errTermStreamStuck
+		answers <- termAnswer{id: req.NodeId}
+		return
 	}
+	ts.waiting[req.Round] = termWaiter{id: req.NodeId, answers: answers}
 	ts.queue = append(ts.queue, req)
 	if ts.sending {
 		ts.mu.Unlock()
-		return nil
+		return
 	}
 	ts.sending = true
 	for len(ts.queue) > 0 {
@@ -252,19 +265,27 @@ func (ts *termStream) send(req *api.TermRequest) error {
 		ts.mu.Unlock()
 		for _, r := range reqs {
 			if err := ts.st.Send(r); err != nil {
-				ts.kill()
-				break // the askers of the rest see the stream dead
+				ts.kill() // answers every round still waiting
+				break
 			}
 		}
 		ts.mu.Lock()
 	}
 	ts.sending = false
 	ts.mu.Unlock()
-	return nil
 }
 
-// errTermStreamStuck means a Term stream broke or stopped taking requests.
-var errTermStreamStuck = errors.New("term stream broken")
+// deliver hands resp (nil: no answer) to the round that asked in round,
+// once: the entry goes with the first delivery.
+func (ts *termStream) deliver(round uint64, resp *api.TermResponse) {
+	ts.mu.Lock()
+	w, ok := ts.waiting[round]
+	delete(ts.waiting, round)
+	ts.mu.Unlock()
+	if ok {
+		w.answers <- termAnswer{id: w.id, resp: resp}
+	}
+}
 
 // receive hands each answer to the round that asked, until the stream
 // breaks.
@@ -275,22 +296,24 @@ func (ts *termStream) receive() {
 		if err != nil {
 			return
 		}
-		ts.mu.Lock()
-		answer := ts.waiting[resp.Round]
-		ts.mu.Unlock()
-		if answer != nil {
-			select {
-			case answer <- resp:
-			default: // a second answer to one round: not counted twice
-			}
-		}
+		ts.deliver(resp.Round, resp) // a second answer to a round finds no entry
 	}
 }
 
+// kill gives the stream up: it ends the call, and every round still
+// waiting on it gets a nil answer.
 func (ts *termStream) kill() {
 	ts.once.Do(func() {
 		ts.cancel()
 		close(ts.dead)
+		ts.mu.Lock()
+		ts.killed = true
+		waiting := ts.waiting
+		ts.waiting = map[uint64]termWaiter{}
+		ts.mu.Unlock()
+		for _, w := range waiting {
+			w.answers <- termAnswer{id: w.id}
+		}
 	})
 }
 

@@ -25,9 +25,13 @@ type fakePeer struct {
 	stranger  bool
 	replaying bool
 	silent    bool
+	opened    *atomic.Int64 // counts the streams opened, if set
 }
 
 func (p fakePeer) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
+	if p.opened != nil {
+		p.opened.Add(1)
+	}
 	var firstRound uint64
 	for i := 0; ; i++ {
 		req, err := stream.Recv()
@@ -210,6 +214,58 @@ func TestConfirmGivesUpAStreamThatStopsReading(t *testing.T) {
 		if err != nil || got != term {
 			t.Fatalf("round %d: confirm = %d, %v; want term %d", round, got, err, term)
 		}
+	}
+}
+
+// TestConfirmGivesUpAPeerThatStopsAnswering: a peer that reads requests
+// but never answers, as a process paused after its socket took them, holds
+// at most maxUnanswered of them; then the leader drops the stream and
+// opens a new one, and every round is confirmed by the majority that
+// answers.
+func TestConfirmGivesUpAPeerThatStopsAnswering(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	term := leader.raft.CurrentTerm()
+	var opened atomic.Int64
+	silent := mustPeerServer(t, fakePeer{term: func() uint64 { return term }, silent: true, opened: &opened})
+	addrs := []string{silent, mustFakePeer(t, func() uint64 { return term })}
+	var silentID string
+	i := 0
+	for _, n := range nodes {
+		if n != leader {
+			if _, err := leader.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: n.ID(), GRPCAddr: addrs[i]}); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				silentID = n.ID()
+			}
+			i++
+		}
+	}
+	for round := range maxUnanswered + 10 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		got, err := leader.confirmLeadership(ctx)
+		cancel()
+		if err != nil || got != term {
+			t.Fatalf("round %d: confirm = %d, %v; want term %d", round, got, err, term)
+		}
+		leader.terms.mu.Lock()
+		slot := leader.terms.slots[silentID]
+		leader.terms.mu.Unlock()
+		if slot != nil {
+			slot.mu.Lock()
+			if ts := slot.ts; ts != nil {
+				ts.mu.Lock()
+				if n := len(ts.waiting); n > maxUnanswered {
+					t.Fatalf("round %d: %d requests wait on the silent peer's stream, want at most %d", round, n, maxUnanswered)
+				}
+				ts.mu.Unlock()
+			}
+			slot.mu.Unlock()
+		}
+	}
+	if opened.Load() < 2 {
+		t.Fatalf("the silent peer has had %d streams opened after %d rounds, want a second one", opened.Load(), maxUnanswered+10)
 	}
 }
 
