@@ -768,7 +768,10 @@ type NodeInfo struct {
 	// The replicated high-water mark, in ticks.
 	HighWater uint64 `protobuf:"varint,10,opt,name=high_water,json=highWater,proto3" json:"high_water,omitempty"`
 	// Set when the node could not be asked.
-	Error         string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	Error string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	// The id of the cluster this node's state belongs to, recorded by the
+	// cluster's first leader; empty until the node has applied it.
+	ClusterId     string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -876,6 +879,13 @@ func (x *NodeInfo) GetHighWater() uint64 {
 func (x *NodeInfo) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
 	}
 	return ""
 }
@@ -1292,7 +1302,7 @@ const file_ordo_proto_rawDesc = "" +
 	" \x01(\tR\n" +
 	"leaderAddr\"\x0f\n" +
 	"\rStatusRequest\"\x13\n" +
-	"\x11NodeStatusRequest\"\xb7\x02\n" +
+	"\x11NodeStatusRequest\"\xd6\x02\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -1306,7 +1316,9 @@ const file_ordo_proto_rawDesc = "" +
 	"\n" +
 	"high_water\x18\n" +
 	" \x01(\x04R\thighWater\x12\x14\n" +
-	"\x05error\x18\v \x01(\tR\x05error\"\xa5\x01\n" +
+	"\x05error\x18\v \x01(\tR\x05error\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\f \x01(\tR\tclusterId\"\xa5\x01\n" +
 	"\x0eStatusResponse\x12'\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x11.ordo.v1.NodeInfoR\x05nodes\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1f\n" +

@@ -359,13 +359,13 @@ func (c *Client) retry(ctx context.Context, fn call) error {
 }
 
 // retryable reports whether another attempt, perhaps at another node, may
-// succeed. A failed TLS handshake (a certificate the node refuses, or a
-// node the client does not trust) is reported as Unavailable, but no
-// retry mends it, so it fails at once.
+// succeed. A certificate refused, by this side (x509) or by the node (a
+// TLS alert), is reported as Unavailable, but no retry mends it, so it
+// fails at once; a handshake cut short by a node going down is retried.
 func retryable(err error) bool {
 	if st, ok := status.FromError(err); ok {
 		// This side's verdict, or the node's (a TLS alert).
-		if msg := st.Message(); strings.Contains(msg, "authentication handshake failed") || strings.Contains(msg, "remote error: tls:") {
+		if msg := st.Message(); strings.Contains(msg, "x509: ") || strings.Contains(msg, "remote error: tls:") {
 			return false
 		}
 	}

@@ -33,6 +33,8 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/secure"
+	"github.com/seed-e8569b35/ordo/secure/securetest"
 	"github.com/seed-e8569b35/ordo/verify"
 )
 
@@ -192,6 +194,48 @@ type clusterOpts struct {
 	// clockFiles gives every node --test-clock-offset-file <dir>/<id>.clock,
 	// created empty (no offset).
 	clockFiles bool
+	// tls, if set, starts every node with mutual TLS: the set's node
+	// certificate and admin rights for its admin certificate's subject;
+	// the cluster's admin client presents the admin certificate.
+	tls *securetest.Set
+	// nodeTLS gives a node other files than tls.Node (its own copy, to
+	// be replaced on disk by a test of rotation).
+	nodeTLS map[string]secure.Files
+}
+
+// tlsArgs are the serve or client flags naming files.
+func tlsArgs(f secure.Files) []string {
+	return []string{"--tls-cert", f.Cert, "--tls-key", f.Key, "--tls-ca", f.CA}
+}
+
+// setFlag sets flag name to value in args: the value after its first
+// occurrence is replaced, or the flag is appended.
+func setFlag(args []string, name, value string) []string {
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == name {
+			args[i+1] = value
+			return args
+		}
+	}
+	return append(args, name, value)
+}
+
+// setTLS makes n serve files from its next start on.
+func (n *node) setTLS(files secure.Files) {
+	n.args = setFlag(n.args, "--tls-cert", files.Cert)
+	n.args = setFlag(n.args, "--tls-key", files.Key)
+	n.args = setFlag(n.args, "--tls-ca", files.CA)
+}
+
+// tlsClient returns a client of addrs that presents files.
+func tlsClient(t testing.TB, addrs []string, files secure.Files, opts ...client.Option) *client.Client {
+	t.Helper()
+	opts = append(opts, client.WithTLS(securetest.MustLoad(t, files).ClientConfig()))
+	c, err := client.New(addrs, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // mustNewCluster starts n1..n3 with --bootstrap and fast Raft timers and
@@ -216,6 +260,14 @@ func mustNewCluster(t *testing.T, opts clusterOpts) *cluster {
 	}
 	for _, n := range c.nodes {
 		n.args = append([]string{"--bootstrap", strings.Join(peers, ",")}, fastTimers...)
+		if opts.tls != nil {
+			files, ok := opts.nodeTLS[n.id]
+			if !ok {
+				files = opts.tls.Node
+			}
+			n.args = append(n.args, tlsArgs(files)...)
+			n.args = append(n.args, "--admin-subject", securetest.AdminSubject)
+		}
 		if opts.clockFiles {
 			f := c.clockFile(n.id)
 			if err := os.WriteFile(f, nil, 0o644); err != nil {
@@ -230,8 +282,9 @@ func mustNewCluster(t *testing.T, opts clusterOpts) *cluster {
 	var err error
 	// Status waits up to 1 s for each unreachable peer (a paused one
 	// hangs), so an attempt must be allowed longer than that.
-	c.admin, err = client.New(c.addrs(), client.WithAttemptTimeout(3*time.Second))
-	if err != nil {
+	if opts.tls != nil {
+		c.admin = tlsClient(t, c.addrs(), opts.tls.Admin, client.WithAttemptTimeout(3*time.Second))
+	} else if c.admin, err = client.New(c.addrs(), client.WithAttemptTimeout(3*time.Second)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.admin.Close() })

@@ -225,7 +225,11 @@ func (f *FSM) NodeAddr(id string) (string, bool) {
 func (f *FSM) Apply(l *raft.Log) any {
 	c, err := Decode(l.Data)
 	if err != nil {
-		return Result{Err: err, Term: l.Term}
+		// Nothing changes, but the Result still reports the mark, as it
+		// does for every other command: a zero here would read as a mark
+		// that went down to 0.
+		hw := f.HighWater()
+		return Result{Err: err, Prev: hw, HighWater: hw, Term: l.Term}
 	}
 	return f.apply(c, l.Term)
 }

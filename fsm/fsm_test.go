@@ -469,7 +469,21 @@ func TestPersistWriteError(t *testing.T) {
 
 // ---- malformed commands ----------------------------------------------------
 
-func TestRejectMalformed(t *testing.T) {
+// rejectCase is a command Decode and Apply must refuse, with the sentinel
+// the refusal wraps.
+type rejectCase struct {
+	name string
+	data string
+	want error
+}
+
+// rejectedCommands lists commands the FSM must refuse: bytes that are not
+// one JSON object, unknown versions and ops, trailing data, wrong JSON
+// types, and known commands with bad fields. FuzzDecode starts from them
+// too. It also returns a valid init next to the "group does not fit" case,
+// which the caller checks is accepted.
+func rejectedCommands(t testing.TB) (cases []rejectCase, validNeighbour string) {
+	t.Helper()
 	// A 2-bit group field holds groups 0..3.
 	tiny, err := layout.Parse("custom:epoch=1704067200000,unit=1,bits=41/2/20")
 	if err != nil {
@@ -482,32 +496,57 @@ func TestRejectMalformed(t *testing.T) {
 	}
 	valid := string(mustEncode(t, Command{Op: OpDeleteNode, NodeID: "gone"}))
 
-	tests := []struct {
-		name string
-		data string
-		want error
-	}{
+	return []rejectCase{
+		// Not one JSON object.
 		{name: "empty", data: "", want: ErrMalformed},
+		{name: "white space", data: " \n\t", want: ErrMalformed},
 		{name: "not json", data: "reserve 5", want: ErrMalformed},
+		{name: "binary", data: "\x00\xff\xfe\x01\x82\xa3foo", want: ErrMalformed},
+		{name: "msgpack map", data: "\x82\xa1v\x01\xa2op\xa7reserve", want: ErrMalformed},
 		{name: "json string", data: `"delete_node"`, want: ErrMalformed},
 		{name: "json array", data: `[1]`, want: ErrMalformed},
+		{name: "json number", data: `1`, want: ErrMalformed},
+		{name: "json bool", data: `true`, want: ErrMalformed},
 		{name: "truncated", data: `{"v":1,"op":"reserve","up_to":`, want: ErrMalformed},
+		{name: "unterminated string", data: `{"v":1,"op":"delete_node","node_id":"gone}`, want: ErrMalformed},
+		// Trailing data after a valid command.
 		{name: "trailing object", data: valid + valid, want: ErrMalformed},
 		{name: "trailing garbage", data: valid + " x", want: ErrMalformed},
 		{name: "trailing number", data: valid + "1", want: ErrMalformed},
 		{name: "trailing brace", data: valid + "}", want: ErrMalformed},
 		{name: "trailing bracket", data: valid + "]", want: ErrMalformed},
+		{name: "trailing NUL", data: valid + "\x00", want: ErrMalformed},
+		{name: "trailing null", data: valid + "null", want: ErrMalformed},
+		// Fields this version does not know.
 		{name: "unknown field", data: `{"v":1,"op":"delete_node","node_id":"gone","extra":true}`, want: ErrMalformed},
+		{name: "unknown layout field", data: strings.Replace(tinyJSON, `"order"`, `"zone":"utc","order"`, 1), want: ErrMalformed},
+		// Wrong JSON types.
 		{name: "wrong type", data: `{"v":1,"op":"reserve","up_to":"10"}`, want: ErrMalformed},
+		{name: "version as string", data: `{"v":"1","op":"delete_node","node_id":"gone"}`, want: ErrMalformed},
+		{name: "version as float", data: `{"v":1.0,"op":"delete_node","node_id":"gone"}`, want: ErrMalformed},
+		{name: "op as number", data: `{"v":1,"op":2,"up_to":5}`, want: ErrMalformed},
+		{name: "op as object", data: `{"v":1,"op":{"name":"reserve"},"up_to":5}`, want: ErrMalformed},
+		{name: "node_id as number", data: `{"v":1,"op":"delete_node","node_id":7}`, want: ErrMalformed},
+		{name: "layout as string", data: `{"v":1,"op":"init","layout":"default"}`, want: ErrMalformed},
+		{name: "group as bool", data: `{"v":1,"op":"init","layout":null,"group":true}`, want: ErrMalformed},
 		{name: "negative up_to", data: `{"v":1,"op":"reserve","up_to":-1}`, want: ErrMalformed},
 		{name: "float up_to", data: `{"v":1,"op":"reserve","up_to":1.5}`, want: ErrMalformed},
+		{name: "up_to above 2^64", data: `{"v":1,"op":"reserve","up_to":18446744073709551616}`, want: ErrMalformed},
+		{name: "negative width", data: strings.Replace(tinyJSON, `"seq_bits":20`, `"seq_bits":-20`, 1), want: ErrMalformed},
+		// Versions this FSM does not read.
 		{name: "version missing", data: `{"op":"delete_node","node_id":"gone"}`, want: ErrUnknownVersion},
 		{name: "version 0", data: `{"v":0,"op":"delete_node","node_id":"gone"}`, want: ErrUnknownVersion},
 		{name: "version 2", data: `{"v":2,"op":"delete_node","node_id":"gone"}`, want: ErrUnknownVersion},
 		{name: "version -1", data: `{"v":-1,"op":"reserve","up_to":5}`, want: ErrUnknownVersion},
+		{name: "json null", data: `null`, want: ErrUnknownVersion},
+		{name: "empty object", data: `{}`, want: ErrUnknownVersion},
+		// Ops this FSM does not know.
 		{name: "unknown op", data: `{"v":1,"op":"explode"}`, want: ErrUnknownOp},
 		{name: "empty op", data: `{"v":1}`, want: ErrUnknownOp},
+		{name: "null op", data: `{"v":1,"op":null,"up_to":5}`, want: ErrUnknownOp},
 		{name: "op wrong case", data: `{"v":1,"op":"RESERVE","up_to":5}`, want: ErrUnknownOp},
+		{name: "op with space", data: `{"v":1,"op":"reserve ","up_to":5}`, want: ErrUnknownOp},
+		// Known ops with bad fields.
 		{name: "reserve up_to 0", data: `{"v":1,"op":"reserve","up_to":0}`, want: ErrInvalid},
 		{name: "reserve without up_to", data: `{"v":1,"op":"reserve"}`, want: ErrInvalid},
 		{name: "init without layout", data: `{"v":1,"op":"init","group":1}`, want: ErrInvalid},
@@ -518,7 +557,15 @@ func TestRejectMalformed(t *testing.T) {
 		{name: "set_node without addr", data: `{"v":1,"op":"set_node","node_id":"a"}`, want: ErrInvalid},
 		{name: "set_node without id", data: `{"v":1,"op":"set_node","grpc_addr":"h:1"}`, want: ErrInvalid},
 		{name: "delete_node without id", data: `{"v":1,"op":"delete_node"}`, want: ErrInvalid},
-	}
+	}, tinyJSON
+}
+
+// TestRejectMalformed checks each refusal twice: Decode returns the
+// sentinel and no command, and FSM.Apply, given the bytes as a raft.Log,
+// returns a Result carrying that error and the entry's term, without
+// changing the state or calling onInit.
+func TestRejectMalformed(t *testing.T) {
+	tests, validNeighbour := rejectedCommands(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, err := Decode([]byte(tt.data))
@@ -540,6 +587,9 @@ func TestRejectMalformed(t *testing.T) {
 			if r.Term != 42 {
 				t.Errorf("Apply(%q).Term = %d, want 42", tt.data, r.Term)
 			}
+			if r.Prev != want.HighWater || r.HighWater != want.HighWater {
+				t.Errorf("Apply(%q) = Prev %d HighWater %d, want both %d", tt.data, r.Prev, r.HighWater, want.HighWater)
+			}
 			if got := f.State(); !reflect.DeepEqual(got, want) {
 				t.Errorf("rejected command changed state: %+v, want %+v", got, want)
 			}
@@ -551,8 +601,22 @@ func TestRejectMalformed(t *testing.T) {
 
 	// The valid neighbour of "group does not fit" is accepted, so the case
 	// above fails for the group and not for something else.
-	if _, err := Decode([]byte(tinyJSON)); err != nil {
-		t.Errorf("Decode(%s): %v", tinyJSON, err)
+	if _, err := Decode([]byte(validNeighbour)); err != nil {
+		t.Errorf("Decode(%s): %v", validNeighbour, err)
+	}
+}
+
+// Apply must answer a raft.Log that carries no command (nil Data, as a
+// no-op entry would) with an error, not a panic.
+func TestApplyLogWithoutData(t *testing.T) {
+	f := populated(t)
+	want := f.State()
+	r := apply(t, f, nil, 3)
+	if !errors.Is(r.Err, ErrMalformed) || r.Term != 3 {
+		t.Errorf("Apply(nil Data) = %+v, want ErrMalformed in term 3", r)
+	}
+	if got := f.State(); !reflect.DeepEqual(got, want) {
+		t.Errorf("Apply(nil Data) changed state: %+v, want %+v", got, want)
 	}
 }
 
@@ -614,18 +678,32 @@ func validCommands(t testing.TB) []Command {
 
 // ---- fuzz ------------------------------------------------------------------
 
+// FuzzDecode feeds arbitrary bytes to Decode and, as a raft.Log, to Apply
+// on a fresh FSM and on one that already holds a layout, nodes and a
+// high-water mark. Neither may panic. Decode refuses with an error that
+// wraps a sentinel and no command; what it accepts re-encodes and decodes
+// to the same command. Apply refuses exactly what Decode refuses, plus an
+// init that contradicts the recorded layout; a refused command changes
+// nothing; and whatever the bytes, the mark never goes down, Result
+// reports it truthfully (Prev before, HighWater after), and a reserve
+// leaves it at max(old, up_to).
 func FuzzDecode(f *testing.F) {
 	for _, c := range validCommands(f) {
 		f.Add(mustEncode(f, c))
 	}
+	rejected, validNeighbour := rejectedCommands(f)
+	for _, r := range rejected {
+		f.Add([]byte(r.data))
+	}
+	f.Add([]byte(validNeighbour))
 	f.Add([]byte(`{"v":1,"op":"init","layout":{"name":"x","epoch_ms":-5,"unit_ms":0,"time_bits":200,"group_bits":64,"seq_bits":0,"order":"?"},"group":18446744073709551615}`))
 	f.Add([]byte(`{"v":1,"op":"reserve","up_to":5,"node_id":"n","layout":null}`))
-	f.Add([]byte(`{"v":1,"op":"delete_node","node_id":"gone"}}`))
+	f.Add([]byte(`{"v":1,"op":"reserve","up_to":123455}`))
+	f.Add([]byte(`{"v":1,"op":"reserve","up_to":123457}`))
 	f.Add([]byte(`{"V":1,"OP":"delete_node","NODE_ID":"gone"}`))
 	f.Add([]byte(`{"v":1,"op":"set_node","node_id":"\ud800","grpc_addr":"\u0000"}`))
+	f.Add([]byte("{\"v\":1,\"op\":\"set_node\",\"node_id\":\"\xff\xfe\",\"grpc_addr\":\"a\"}"))
 	f.Add([]byte(`{"v":1,"op":"delete_node","node_id":"gone","v":2}`))
-	f.Add([]byte(""))
-	f.Add([]byte("null"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, err := Decode(data)
 		if err != nil {
@@ -633,26 +711,54 @@ func FuzzDecode(f *testing.F) {
 				!errors.Is(err, ErrUnknownOp) && !errors.Is(err, ErrInvalid) {
 				t.Fatalf("Decode(%q) error %v wraps no sentinel", data, err)
 			}
-			return
+			if !reflect.DeepEqual(c, Command{}) {
+				t.Fatalf("Decode(%q) returned %+v alongside error %v", data, c, err)
+			}
+		} else {
+			if c.Version != Version {
+				t.Fatalf("Decode(%q) accepted version %d", data, c.Version)
+			}
+			b, err := Encode(c)
+			if err != nil {
+				t.Fatalf("Encode(%+v) of accepted %q: %v", c, data, err)
+			}
+			c2, err := Decode(b)
+			if err != nil {
+				t.Fatalf("re-encoded %q (from %q) does not decode: %v", b, data, err)
+			}
+			if !reflect.DeepEqual(c, c2) {
+				t.Fatalf("round trip of %q: %+v != %+v (via %s)", data, c, c2, b)
+			}
 		}
-		if c.Version != Version {
-			t.Fatalf("Decode(%q) accepted version %d", data, c.Version)
-		}
-		b, err := Encode(c)
-		if err != nil {
-			t.Fatalf("Encode(%+v) of accepted %q: %v", c, data, err)
-		}
-		c2, err := Decode(b)
-		if err != nil {
-			t.Fatalf("re-encoded %q (from %q) does not decode: %v", b, data, err)
-		}
-		if !reflect.DeepEqual(c, c2) {
-			t.Fatalf("round trip of %q: %+v != %+v (via %s)", data, c, c2, b)
-		}
-		// Anything Decode accepts, Apply accepts too (init may still meet
-		// a mismatch, which an empty FSM cannot have).
-		if r := New(nil).Apply(&raft.Log{Data: data, Term: 1}).(Result); r.Err != nil {
-			t.Fatalf("Apply(%q) rejected what Decode accepted: %v", data, r.Err)
+
+		for _, fsm := range []struct {
+			name string
+			f    *FSM
+		}{{"fresh FSM", New(nil)}, {"FSM with a mark", populated(t)}} {
+			before := fsm.f.State()
+			r := apply(t, fsm.f, data, 7)
+			after := fsm.f.State()
+			switch {
+			case r.Term != 7:
+				t.Fatalf("%s: Apply(%q).Term = %d, want 7", fsm.name, data, r.Term)
+			case r.Prev != before.HighWater || r.HighWater != after.HighWater:
+				t.Fatalf("%s: Apply(%q) reports Prev %d HighWater %d; the mark went from %d to %d",
+					fsm.name, data, r.Prev, r.HighWater, before.HighWater, after.HighWater)
+			case after.HighWater < before.HighWater:
+				t.Fatalf("%s: Apply(%q) lowered the mark from %d to %d", fsm.name, data, before.HighWater, after.HighWater)
+			case err != nil && (r.Err == nil || r.Err.Error() != err.Error()):
+				t.Fatalf("%s: Apply(%q).Err = %v, want Decode's %v", fsm.name, data, r.Err, err)
+			case err == nil && r.Err != nil && (before.Layout == nil || c.Op != OpInit || !errors.Is(r.Err, ErrLayoutMismatch)):
+				// Only an init can meet a mismatch, and only once a
+				// layout is recorded.
+				t.Fatalf("%s: Apply(%q) refused what Decode accepted: %v", fsm.name, data, r.Err)
+			case r.Err != nil && !reflect.DeepEqual(after, before):
+				t.Fatalf("%s: refused Apply(%q) changed the state from %+v to %+v", fsm.name, data, before, after)
+			case r.Err == nil && c.Op == OpReserve && after.HighWater != max(before.HighWater, c.UpTo):
+				t.Fatalf("%s: reserve up to %d moved the mark from %d to %d", fsm.name, c.UpTo, before.HighWater, after.HighWater)
+			case r.Err == nil && c.Op != OpReserve && after.HighWater != before.HighWater:
+				t.Fatalf("%s: %s moved the mark from %d to %d", fsm.name, c.Op, before.HighWater, after.HighWater)
+			}
 		}
 	})
 }

@@ -28,6 +28,12 @@ const (
 	DefaultApplyTimeout = 5 * time.Second
 	// DefaultSnapshotRetain is how many snapshots stay on disk.
 	DefaultSnapshotRetain = 2
+	// DefaultMaxConnsPerHost bounds the gRPC connections one host may
+	// hold open. Peers hold one each; a client one per node.
+	DefaultMaxConnsPerHost = 512
+	// DefaultRPCTimeout bounds every unary call, whatever deadline its
+	// caller gave (streams live as long as their caller keeps them).
+	DefaultRPCTimeout = 30 * time.Second
 )
 
 // Config configures one node.
@@ -57,6 +63,11 @@ type Config struct {
 	MaxCount uint64
 	// ApplyTimeout bounds Raft commits made by this node.
 	ApplyTimeout time.Duration
+	// MaxConnsPerHost bounds the gRPC connections from one remote host;
+	// a negative value means no limit.
+	MaxConnsPerHost int
+	// RPCTimeout bounds every unary call.
+	RPCTimeout time.Duration
 	// Raft tunes Raft's timers; LocalID, Logger and NotifyCh are set by
 	// Open. Nil means raft.DefaultConfig().
 	Raft *raft.Config
@@ -101,6 +112,12 @@ func (c Config) withDefaults() Config {
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = DefaultApplyTimeout
 	}
+	if c.MaxConnsPerHost == 0 {
+		c.MaxConnsPerHost = DefaultMaxConnsPerHost
+	}
+	if c.RPCTimeout == 0 {
+		c.RPCTimeout = DefaultRPCTimeout
+	}
 	if c.Raft == nil {
 		c.Raft = raft.DefaultConfig()
 	} else {
@@ -122,8 +139,8 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
-	case c.ID == "":
-		return fmt.Errorf("%w: node id is empty", ErrBadConfig)
+	case checkNodeID(c.ID) != nil:
+		return fmt.Errorf("%w: %w", ErrBadConfig, checkNodeID(c.ID))
 	case c.DataDir == "":
 		return fmt.Errorf("%w: data dir is empty", ErrBadConfig)
 	case c.RaftAddr == "":
@@ -134,6 +151,8 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: reserve window %s is negative", ErrBadConfig, c.ReserveWindow)
 	case c.ApplyTimeout < 0:
 		return fmt.Errorf("%w: apply timeout %s is negative", ErrBadConfig, c.ApplyTimeout)
+	case c.RPCTimeout < 0:
+		return fmt.Errorf("%w: RPC timeout %s is negative", ErrBadConfig, c.RPCTimeout)
 	case c.MaxCount > c.Layout.MaxTick():
 		return fmt.Errorf("%w: max count %d exceeds the layout's capacity", ErrBadConfig, c.MaxCount)
 	}

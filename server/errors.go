@@ -58,9 +58,15 @@ var (
 	ErrRemoved = errors.New("removed from the cluster")
 	// ErrBadConfig means a Config field is invalid.
 	ErrBadConfig = errors.New("invalid configuration")
+	// ErrOtherCluster means a data dir holds another cluster's state.
+	ErrOtherCluster = errors.New("data dir belongs to another cluster")
 	// ErrPermissionDenied means the caller's identity does not allow the
 	// call (see authorize).
 	ErrPermissionDenied = errors.New("permission denied")
+	// ErrCorrupt means the data dir holds a Raft log that cannot be
+	// trusted (damaged, truncated, or lost while snapshots remain), so the
+	// node does not start.
+	ErrCorrupt = errors.New("data dir is corrupt")
 )
 
 // toStatus maps an error to a gRPC status, attaching the leader hint.
@@ -80,7 +86,7 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 		code = codes.Unavailable
 	case errors.Is(err, ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, layout.ErrInvalidLayout):
 		code = codes.InvalidArgument
-	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrClusterExists):
+	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrClusterExists), errors.Is(err, ErrOtherCluster):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrPermissionDenied):
 		code = codes.PermissionDenied

@@ -6,15 +6,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/grpc"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/secure"
 )
 
@@ -31,16 +30,11 @@ func HasState(dataDir string) (bool, error) {
 	if _, err := os.Stat(dataDir); errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
-	path := filepath.Join(dataDir, "raft.db")
-	store, err := raftboltdb.New(raftboltdb.Options{Path: path})
+	store, snaps, err := openStores(dataDir, hclog.NewNullLogger())
 	if err != nil {
-		return false, fmt.Errorf("open raft log: %w", err)
+		return false, err
 	}
 	defer store.Close()
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, DefaultSnapshotRetain, hclog.NewNullLogger())
-	if err != nil {
-		return false, fmt.Errorf("open snapshot store: %w", err)
-	}
 	return raft.HasExistingState(store, store, snaps)
 }
 
@@ -116,4 +110,94 @@ func withAdmin(addr string, t *secure.TLS, fn func(api.AdminClient) error) error
 	}
 	defer conn.Close()
 	return fn(api.NewAdminClient(conn))
+}
+
+// StoredState replays what dataDir holds, the latest snapshot and the log
+// after it, into a scratch FSM, without starting Raft: which cluster the
+// data belongs to, and its members' gRPC addresses.
+func StoredState(dataDir string) (fsm.State, error) {
+	store, snaps, err := openStores(dataDir, hclog.NewNullLogger())
+	if err != nil {
+		return fsm.State{}, err
+	}
+	defer store.Close()
+	scratch := fsm.New(nil)
+	var after uint64
+	if metas, err := snaps.List(); err != nil {
+		return fsm.State{}, fmt.Errorf("list snapshots: %w", err)
+	} else if len(metas) > 0 {
+		_, rc, err := snaps.Open(metas[0].ID)
+		if err != nil {
+			return fsm.State{}, fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
+		}
+		if err := scratch.Restore(rc); err != nil {
+			return fsm.State{}, fmt.Errorf("snapshot %s: %w", metas[0].ID, err)
+		}
+		after = metas[0].Index
+	}
+	first, err := store.FirstIndex()
+	if err != nil {
+		return fsm.State{}, fmt.Errorf("read raft log: %w", err)
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return fsm.State{}, fmt.Errorf("read raft log: %w", err)
+	}
+	for i := max(first, after+1); first > 0 && i <= last; i++ {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return fsm.State{}, fmt.Errorf("read raft log entry %d: %w", i, err)
+		}
+		if l.Type == raft.LogCommand {
+			scratch.Apply(&l) // a command it refuses changes nothing, as in Raft
+		}
+	}
+	return scratch.State(), nil
+}
+
+// CheckCluster refuses to start on a data dir that belongs to another
+// cluster: one whose recorded cluster id differs from expected (when
+// given), or from the id any of its recorded members reports. A node
+// started on another cluster's data could otherwise take part in this
+// cluster's elections with that cluster's log, and its high-water mark.
+// Members that do not answer, or have no id yet, prove nothing.
+func CheckCluster(ctx context.Context, self, dataDir, expected string, t *secure.TLS) error {
+	st, err := StoredState(dataDir)
+	if err != nil {
+		return err
+	}
+	if st.ClusterID == "" {
+		return nil // the first leader has not recorded one yet
+	}
+	if expected != "" && st.ClusterID != expected {
+		return fmt.Errorf("%w: the data dir %s holds cluster %s, this node is configured for cluster %s",
+			ErrOtherCluster, dataDir, st.ClusterID, expected)
+	}
+	ctx, cancel := context.WithTimeout(ctx, nodeStatusTimeout)
+	defer cancel()
+	theirs := make(chan string, len(st.Nodes))
+	var wg sync.WaitGroup
+	for id, addr := range st.Nodes {
+		if id == self || addr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_ = withAdmin(addr, t, func(a api.AdminClient) error {
+				info, err := a.NodeStatus(ctx, &api.NodeStatusRequest{})
+				if err == nil && info.ClusterId != "" && info.ClusterId != st.ClusterID {
+					theirs <- fmt.Sprintf("%s at %s reports cluster %s", id, addr, info.ClusterId)
+				}
+				return err
+			})
+		}()
+	}
+	wg.Wait()
+	close(theirs)
+	if other, ok := <-theirs; ok {
+		return fmt.Errorf("%w: the data dir %s holds cluster %s, but member %s; was the data dir copied from another cluster?",
+			ErrOtherCluster, dataDir, st.ClusterID, other)
+	}
+	return nil
 }

@@ -45,14 +45,15 @@ func (n *Node) openGRPC() error {
 		lis.Close()
 		return fmt.Errorf("%w: gRPC address %q binds every interface; give an advertise address peers and clients can reach", ErrBadConfig, n.cfg.GRPCAddr)
 	}
-	opts := []grpc.ServerOption{
-		grpc.ChainUnaryInterceptor(n.authorizeUnary),
+	opts := append(serverLimits(),
+		grpc.ChainUnaryInterceptor(n.authorizeUnary, boundUnary(n.cfg.RPCTimeout)),
 		grpc.ChainStreamInterceptor(n.authorizeStream),
-	}
+	)
 	if n.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.TLS.ServerConfig(n.logger.Named("grpc"), false))))
 	}
 	n.grpcServer = grpc.NewServer(opts...)
+	lis = limitPerHost(lis, n.cfg.MaxConnsPerHost, n.logger.Named("grpc"))
 	svc := &service{n: n}
 	api.RegisterSequencerServer(n.grpcServer, svc)
 	api.RegisterAdminServer(n.grpcServer, svc)
@@ -188,6 +189,7 @@ func (n *Node) localStatus() *api.NodeInfo {
 		CommitIndex:  n.raft.CommitIndex(),
 		HighWater:    n.fsm.HighWater(),
 		Voter:        true,
+		ClusterId:    n.fsm.ClusterID(),
 	}
 	switch last := n.raft.LastContact(); {
 	case n.isLeader():
@@ -283,12 +285,12 @@ func (s *service) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinResp
 }
 
 func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
-	if req.Id == "" || req.RaftAddr == "" || req.GrpcAddr == "" {
-		return fmt.Errorf("%w: join needs id, raft_addr and grpc_addr", ErrBadRequest)
+	if err := checkNodeID(req.Id); err != nil {
+		return err
 	}
 	for _, a := range []string{req.RaftAddr, req.GrpcAddr} {
-		if _, _, err := net.SplitHostPort(a); err != nil {
-			return fmt.Errorf("%w: address %q: %v", ErrBadRequest, a, err)
+		if err := checkDialAddr(a); err != nil {
+			return err
 		}
 	}
 	conn, fwd, err := s.forward(ctx)
@@ -346,8 +348,8 @@ func (s *service) Remove(ctx context.Context, req *api.RemoveRequest) (*api.Remo
 }
 
 func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
-	if req.Id == "" {
-		return fmt.Errorf("%w: remove needs an id", ErrBadRequest)
+	if err := checkNodeID(req.Id); err != nil {
+		return err
 	}
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
@@ -383,6 +385,11 @@ func (s *service) TransferLeader(ctx context.Context, req *api.TransferLeaderReq
 }
 
 func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) error {
+	if req.Id != "" {
+		if err := checkNodeID(req.Id); err != nil {
+			return err
+		}
+	}
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
 		return err

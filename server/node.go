@@ -10,8 +10,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -113,18 +111,14 @@ func Open(cfg Config) (*Node, error) {
 }
 
 func (n *Node) openRaft() error {
-	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
-		return fmt.Errorf("create data dir: %w", err)
+	if err := prepareDataDir(n.cfg.DataDir, n.logger); err != nil {
+		return err
 	}
-	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(n.cfg.DataDir, "raft.db")})
+	store, snaps, err := openStores(n.cfg.DataDir, n.logger.Named("snapshot"))
 	if err != nil {
-		return fmt.Errorf("open raft log: %w", err)
+		return err
 	}
-	n.store = store
-	n.snaps, err = raft.NewFileSnapshotStoreWithLogger(n.cfg.DataDir, DefaultSnapshotRetain, n.logger.Named("snapshot"))
-	if err != nil {
-		return fmt.Errorf("open snapshot store: %w", err)
-	}
+	n.store, n.snaps = store, snaps
 	stream, err := newStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise)
 	if err != nil {
 		return err

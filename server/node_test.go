@@ -599,12 +599,13 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	}
 	const entries = 1000
 	var last uint64
+	conn := mustConn(t, n.GRPCAddr()) // one connection: the node limits them per host
 	deadline := time.Now().Add(60 * time.Second)
 	for idx := n.raft.LastIndex(); idx < entries; idx = n.raft.LastIndex() {
 		if time.Now().After(deadline) {
 			t.Fatalf("only %d log entries within 60 s", idx)
 		}
-		ids := mustNext(t, n.GRPCAddr(), 1000)
+		ids := mustNextVia(t, conn, 1000)
 		if ids[0] <= last {
 			t.Fatalf("ID %d after %d", ids[0], last)
 		}

@@ -10,6 +10,7 @@ package verify
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -47,6 +48,10 @@ type ClusterConfig struct {
 	// ServeArgs are added to every node's `ordo serve` command line (Raft
 	// timers, or a test-only switch).
 	ServeArgs []string
+	// TLS, if set, runs every node with mutual TLS (TLS.Node, and admin
+	// rights for TLS.Admin's subject), and the cluster's own calls
+	// (finding the leader, admin calls) present TLS.Admin.
+	TLS *TLS
 	// Logf reports what the cluster does; nil discards.
 	Logf func(format string, args ...any)
 }
@@ -73,6 +78,11 @@ type Cluster struct {
 	cfg   ClusterConfig
 	Nodes []*Node
 	Net   *faultproxy.Net
+
+	// tlsArgs are the serve flags of TLS; adminTLS is how the cluster's
+	// own calls dial. Both nil for plaintext.
+	tlsArgs  []string
+	adminTLS *tls.Config
 }
 
 // StartCluster starts cfg.Nodes nodes that bootstrap together and waits
@@ -85,6 +95,17 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	c := &Cluster{cfg: cfg, Net: faultproxy.NewNet()}
+	if cfg.TLS != nil {
+		var ips []string
+		for i := range cfg.Nodes {
+			ips = append(ips, nodeIP(i))
+		}
+		ct, err := loadClusterTLS(cfg.TLS, ips)
+		if err != nil {
+			return nil, err
+		}
+		c.tlsArgs, c.adminTLS = ct.serveArgs, ct.admin
+	}
 	var peers []string
 	for i := range cfg.Nodes {
 		n, err := c.newNode(i)
@@ -111,7 +132,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 }
 
 func (c *Cluster) newNode(i int) (*Node, error) {
-	n := &Node{Name: fmt.Sprintf("n%d", i+1), IP: fmt.Sprintf("127.0.0.%d", 11+i)}
+	n := &Node{Name: fmt.Sprintf("n%d", i+1), IP: nodeIP(i)}
 	n.DataDir = filepath.Join(c.cfg.Dir, n.Name)
 	n.ClockFile = filepath.Join(c.cfg.Dir, n.Name+".clock")
 	n.LogFile = filepath.Join(c.cfg.Dir, n.Name+".log")
@@ -136,6 +157,9 @@ func (c *Cluster) newNode(i int) (*Node, error) {
 	return n, nil
 }
 
+// nodeIP is the loopback IP the i'th node (from 0) binds.
+func nodeIP(i int) string { return fmt.Sprintf("127.0.0.%d", 11+i) }
+
 // freeAddr returns ip:port with a port that was free a moment ago.
 func freeAddr(ip string) (string, error) {
 	l, err := net.Listen("tcp", ip+":0")
@@ -157,7 +181,8 @@ func (c *Cluster) start(n *Node, extra ...string) error {
 		"--id", n.Name, "--data-dir", n.DataDir,
 		"--raft-addr", n.RaftAddr, "--raft-advertise", n.Advertise, "--grpc-addr", n.GRPCAddr,
 		"--test-clock-offset-file", n.ClockFile,
-	}, c.cfg.ServeArgs...)
+	}, c.tlsArgs...)
+	args = append(args, c.cfg.ServeArgs...)
 	args = append(args, extra...)
 	logFile, err := os.OpenFile(n.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
@@ -250,6 +275,37 @@ func (n *Node) Running() bool {
 	}
 }
 
+// Exited describes every node whose process ended by itself (not killed
+// by the cluster): its name, exit status and last line of log.
+func (c *Cluster) Exited() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		n.mu.Lock()
+		cmd, done := n.cmd, n.done
+		n.mu.Unlock()
+		if cmd == nil {
+			continue
+		}
+		select {
+		case <-done:
+		default:
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s: %v; last log line: %s", n.Name, cmd.ProcessState, lastLine(n.LogFile)))
+	}
+	return out
+}
+
+// lastLine is the last non-empty line of file, at most 300 bytes of it.
+func lastLine(file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "(" + err.Error() + ")"
+	}
+	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+	return truncate(lines[len(lines)-1], 300)
+}
+
 // SetClockOffset shifts n's wall clock (test-only flag of ordo serve).
 func (c *Cluster) SetClockOffset(n *Node, d time.Duration) error {
 	s := ""
@@ -305,7 +361,7 @@ func (c *Cluster) Leader(ctx context.Context) (*Node, error) {
 // askLeader asks n for a single ID straight from n (no failover); a reply
 // names the leader that issued it.
 func (c *Cluster) askLeader(ctx context.Context, n *Node) *Node {
-	conn, err := dial(n.GRPCAddr)
+	conn, err := dial(n.GRPCAddr, c.adminTLS)
 	if err != nil {
 		return nil
 	}
@@ -329,7 +385,11 @@ func (c *Cluster) WaitServing(ctx context.Context) error {
 
 // Admin runs an admin call through a failover client.
 func (c *Cluster) Admin(ctx context.Context, fn func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error) error {
-	cl, err := client.New(c.Addrs(), client.WithAttemptTimeout(time.Second))
+	opts := []client.Option{client.WithAttemptTimeout(time.Second)}
+	if c.adminTLS != nil {
+		opts = append(opts, client.WithTLS(c.adminTLS))
+	}
+	cl, err := client.New(c.Addrs(), opts...)
 	if err != nil {
 		return err
 	}

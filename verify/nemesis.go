@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 )
@@ -230,29 +232,46 @@ func clockShift(d time.Duration) func(context.Context, *Cluster, *rand.Rand) (st
 }
 
 // transferLeader moves leadership around every few hundred milliseconds
-// until healed.
+// until healed. A transfer may fail under load (the target is behind, an
+// election is on), which is part of the fault; one refused for who asked
+// (a certificate or an admin right the nodes do not accept) means the
+// nemesis is not doing what it says, and fails the fault at heal.
 func transferLeader(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan struct{})
 	seed := rng.Uint64()
+	var refusedErr error
 	go func() {
 		defer close(done)
 		r := rand.New(rand.NewPCG(seed, 1))
 		for ctx.Err() == nil {
 			to := c.Nodes[r.IntN(len(c.Nodes))]
 			actx, acancel := context.WithTimeout(ctx, 3*time.Second)
-			c.Admin(actx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+			err := c.Admin(actx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
 				_, err := a.TransferLeader(ctx, &api.TransferLeaderRequest{Id: to.Name}, opts...)
 				return err
 			})
 			acancel()
+			if refused(err) && refusedErr == nil {
+				refusedErr = fmt.Errorf("transfer-leader to %s refused: %w", to.Name, err)
+			}
 			select {
 			case <-ctx.Done():
 			case <-time.After(300 * time.Millisecond):
 			}
 		}
 	}()
-	return "every 300ms", func(context.Context) error { cancel(); <-done; return nil }, nil
+	return "every 300ms", func(context.Context) error { cancel(); <-done; return refusedErr }, nil
+}
+
+// refused reports whether err is the cluster refusing the caller: an
+// authorization denial or a failed TLS handshake, which no retry mends.
+func refused(err error) bool {
+	switch status.Code(err) {
+	case codes.PermissionDenied, codes.Unauthenticated:
+		return true
+	}
+	return err != nil && strings.Contains(err.Error(), "authentication handshake failed")
 }
 
 // removeReadd removes a follower from the cluster, wipes its data and

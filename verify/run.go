@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -43,6 +44,10 @@ type Config struct {
 	Rounds int
 	// ServeArgs are extra `ordo serve` flags for every node.
 	ServeArgs []string
+	// TLS, if set, turns on mutual TLS: every node verify starts serves
+	// with TLS.Node, the workload's clients present TLS.Client and the
+	// nemesis TLS.Admin. With Addrs only TLS.Client is used.
+	TLS *TLS
 	// Seed makes the nemesis's choices repeatable.
 	Seed uint64
 	// Progress, if set, gets a line a second and one per fault.
@@ -79,12 +84,17 @@ type Result struct {
 	Faults       []FaultRecord  `json:"faults"`
 	// Recovered says requests succeeded after the last fault was healed.
 	Recovered bool `json:"recovered"`
+	// Exited names the nodes whose process had ended by itself when the
+	// run ended (verify stops nodes only to restart them), with how: a
+	// node that crashed, or failed to rejoin after remove-readd.
+	Exited []string `json:"exited,omitempty"`
 }
 
 // OK reports whether the run found nothing wrong: a valid history, no
-// response the client had to withhold, and recovery after every fault.
+// response the client had to withhold, recovery after every fault, and
+// every node still running.
 func (r Result) OK() bool {
-	if !r.Report.OK() || r.BadResponses > 0 || !r.Recovered {
+	if !r.Report.OK() || r.BadResponses > 0 || !r.Recovered || len(r.Exited) > 0 {
 		return false
 	}
 	for _, f := range r.Faults {
@@ -120,6 +130,9 @@ func (r Result) String() string {
 	if !r.Recovered {
 		fmt.Fprintf(&b, "the cluster did not serve again after the last fault was healed\n")
 	}
+	for _, e := range r.Exited {
+		fmt.Fprintf(&b, "node exited by itself: %s\n", e)
+	}
 	return b.String()
 }
 
@@ -137,12 +150,19 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if progress == nil {
 		progress = io.Discard
 	}
+	var clientTLS *tls.Config
+	if cfg.TLS != nil {
+		var err error
+		if clientTLS, _, err = clientConfig("client", cfg.TLS.Client); err != nil {
+			return Result{}, err
+		}
+	}
 	addrs := cfg.Addrs
 	var cluster *Cluster
 	if len(addrs) == 0 {
 		var err error
 		cluster, err = StartCluster(ctx, ClusterConfig{
-			Binary: cfg.Binary, Dir: cfg.Dir, Nodes: cfg.Nodes, ServeArgs: cfg.ServeArgs,
+			Binary: cfg.Binary, Dir: cfg.Dir, Nodes: cfg.Nodes, ServeArgs: cfg.ServeArgs, TLS: cfg.TLS,
 			Logf: func(f string, a ...any) { fmt.Fprintf(progress, "  cluster: "+f+"\n", a...) },
 		})
 		if err != nil {
@@ -153,7 +173,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 
 	rec := history.NewRecorder()
-	w, err := StartWorkload(WorkloadConfig{Addrs: addrs, Clients: cfg.Clients, Streams: cfg.Streams, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount}, rec)
+	w, err := StartWorkload(WorkloadConfig{Addrs: addrs, Clients: cfg.Clients, Streams: cfg.Streams, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount, TLS: clientTLS}, rec)
 	if err != nil {
 		return Result{}, err
 	}
@@ -169,6 +189,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	// Everything is healed: the cluster must serve again.
 	recovered := waitRecovered(ctx, w)
+	var exited []string
+	if cluster != nil {
+		exited = cluster.Exited()
+	}
 	w.Stop()
 	stopProgress()
 	elapsed := time.Since(start)
@@ -180,6 +204,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		Elapsed:      elapsed,
 		Faults:       records,
 		Recovered:    recovered,
+		Exited:       exited,
 	}
 	okCount, _, _, ids := w.Counts()
 	res.OpsPerSec = float64(okCount) / elapsed.Seconds()

@@ -45,6 +45,7 @@ func TestResultOK(t *testing.T) {
 		"no recovery":   {Recovered: false},
 		"fault stuck":   {Recovered: true, Faults: []FaultRecord{{Recovered: false}}},
 		"fault errored": {Recovered: true, Faults: []FaultRecord{{Recovered: true, Err: "x"}}},
+		"node exited":   {Recovered: true, Exited: []string{"n1: exit status 1"}},
 	} {
 		if r.OK() {
 			t.Errorf("%s: OK() = true", name)

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"math/rand/v2"
 	"sync"
@@ -10,6 +11,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
@@ -53,6 +55,9 @@ type WorkloadConfig struct {
 	Streams int
 	// MaxCount is the largest count per request; each asks for 1 to it.
 	MaxCount int
+	// TLS, if set, is how every client dials (a client certificate and
+	// the cluster CA); nil means plaintext.
+	TLS *tls.Config
 }
 
 // StartWorkload starts the clients; Stop ends them.
@@ -61,9 +66,13 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 		return nil, ErrBadConfig
 	}
 	w := &Workload{rec: rec, stop: make(chan struct{})}
+	opts := []client.Option{client.WithAttemptTimeout(attemptTimeout), client.WithBackoff(5*time.Millisecond, 100*time.Millisecond)}
+	if cfg.TLS != nil {
+		opts = append(opts, client.WithTLS(cfg.TLS))
+	}
 	id := 0
 	for range cfg.Clients {
-		c, err := client.New(cfg.Addrs, client.WithAttemptTimeout(attemptTimeout), client.WithBackoff(5*time.Millisecond, 100*time.Millisecond))
+		c, err := client.New(cfg.Addrs, opts...)
 		if err != nil {
 			w.Stop()
 			return nil, err
@@ -72,7 +81,7 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 		id++
 	}
 	if cfg.Streams > 0 {
-		c, err := client.New(cfg.Addrs, client.WithAttemptTimeout(attemptTimeout), client.WithBackoff(5*time.Millisecond, 100*time.Millisecond))
+		c, err := client.New(cfg.Addrs, opts...)
 		if err != nil {
 			w.Stop()
 			return nil, err
@@ -88,7 +97,7 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 	}
 	if cfg.Pinned {
 		for _, addr := range cfg.Addrs {
-			conn, err := dial(addr)
+			conn, err := dial(addr, cfg.TLS)
 			if err != nil {
 				w.Stop()
 				return nil, err
@@ -109,8 +118,13 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 	return w, nil
 }
 
-func dial(addr string) (*grpc.ClientConn, error) {
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+// dial connects to one node, with TLS when cfg is set.
+func dial(addr string, cfg *tls.Config) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if cfg != nil {
+		creds = credentials.NewTLS(cfg)
+	}
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 }
 
 func (w *Workload) spawn(id, maxCount int, next func(context.Context, int) ([]uint64, error), closeFn func()) {

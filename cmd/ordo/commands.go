@@ -146,7 +146,13 @@ func runStatus(args []string) error {
 	if *cf.json {
 		return printJSON(resp)
 	}
-	fmt.Printf("leader %s (%s)  layout %s  group %d\n", resp.LeaderId, resp.LeaderAddr, resp.Layout, resp.Group)
+	cluster := ""
+	for _, n := range resp.Nodes {
+		if n.Id == resp.LeaderId {
+			cluster = n.ClusterId
+		}
+	}
+	fmt.Printf("leader %s (%s)  layout %s  group %d  cluster %s\n", resp.LeaderId, resp.LeaderAddr, resp.Layout, resp.Group, cluster)
 	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(w, "ID\tROLE\tVOTER\tTERM\tLAST CONTACT\tAPPLIED\tCOMMIT\tHIGH-WATER\tRAFT\tGRPC\tERROR")
 	for _, n := range resp.Nodes {

@@ -37,15 +37,18 @@ func runServe(args []string) error {
 		group         = fs.Uint64("group", 0, "group field of every ID (names this cluster)")
 		window        = fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches")
 		maxCount      = fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for")
+		maxConns      = fs.Int("max-conns-per-host", server.DefaultMaxConnsPerHost, "gRPC connections one remote host may hold open (-1: no limit)")
+		rpcTimeout    = fs.Duration("rpc-timeout", server.DefaultRPCTimeout, "longest any unary call may run, whatever deadline the caller gave")
 		heartbeat     = fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, "raft heartbeat timeout")
 		election      = fs.Duration("election-timeout", defaults.ElectionTimeout, "raft election timeout")
 		lease         = fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, "raft leader lease timeout")
 		snapThreshold = fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots")
 		snapInterval  = fs.Duration("snapshot-interval", defaults.SnapshotInterval, "how often to check whether a snapshot is due")
 		trailingLogs  = fs.Uint64("trailing-logs", defaults.TrailingLogs, "log entries kept after a snapshot, so a slow follower can catch up without one")
+		clusterID     = fs.String("cluster-id", "", "refuse to start on a data dir of any other cluster (the id 'ordo status' shows); without it a node still refuses when its recorded peers report another cluster")
 		tlsFiles      = addTLSFlags(fs, "this node's")
 		insecure      = fs.Bool("insecure", false, "serve plaintext even on addresses that are not loopback (anyone who reaches the raft port can then rewrite the cluster)")
-		adminSubjects = fs.String("admin-subject", "", "comma-separated certificate subjects allowed to call admin RPCs (join, remove, transfer-leader), as Go prints them: CN=ordo-admin")
+		adminSubjects = fs.String("admin-subject", "", "certificate subjects allowed to call admin RPCs (join, remove, transfer-leader), as Go prints them (CN=ordo-admin,O=Example); several are separated by ';'")
 		adminToken    = fs.String("admin-token-file", "", "file holding a token that grants admin RPCs to whoever presents it (compared in constant time)")
 		logLevel      = fs.String("log-level", "info", "trace, debug, info, warn or error")
 		logJSON       = fs.Bool("log-json", false, "log as JSON")
@@ -73,14 +76,14 @@ func runServe(args []string) error {
 	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *snapThreshold, *snapInterval, *trailingLogs
 	cfg := server.Config{
 		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdvertise,
-		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount,
+		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount, MaxConnsPerHost: *maxConns, RPCTimeout: *rpcTimeout,
 		Raft: rc, Logger: logger, UnsafeTrustReservation: *unsafeTrust,
 	}
 	if cfg.TLS, err = tlsFiles.load(); err != nil {
 		return err
 	}
 	cfg.Insecure = *insecure
-	for _, s := range strings.Split(*adminSubjects, ",") {
+	for _, s := range strings.Split(*adminSubjects, ";") {
 		if s = strings.TrimSpace(s); s != "" {
 			cfg.AdminSubjects = append(cfg.AdminSubjects, s)
 		}
@@ -113,7 +116,14 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	if !hasState {
+	if hasState {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err = server.CheckCluster(ctx, *id, *dataDir, *clusterID, cfg.TLS)
+		cancel()
+		if err != nil {
+			return err
+		}
+	} else {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		switch {
 		case *bootstrap != "":

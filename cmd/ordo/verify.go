@@ -38,6 +38,7 @@ func runVerify(args []string) error {
 		lease       = fs.Duration("leader-lease-timeout", 150*time.Millisecond, "raft leader lease timeout of the nodes verify starts")
 		unsafeTrust = fs.Bool("unsafe-trust-reservation", false, "TESTS ONLY: start nodes with the stale-leader bug built in (see ordo serve --test-unsafe-trust-reservation), to show the checker catches it")
 		asJSON      = fs.Bool("json", false, "print the result as JSON")
+		tlsDir      = fs.String("tls-dir", "", "mutual TLS with the certificates scripts/gen-certs.sh writes into this directory: nodes verify starts serve node.pem and grant admin to admin.pem's subject, workload clients present client.pem, the nemesis admin.pem; with --addrs only ca.pem and client.pem are used")
 	)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -49,6 +50,12 @@ func runVerify(args []string) error {
 			"--heartbeat-timeout", heartbeat.String(), "--election-timeout", election.String(),
 			"--leader-lease-timeout", lease.String(), "--log-level", "warn",
 		},
+	}
+	if *tlsDir != "" {
+		if st, err := os.Stat(*tlsDir); err != nil || !st.IsDir() {
+			return fmt.Errorf("%w: --tls-dir %s is not a directory", errUsage, *tlsDir)
+		}
+		cfg.TLS = verify.TLSDir(*tlsDir)
 	}
 	if *unsafeTrust {
 		cfg.ServeArgs = append(cfg.ServeArgs, "--test-unsafe-trust-reservation")
@@ -77,8 +84,12 @@ func runVerify(args []string) error {
 			}
 		}
 	}
-	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients, %d on a stream, pinned %t, faults %v, seed %d, data in %s\n",
-		cfg.Duration, cfg.Clients, cfg.Streams, cfg.Pinned, cfg.Faults, cfg.Seed, cfg.Dir)
+	security := "plaintext"
+	if cfg.TLS != nil {
+		security = "mutual TLS from " + *tlsDir
+	}
+	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients, %d on a stream, pinned %t, faults %v, seed %d, %s, data in %s\n",
+		cfg.Duration, cfg.Clients, cfg.Streams, cfg.Pinned, cfg.Faults, cfg.Seed, security, cfg.Dir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
