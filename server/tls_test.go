@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,29 +29,12 @@ const adminToken = "a-test-token-of-some-length"
 type tlsCluster struct {
 	pki   *securetest.PKI
 	nodes []*Node
-	logs  *syncBuffer
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
+	logs  *logBuffer
 }
 
 func mustTLSCluster(t *testing.T) *tlsCluster {
 	t.Helper()
-	c := &tlsCluster{pki: securetest.New(t, "ordo-test-ca"), logs: &syncBuffer{}}
+	c := &tlsCluster{pki: securetest.New(t, "ordo-test-ca"), logs: &logBuffer{}}
 	node := securetest.MustLoad(t, c.pki.Node("ordo-node"))
 	c.nodes = mustClusterWith(t, func(cfg *Config) {
 		cfg.TLS = node
