@@ -54,8 +54,6 @@ type caller struct {
 	addr  string
 	cert  *x509.Certificate // nil without TLS
 	token string            // presented bearer token, if any
-	// forwarded: a node passed the call on after authorizing it.
-	forwarded bool
 }
 
 func callerOf(ctx context.Context) caller {
@@ -74,7 +72,6 @@ func callerOf(ctx context.Context) caller {
 				c.token = tok
 			}
 		}
-		c.forwarded = len(md.Get(forwardedKey)) > 0
 	}
 	return c
 }
@@ -124,12 +121,18 @@ func (n *Node) authorize(ctx context.Context, method string, req any) error {
 
 // checkNodeJoin lets a node, not otherwise an admin, join only itself:
 // the addresses it joins at must be named in its certificate, so a stolen
-// or misused node certificate cannot enrol some other address. A call a
-// node forwards was authorized where it arrived.
+// or misused node certificate cannot enrol some other address. The check
+// needs the joining node's own certificate, so it runs on the leader: a
+// follower does not forward such a join (a forwarded call carries the
+// follower's certificate, and the forwarded mark can be forged) but
+// answers NotLeader with the leader's address, which Node.Join follows.
 func (n *Node) checkNodeJoin(c caller, req any) error {
 	join, ok := req.(*api.JoinRequest)
-	if !ok || c.forwarded {
+	if !ok {
 		return nil
+	}
+	if !n.isLeader() {
+		return fmt.Errorf("%w: a node joins through the leader", ErrNotLeader)
 	}
 	for _, addr := range []string{join.RaftAddr, join.GrpcAddr} {
 		host, _, err := net.SplitHostPort(addr)
@@ -145,7 +148,8 @@ func (n *Node) checkNodeJoin(c caller, req any) error {
 
 func (n *Node) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := n.authorize(ctx, info.FullMethod, req); err != nil {
-		return nil, toStatus(ctx, err, "")
+		_, leaderAddr := n.leader()
+		return nil, toStatus(ctx, err, leaderAddr)
 	}
 	return handler(ctx, req)
 }

@@ -24,6 +24,9 @@ const (
 	// handshakeTimeout bounds connection setup, TLS included, so a peer
 	// that opens connections and sends nothing cannot hold them.
 	handshakeTimeout = 10 * time.Second
+	// maxRaftConnsPerHost bounds the Raft connections from one host:
+	// each peer pools a few, and a test cluster puts five nodes on one.
+	maxRaftConnsPerHost = 128
 	// maxIDLength and maxAddrLength bound admin fields.
 	maxIDLength   = 64
 	maxAddrLength = 255

@@ -19,6 +19,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -123,6 +124,9 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return err
 	}
+	// Peers hold a few connections each (Raft pools them); more from one
+	// host is a leak or an attack.
+	stream.Listener = limitPerHost(stream.Listener, maxRaftConnsPerHost, n.logger.Named("transport"))
 	if n.cfg.TLS != nil {
 		stream.useTLS(n.cfg.TLS.ServerConfig(n.logger.Named("transport"), true), n.cfg.TLS.ClientConfig())
 	} else if !isLoopback(n.cfg.RaftAddr) || !isLoopback(n.cfg.GRPCAddr) {
@@ -223,14 +227,20 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 		return fmt.Errorf("%w: no address to join through", ErrBadConfig)
 	}
 	req := &api.JoinRequest{Id: n.cfg.ID, RaftAddr: n.RaftAddr(), GrpcAddr: n.grpcAddr, Layout: n.cfg.Layout.String(), Group: n.cfg.Group}
+	hint := "" // the leader's address, when the last node asked named it
 	for i := 0; ; i++ {
-		addr := addrs[i%len(addrs)]
+		addr, fromHint := addrs[i%len(addrs)], hint != ""
+		if fromHint {
+			addr, hint = hint, ""
+			i--
+		}
 		conn, err := n.peers.get(addr)
 		if err != nil {
 			return err
 		}
 		actx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
-		_, err = api.NewAdminClient(conn).Join(n.adminContext(actx), req)
+		var trailer metadata.MD
+		_, err = api.NewAdminClient(conn).Join(n.adminContext(actx), req, grpc.Trailer(&trailer))
 		cancel()
 		switch status.Code(err) {
 		case codes.OK:
@@ -245,6 +255,16 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 		case codes.Unavailable, codes.DeadlineExceeded, codes.Internal:
 		default:
 			return fmt.Errorf("join through %s: %w", addr, err)
+		}
+		// A node joins through the leader (with TLS a follower does not
+		// forward it): go there next.
+		// Once at once; a hint that leads to another hint waits like
+		// any retry, so two nodes naming each other cannot spin.
+		if v := trailer.Get(api.LeaderAddrKey); len(v) > 0 && v[0] != addr {
+			hint = v[0]
+			if !fromHint {
+				continue
+			}
 		}
 		n.logger.Warn("join failed; retrying", "addr", addr, "error", err)
 		select {

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -271,5 +272,74 @@ func TestTLSNeedsANodeCertificate(t *testing.T) {
 	cfg.TLS = securetest.MustLoad(t, pki.Node("node"))
 	if err := cfg.Validate(); err != nil {
 		t.Fatalf("Validate with a node certificate: %v", err)
+	}
+}
+
+// TestTLSJoinCannotForgeForwarding: the mark a follower puts on a call it
+// forwards does not let a node certificate join elsewhere; the leader
+// checks the addresses against the caller's own certificate.
+func TestTLSJoinCannotForgeForwarding(t *testing.T) {
+	c := mustTLSCluster(t)
+	addr := mustLeader(t, c.nodes).GRPCAddr()
+	elsewhere := c.conn(t, addr, c.pki.Node("ordo-node-elsewhere", "10.9.9.9"))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+	_, err := api.NewAdminClient(elsewhere).Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", Layout: "default"})
+	if status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("join marked as forwarded, at addresses the certificate does not name: %v, want PermissionDenied", err)
+	}
+}
+
+// TestTLSNodeJoinsThroughAFollower: a follower sends a joining node to the
+// leader, where its certificate is checked, and the node joins.
+func TestTLSNodeJoinsThroughAFollower(t *testing.T) {
+	c := mustTLSCluster(t)
+	leader := mustLeader(t, c.nodes)
+	var follower *Node
+	for _, n := range c.nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	cfg := testConfig(t, "n4", t.TempDir())
+	cfg.TLS = securetest.MustLoad(t, c.pki.Node("ordo-node"))
+	n4 := mustOpen(t, cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := n4.Join(ctx, follower.GRPCAddr()); err != nil {
+		t.Fatalf("join through follower %s: %v", follower.ID(), err)
+	}
+	if member, known := leader.isMember("n4"); !known || !member {
+		t.Fatalf("n4 is not a member after joining: member %v, known %v", member, known)
+	}
+}
+
+// TestTLSRaftHandshakeIsBounded: a connection to the Raft port that never
+// starts its handshake is closed, instead of holding a goroutine and a
+// file for good.
+func TestTLSRaftHandshakeIsBounded(t *testing.T) {
+	pki := securetest.New(t, "ca")
+	tl := securetest.MustLoad(t, pki.Node("ordo-node"))
+	stream, err := newStreamLayer("127.0.0.1:0", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream.useTLS(tl.ServerConfig(nil, true), tl.ClientConfig())
+	stream.handshakeTimeout = 200 * time.Millisecond
+	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 1, Timeout: 2 * time.Second, Logger: hclog.NewNullLogger(),
+	})
+	t.Cleanup(func() { tr.Close() })
+	conn, err := net.Dial("tcp", string(tr.LocalAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err = conn.Read(make([]byte, 1))
+	var ne net.Error
+	if err == nil || errors.As(err, &ne) && ne.Timeout() {
+		t.Fatalf("a silent connection to the Raft port: read %v after 5 s, want it closed after the 200ms handshake bound", err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"net"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,23 +24,60 @@ type streamLayer struct {
 	dialer    net.Dialer
 	// serverTLS and clientTLS are nil for plaintext.
 	serverTLS, clientTLS *tls.Config
+	// handshakeTimeout bounds an accepted connection's TLS handshake.
+	handshakeTimeout time.Duration
 }
 
 // useTLS makes the layer speak mutual TLS with server (for accepted
 // connections) and client (for dialed ones).
 func (l *streamLayer) useTLS(server, client *tls.Config) {
 	l.serverTLS, l.clientTLS = server, client
+	l.handshakeTimeout = handshakeTimeout
 }
 
 // Accept implements net.Listener. The handshake runs on the connection's
-// first read, in Raft's goroutine for it, so a slow or hostile peer does
-// not hold up the accept loop.
+// first read or write, in Raft's goroutine for it, so a slow or hostile
+// peer does not hold up the accept loop; and it is bounded, because Raft
+// sets no deadline on what it reads from an incoming connection: a peer
+// that connects and sends nothing would otherwise hold it for good.
 func (l *streamLayer) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil || l.serverTLS == nil {
 		return c, err
 	}
-	return tls.Server(c, l.serverTLS), nil
+	return &boundedHandshake{Conn: tls.Server(c, l.serverTLS), timeout: l.handshakeTimeout}, nil
+}
+
+// boundedHandshake is a server-side TLS connection whose handshake must
+// finish within timeout.
+type boundedHandshake struct {
+	*tls.Conn
+	timeout time.Duration
+	once    sync.Once
+	err     error
+}
+
+func (c *boundedHandshake) handshake() error {
+	c.once.Do(func() {
+		_ = c.Conn.SetDeadline(time.Now().Add(c.timeout))
+		c.err = c.Conn.Handshake()
+		_ = c.Conn.SetDeadline(time.Time{})
+	})
+	return c.err
+}
+
+func (c *boundedHandshake) Read(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *boundedHandshake) Write(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
 }
 
 // newStreamLayer listens on bind and advertises advertise (bind's actual
