@@ -46,8 +46,8 @@ func (n *Node) openGRPC() error {
 		return fmt.Errorf("%w: gRPC address %q binds every interface; give an advertise address peers and clients can reach", ErrBadConfig, n.cfg.GRPCAddr)
 	}
 	opts := append(serverLimits(),
-		grpc.ChainUnaryInterceptor(n.authorizeUnary, boundUnary(n.cfg.RPCTimeout)),
-		grpc.ChainStreamInterceptor(n.authorizeStream),
+		grpc.ChainUnaryInterceptor(n.measureUnary, n.authorizeUnary, boundUnary(n.cfg.RPCTimeout)),
+		grpc.ChainStreamInterceptor(n.measureStream, n.authorizeStream),
 	)
 	if n.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.TLS.ServerConfig(n.logger.Named("grpc"), false))))
@@ -137,6 +137,7 @@ func (s *service) next(ctx context.Context, req *api.NextRequest) (*api.NextResp
 	if err != nil {
 		return nil, err
 	}
+	s.n.metrics.Issued(b.Count)
 	return &api.NextResponse{
 		Runs:       Runs(s.n.cfg.Layout, s.n.cfg.Group, b),
 		LeaderId:   s.n.cfg.ID,
@@ -518,6 +519,7 @@ func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReque
 			a := &api.StreamAnswer{Id: next.id, Invalid: next.invalid}
 			if next.invalid == "" {
 				a.Runs = Runs(s.n.cfg.Layout, s.n.cfg.Group, next.ticket.Block)
+				s.n.metrics.Issued(next.ticket.Count)
 			}
 			resp.Answers = append(resp.Answers, a)
 			next = nil

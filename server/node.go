@@ -25,6 +25,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/metrics"
 	"github.com/seed-e8569b35/ordo/secure"
 )
 
@@ -67,6 +68,7 @@ type Node struct {
 
 	// adminToken is Config.AdminToken, hashed for comparing.
 	adminToken *secure.Token
+	metrics    *metrics.Metrics
 
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -93,6 +95,7 @@ func Open(cfg Config) (*Node, error) {
 	if cfg.AdminToken != "" {
 		n.adminToken = secure.NewToken(cfg.AdminToken)
 	}
+	n.metrics = metrics.New(nodeSource{n})
 	if err := n.openRaft(); err != nil {
 		if n.seq != nil {
 			n.seq.Close()
@@ -424,6 +427,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 		case <-n.stop:
 			return
 		case leader := <-notify:
+			n.metrics.LeaderChanged()
 			stopLeading()
 			if !leader {
 				n.logger.Info("lost leadership")
@@ -587,11 +591,17 @@ func (n *Node) applyCtx(ctx context.Context, c fsm.Command) (fsm.Result, error) 
 type raftLog struct{ n *Node }
 
 func (l raftLog) Reserve(ctx context.Context, upTo uint64) (fsm.Result, error) {
-	return l.n.applyCtx(ctx, fsm.Command{Op: fsm.OpReserve, UpTo: upTo})
+	start := time.Now()
+	res, err := l.n.applyCtx(ctx, fsm.Command{Op: fsm.OpReserve, UpTo: upTo})
+	l.n.metrics.Reserved(time.Since(start), err)
+	return res, err
 }
 
 func (l raftLog) Confirm(ctx context.Context) (uint64, error) {
-	return l.n.confirmLeadership(ctx)
+	start := time.Now()
+	term, err := l.n.confirmLeadership(ctx)
+	l.n.metrics.Confirmed(time.Since(start), err)
+	return term, err
 }
 
 // leader returns the leader's id and gRPC address, as far as this node

@@ -302,6 +302,23 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 	}
 }
 
+// TimestampLead is how far the time field of the last tick handed out is
+// ahead of the clock now (negative when behind, as after an idle spell);
+// 0 when not serving. Under more demand than the layout holds it grows,
+// up to maxLead.
+func (s *Sequencer) TimestampLead() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term == 0 || s.next <= 1 {
+		return 0
+	}
+	last, now := s.next-1, s.layout.TickAt(s.clock())
+	if last >= now {
+		return s.span(last - now)
+	}
+	return -s.span(now - last)
+}
+
 // span is the time ticks cover, to the layout's time unit.
 func (s *Sequencer) span(ticks uint64) time.Duration {
 	return time.Duration(ticks>>s.layout.SeqBits) * time.Duration(s.layout.UnitMs) * time.Millisecond

@@ -143,6 +143,11 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
+	// Raft's own metrics (raft_*) go to a process-wide sink: this
+	// process's one node takes them.
+	if err := node.Metrics().CollectRaft(); err != nil {
+		logger.Warn("raft metrics unavailable", "error", err)
+	}
 	switch {
 	case hasState:
 	case *bootstrap != "":

@@ -1,0 +1,180 @@
+// Package metrics is a node's Prometheus metrics: what it served, how its
+// reservations and leadership confirmations went, and where its Raft
+// state stands. Each node has its own registry, so that tests can run
+// several nodes in one process; Raft's own metrics (hashicorp/raft emits
+// them through armon/go-metrics) join the registry of the process's node
+// with CollectRaft.
+package metrics
+
+import (
+	"net/http"
+	"time"
+
+	gometrics "github.com/armon/go-metrics"
+	gometricsprom "github.com/armon/go-metrics/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Source is the node state read at each scrape, so gauges are never stale.
+type Source interface {
+	// Term is the current Raft term.
+	Term() uint64
+	// Role is "leader", "follower", "candidate" or "shutdown".
+	Role() string
+	// Indexes are Raft's commit and applied indexes.
+	Indexes() (commit, applied uint64)
+	// LastContact is when this node last heard from a leader (zero if
+	// never; the leader itself reports now).
+	LastContact() time.Time
+	// HighWater is the replicated high-water mark, in ticks.
+	HighWater() uint64
+	// TimestampLead is how far the time field of the last ID handed out
+	// is ahead of the wall clock (negative: behind; 0 on followers).
+	TimestampLead() time.Duration
+}
+
+// Metrics holds one node's collectors.
+type Metrics struct {
+	reg *prometheus.Registry
+
+	ids           prometheus.Counter
+	requests      *prometheus.CounterVec
+	latency       *prometheus.HistogramVec
+	reservations  *prometheus.CounterVec
+	reserveTime   prometheus.Histogram
+	confirmations *prometheus.CounterVec
+	confirmTime   prometheus.Histogram
+	leaderChanges prometheus.Counter
+}
+
+// latencyBuckets span 50 µs to about 3 s: a confirmed call takes two
+// round trips, a reservation one fsync, a failover a second or more.
+var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 17)
+
+// New returns the metrics of the node src describes, with the Go runtime's
+// and the process's collectors.
+func New(src Source) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry()}
+	f := factory{m.reg}
+	m.ids = f.counter(prometheus.CounterOpts{Name: "ordo_ids_issued_total", Help: "IDs handed out by this node as leader."})
+	m.requests = f.counterVec(prometheus.CounterOpts{Name: "ordo_requests_total", Help: "Calls served, by gRPC method (or HTTP route) and status code."}, "method", "code")
+	m.latency = f.histogramVec(prometheus.HistogramOpts{Name: "ordo_request_duration_seconds", Help: "Time to serve a call, by method.", Buckets: latencyBuckets}, "method")
+	m.reservations = f.counterVec(prometheus.CounterOpts{Name: "ordo_reservations_total", Help: "Reservations committed through Raft, by result (ok, error)."}, "result")
+	m.reserveTime = f.histogram(prometheus.HistogramOpts{Name: "ordo_reservation_duration_seconds", Help: "Time to commit one reservation.", Buckets: latencyBuckets})
+	m.confirmations = f.counterVec(prometheus.CounterOpts{Name: "ordo_leadership_confirmations_total", Help: "Leadership confirmation rounds, by result (ok, error)."}, "result")
+	m.confirmTime = f.histogram(prometheus.HistogramOpts{Name: "ordo_leadership_confirmation_duration_seconds", Help: "Time of one confirmation round.", Buckets: latencyBuckets})
+	m.leaderChanges = f.counter(prometheus.CounterOpts{Name: "ordo_leader_changes_total", Help: "Times this node became or stopped being the leader."})
+	m.reg.MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		gauge("ordo_raft_term", "Current Raft term.", func() float64 { return float64(src.Term()) }),
+		gauge("ordo_raft_commit_index", "Raft commit index.", func() float64 { c, _ := src.Indexes(); return float64(c) }),
+		gauge("ordo_raft_applied_index", "Raft applied index.", func() float64 { _, a := src.Indexes(); return float64(a) }),
+		gauge("ordo_high_water_ticks", "The replicated high-water mark, in ticks.", func() float64 { return float64(src.HighWater()) }),
+		gauge("ordo_timestamp_lead_seconds", "How far the time field of the last ID handed out is ahead of the wall clock.", func() float64 { return src.TimestampLead().Seconds() }),
+		gauge("ordo_last_leader_contact_seconds", "Seconds since this node last heard from a leader (-1: never).", func() float64 {
+			t := src.LastContact()
+			if t.IsZero() {
+				return -1
+			}
+			return time.Since(t).Seconds()
+		}),
+	)
+	for _, role := range []string{"leader", "follower", "candidate", "shutdown"} {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "ordo_raft_role", Help: "1 for this node's Raft role, 0 for the others.", ConstLabels: prometheus.Labels{"role": role},
+		}, func() float64 {
+			if src.Role() == role {
+				return 1
+			}
+			return 0
+		}))
+	}
+	return m
+}
+
+// Handler serves the registry in Prometheus' text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// CollectRaft makes Raft's own metrics (raft_*) part of this registry.
+// Raft reports to a process-wide sink, so only one node per process can
+// do this: the one `ordo serve` runs.
+func (m *Metrics) CollectRaft() error {
+	sink, err := gometricsprom.NewPrometheusSinkFrom(gometricsprom.PrometheusOpts{Registerer: m.reg, Expiration: time.Minute})
+	if err != nil {
+		return err
+	}
+	cfg := gometrics.DefaultConfig("ordo")
+	cfg.EnableHostname = false
+	cfg.EnableRuntimeMetrics = false // the Go collector has them
+	cfg.EnableServiceLabel = false
+	_, err = gometrics.NewGlobal(cfg, sink)
+	return err
+}
+
+// Served counts one call of method that ended with code (a gRPC code name
+// or an HTTP status) after d.
+func (m *Metrics) Served(method, code string, d time.Duration) {
+	m.requests.WithLabelValues(method, code).Inc()
+	m.latency.WithLabelValues(method).Observe(d.Seconds())
+}
+
+// Issued counts n IDs handed out.
+func (m *Metrics) Issued(n uint64) { m.ids.Add(float64(n)) }
+
+// Reserved counts one reservation attempt that took d.
+func (m *Metrics) Reserved(d time.Duration, err error) {
+	m.reservations.WithLabelValues(result(err)).Inc()
+	m.reserveTime.Observe(d.Seconds())
+}
+
+// Confirmed counts one confirmation round that took d.
+func (m *Metrics) Confirmed(d time.Duration, err error) {
+	m.confirmations.WithLabelValues(result(err)).Inc()
+	m.confirmTime.Observe(d.Seconds())
+}
+
+// LeaderChanged counts a change of this node's leadership.
+func (m *Metrics) LeaderChanged() { m.leaderChanges.Inc() }
+
+func result(err error) string {
+	if err != nil {
+		return "error"
+	}
+	return "ok"
+}
+
+func gauge(name, help string, f func() float64) prometheus.Collector {
+	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+}
+
+// factory registers what it makes.
+type factory struct{ reg prometheus.Registerer }
+
+func (f factory) counter(o prometheus.CounterOpts) prometheus.Counter {
+	c := prometheus.NewCounter(o)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) counterVec(o prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(o, labels)
+	f.reg.MustRegister(c)
+	return c
+}
+
+func (f factory) histogram(o prometheus.HistogramOpts) prometheus.Histogram {
+	h := prometheus.NewHistogram(o)
+	f.reg.MustRegister(h)
+	return h
+}
+
+func (f factory) histogramVec(o prometheus.HistogramOpts, labels ...string) *prometheus.HistogramVec {
+	h := prometheus.NewHistogramVec(o, labels)
+	f.reg.MustRegister(h)
+	return h
+}
