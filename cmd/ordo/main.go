@@ -90,7 +90,9 @@ func envName(flagName string) string {
 }
 
 // parseFlags parses args, then fills every flag not given on the command
-// line from its ORDO_ environment variable.
+// line from its ORDO_ environment variable, and then, for a command with a
+// --config flag, from that file: the command line wins, then the
+// environment, then the file.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.VisitAll(func(f *flag.Flag) { f.Usage += " [$" + envName(f.Name) + "]" })
 	if err := fs.Parse(args); err != nil {
@@ -110,6 +112,50 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		if e := fs.Set(f.Name, v); e != nil {
 			err = fmt.Errorf("%w: $%s=%q: %v", errUsage, envName(f.Name), v, e)
 		}
+		set[f.Name] = true
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	if c := fs.Lookup("config"); c != nil && c.Value.String() != "" {
+		return applyConfigFile(fs, c.Value.String(), set)
+	}
+	return nil
+}
+
+// applyConfigFile sets, from file, every flag not in set. The file holds
+// one "name = value" a line, name being a flag's name without dashes;
+// blank lines and lines starting with # are skipped. An unknown name, a
+// name given twice or a bad value is an error naming the line.
+func applyConfigFile(fs *flag.FlagSet, file string, set map[string]bool) error {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return fmt.Errorf("%w: --config: %v", errUsage, err)
+	}
+	seen := map[string]int{}
+	for i, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, value, ok := strings.Cut(line, "=")
+		name, value = strings.TrimSpace(name), strings.TrimSpace(value)
+		where := fmt.Sprintf("%s:%d", file, i+1)
+		switch {
+		case !ok || name == "":
+			return fmt.Errorf("%w: %s: want name = value", errUsage, where)
+		case fs.Lookup(name) == nil || name == "config":
+			return fmt.Errorf("%w: %s: unknown setting %q", errUsage, where, name)
+		case seen[name] > 0:
+			return fmt.Errorf("%w: %s: %q already set on line %d", errUsage, where, name, seen[name])
+		}
+		seen[name] = i + 1
+		if set[name] {
+			continue // the command line or the environment wins
+		}
+		if err := fs.Set(name, value); err != nil {
+			return fmt.Errorf("%w: %s: %s = %q: %v", errUsage, where, name, value, err)
+		}
+	}
+	return nil
 }

@@ -3,6 +3,10 @@ package main
 import (
 	"errors"
 	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -63,5 +67,57 @@ func TestTLSHint(t *testing.T) {
 		if got := tlsHint(errors.New(msg)) != ""; got != want {
 			t.Errorf("tlsHint(%q) given: %v, want %v", msg, got, want)
 		}
+	}
+}
+
+// TestConfigFile: the command line wins over the environment, which wins
+// over the file; a bad file is a usage error naming its line.
+func TestConfigFile(t *testing.T) {
+	dir := t.TempDir()
+	files := 0
+	write := func(text string) string {
+		files++
+		p := filepath.Join(dir, fmt.Sprintf("c%d.conf", files))
+		if err := os.WriteFile(p, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	newFlags := func() (*flag.FlagSet, map[string]*string) {
+		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs.String("config", "", "")
+		v := map[string]*string{}
+		for _, name := range []string{"id", "data-dir", "grpc-addr", "raft-addr"} {
+			v[name] = fs.String(name, "default-"+name, "")
+		}
+		return fs, v
+	}
+	good := write("# a node\n\nid = from-file\ndata-dir=/file/dir\n  grpc-addr =  127.0.0.1:9 \nraft-addr = 127.0.0.1:8\n")
+	t.Setenv("ORDO_DATA_DIR", "/env/dir")
+	fs, v := newFlags()
+	if err := parseFlags(fs, []string{"--config", good, "--raft-addr", "127.0.0.1:1"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"id": "from-file", "data-dir": "/env/dir", "grpc-addr": "127.0.0.1:9", "raft-addr": "127.0.0.1:1"} {
+		if *v[name] != want {
+			t.Errorf("%s = %q, want %q", name, *v[name], want)
+		}
+	}
+	for text, wantIn := range map[string]string{
+		"id = a\nnope = b\n":    ":2: unknown setting",
+		"id = a\nid = b\n":      ":2: \"id\" already set on line 1",
+		"just words\n":          ":1: want name = value",
+		"config = other.conf\n": ":1: unknown setting",
+		"= value\n":             ":1: want name = value",
+	} {
+		fs, _ := newFlags()
+		err := parseFlags(fs, []string{"--config", write(text)})
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), wantIn) {
+			t.Errorf("config %q: %v, want a usage error containing %q", text, err, wantIn)
+		}
+	}
+	fs, _ = newFlags()
+	if err := parseFlags(fs, []string{"--config", filepath.Join(dir, "missing")}); !errors.Is(err, errUsage) {
+		t.Errorf("a missing config file: %v, want a usage error", err)
 	}
 }

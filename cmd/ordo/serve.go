@@ -20,10 +20,24 @@ import (
 	"github.com/seed-e8569b35/ordo/server"
 )
 
+const serveUsage = `Usage: ordo serve [flags]
+
+Runs one node of an Ordo cluster. The first start needs --bootstrap (create
+the cluster; give every initial node the same list) or --join (join an
+existing one); later starts need neither, the data dir holds the state.
+SIGTERM or SIGINT stops the node, handing leadership over first if it leads.
+
+Each setting comes from its flag, else from its ORDO_ environment variable
+(shown in brackets), else from the --config file, else the default.
+
+Flags:
+`
+
 func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	defaults := raft.DefaultConfig()
 	var (
+		_             = fs.String("config", "", "a file of settings, one 'name = value' a line (names as these flags, without dashes; # comments); flags and ORDO_ variables win over it")
 		id            = fs.String("id", "", "node id, stable across restarts (required)")
 		dataDir       = fs.String("data-dir", "", "directory for the raft log, stable store and snapshots (required)")
 		raftAddr      = fs.String("raft-addr", "127.0.0.1:7101", "raft address: bound and advertised to peers")
@@ -55,6 +69,10 @@ func runServe(args []string) error {
 		unsafeTrust   = fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it")
 		clockFile     = fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock")
 	)
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveUsage)
+		fs.PrintDefaults()
+	}
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
