@@ -78,6 +78,9 @@ type Cluster struct {
 	cfg   ClusterConfig
 	Nodes []*Node
 	Net   *faultproxy.Net
+	// extra are nodes a fault added for a while (grow-shrink); they are
+	// not among Nodes, so no other fault picks them.
+	extra []*Node
 
 	// tlsArgs are the serve flags of TLS; adminTLS is how the cluster's
 	// own calls dial. Both nil for plaintext.
@@ -108,7 +111,7 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	}
 	var peers []string
 	for i := range cfg.Nodes {
-		n, err := c.newNode(i)
+		n, err := c.newNode(i, fmt.Sprintf("n%d", i+1))
 		if err != nil {
 			c.Stop()
 			return nil, err
@@ -131,8 +134,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) newNode(i int) (*Node, error) {
-	n := &Node{Name: fmt.Sprintf("n%d", i+1), IP: nodeIP(i)}
+// newNode prepares node name on the i'th loopback IP (from 0).
+func (c *Cluster) newNode(i int, name string) (*Node, error) {
+	n := &Node{Name: name, IP: nodeIP(i)}
 	n.DataDir = filepath.Join(c.cfg.Dir, n.Name)
 	n.ClockFile = filepath.Join(c.cfg.Dir, n.Name+".clock")
 	n.LogFile = filepath.Join(c.cfg.Dir, n.Name+".log")
@@ -360,6 +364,19 @@ func (c *Cluster) Leader(ctx context.Context) (*Node, error) {
 
 // askLeader asks n for a single ID straight from n (no failover); a reply
 // names the leader that issued it.
+// nodeAdmin calls fn with an admin client of node n itself (no failover,
+// no forwarding), each attempt bounded by 500 ms.
+func (c *Cluster) nodeAdmin(ctx context.Context, n *Node, fn func(context.Context, api.AdminClient) error) error {
+	conn, err := dial(n.GRPCAddr, c.adminTLS)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	return fn(actx, api.NewAdminClient(conn))
+}
+
 func (c *Cluster) askLeader(ctx context.Context, n *Node) *Node {
 	conn, err := dial(n.GRPCAddr, c.adminTLS)
 	if err != nil {
@@ -397,8 +414,39 @@ func (c *Cluster) Admin(ctx context.Context, fn func(ctx context.Context, a api.
 	return cl.Admin(ctx, fn)
 }
 
+// Terminate stops n gracefully, with SIGTERM, as an operator would (a
+// leader hands leadership over first), and waits until it has exited.
+func (c *Cluster) Terminate(n *Node) error {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.cmd = nil
+	n.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("terminate %s: %w", n.Name, err)
+	}
+	select {
+	case <-done:
+	case <-time.After(20 * time.Second):
+		cmd.Process.Kill()
+		return fmt.Errorf("terminate %s: still running 20 s after SIGTERM", n.Name)
+	}
+	if code := cmd.ProcessState.ExitCode(); code != 0 {
+		return fmt.Errorf("terminate %s: exit code %d after SIGTERM, want 0", n.Name, code)
+	}
+	c.cfg.Logf("terminated %s", n.Name)
+	return nil
+}
+
 // Stop kills every node and closes the proxies.
 func (c *Cluster) Stop() {
+	for _, n := range c.extra {
+		if err := c.Kill(n); err != nil {
+			c.cfg.Logf("%v", err)
+		}
+	}
 	for _, n := range c.Nodes {
 		if err := c.Kill(n); err != nil {
 			c.cfg.Logf("%v", err)

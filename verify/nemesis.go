@@ -43,6 +43,8 @@ var faults = map[string]fault{
 	"transfer-leader": {2, transferLeader},
 	"remove-readd":    {3, removeReadd},
 	"restart-all":     {1, restartAll},
+	"rolling-restart": {1, rollingRestart},
+	"grow-shrink":     {1, growShrink},
 }
 
 // FaultNames lists every fault kind, sorted.
@@ -309,4 +311,101 @@ func removeReadd(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(
 
 func restartAll(_ context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
 	return kill(c, c.Nodes)
+}
+
+// rollingRestart stops every node in turn with SIGTERM and starts it
+// again, each waiting until the restarted node follows a leader, as an
+// upgrade or a certificate rotation does. It is over when it returns.
+func rollingRestart(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+	for _, n := range c.Nodes {
+		if err := c.Terminate(n); err != nil {
+			return "", nil, err
+		}
+		if err := c.start(n); err != nil {
+			return "", nil, err
+		}
+		if err := waitInCluster(ctx, c, n, 30*time.Second); err != nil {
+			return "", nil, err
+		}
+	}
+	return strings.Join(names(c.Nodes), " "), func(context.Context) error { return nil }, nil
+}
+
+// waitInCluster waits until n answers as the leader, or as a follower in
+// recent contact with one.
+func waitInCluster(ctx context.Context, c *Cluster, n *Node, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	for {
+		var info *api.NodeInfo
+		err := c.nodeAdmin(ctx, n, func(ctx context.Context, a api.AdminClient) error {
+			var err error
+			info, err = a.NodeStatus(ctx, &api.NodeStatusRequest{})
+			return err
+		})
+		if err == nil && (info.Role == "leader" || info.Role == "follower" && info.LastContactMs >= 0 && info.LastContactMs < 1000) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s is not back in the cluster within %s (last: %v, %v)", n.Name, limit, info, err)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// growShrink adds two voters while the fault holds, then removes them
+// again: membership changes under load. The added nodes stop by
+// themselves once removed.
+func growShrink(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+	var members []string
+	for _, n := range c.Nodes {
+		members = append(members, n.GRPCAddr)
+	}
+	var added []*Node
+	for i := range 2 {
+		// The IPs after the members' (with TLS the node certificate
+		// must name them); each pair of added nodes gets new names,
+		// ports and data dirs.
+		n, err := c.newNode(len(c.Nodes)+i, fmt.Sprintf("g%d", len(c.extra)+i+1))
+		if err != nil {
+			return "", nil, err
+		}
+		c.Net.Add(n.Name, n.IP, n.proxy)
+		added = append(added, n)
+	}
+	c.extra = append(c.extra, added...)
+	for _, n := range added {
+		if err := c.start(n, "--join", strings.Join(members, ",")); err != nil {
+			return "", nil, err
+		}
+		if err := waitInCluster(ctx, c, n, 30*time.Second); err != nil {
+			return "", nil, err
+		}
+	}
+	return strings.Join(names(added), " "), func(ctx context.Context) error {
+		for _, n := range added {
+			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			err := c.Admin(actx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+				_, err := a.Remove(ctx, &api.RemoveRequest{Id: n.Name}, opts...)
+				return err
+			})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("remove %s: %w", n.Name, err)
+			}
+			// A removed node stops by itself; wait for it, then make sure.
+			n.mu.Lock()
+			done := n.done
+			n.mu.Unlock()
+			select {
+			case <-done:
+			case <-time.After(10 * time.Second):
+			}
+			if err := c.Kill(n); err != nil {
+				return err
+			}
+		}
+		return nil
+	}, nil
 }
