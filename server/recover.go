@@ -1,0 +1,112 @@
+package server
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/seed-e8569b35/ordo/fsm"
+)
+
+// DefaultRecoverJump is how far past the later of the recorded high-water
+// mark and the clock Recover moves the mark. The nodes that were lost may
+// have committed reservations this node never received; a reservation
+// reaches at most the lead bound (two reserve windows, at least 10 s) plus
+// one window past its leader's clock, so a minute covers them with room
+// for clocks that differ by tens of seconds.
+const DefaultRecoverJump = time.Minute
+
+// Recover makes the node of cfg the only voter of its cluster, for when a
+// majority is lost for good and the cluster can no longer elect a leader.
+// It runs offline, on the data dir, before Open; the node then starts
+// alone and leads, and the others join it again with wiped data dirs.
+//
+// It uses raft.RecoverCluster, which rewrites the configuration without
+// consensus: that is only safe if the lost nodes never come back with
+// their data. Two old nodes that came back would still form a majority of
+// the old configuration, elect a leader and hand out IDs beside this one.
+//
+// What the lost nodes handed out may lie above this node's high-water
+// mark (a reservation committed by them alone), so the mark moves to
+// max(mark, now) + jump.
+func Recover(cfg Config, jump time.Duration) (uint64, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	cfg = cfg.withDefaults()
+	if jump < 0 {
+		return 0, fmt.Errorf("%w: recover jump %s is negative", ErrBadConfig, jump)
+	}
+	has, err := HasState(cfg.DataDir)
+	if err != nil {
+		return 0, err
+	}
+	if !has {
+		return 0, fmt.Errorf("%w: %s holds no Raft state: nothing to recover", ErrBadConfig, cfg.DataDir)
+	}
+	store, snaps, err := openStores(cfg.DataDir, cfg.Logger.Named("snapshot"))
+	if err != nil {
+		return 0, err
+	}
+	defer store.Close()
+	// The address peers will dial; nothing listens during recovery.
+	raftAddr, grpcAddr := cfg.RaftAddr, cfg.GRPCAddr
+	if cfg.RaftAdvertise != "" {
+		raftAddr = cfg.RaftAdvertise
+	}
+	if cfg.GRPCAdvertise != "" {
+		grpcAddr = cfg.GRPCAdvertise
+	}
+	for _, a := range []string{raftAddr, grpcAddr} {
+		if err := checkDialAddr(a); err != nil {
+			return 0, fmt.Errorf("%w: recover needs the addresses the node will serve at: %w", ErrBadConfig, err)
+		}
+	}
+	_, trans := raft.NewInmemTransport(raft.ServerAddress(raftAddr))
+	defer trans.Close()
+	state := &recoveringFSM{FSM: fsm.New(nil), id: cfg.ID, grpcAddr: grpcAddr, clock: cfg.Clock, jump: jump}
+	only := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(raftAddr)}}}
+	rc := *cfg.Raft
+	if err := raft.RecoverCluster(&rc, state, store, store, snaps, trans, only); err != nil {
+		return 0, fmt.Errorf("recover: %w", err)
+	}
+	cfg.Logger.Error("RECOVERED: this node is now the only voter of its cluster; the lost nodes must never start again with their data",
+		"id", cfg.ID, "high_water", state.HighWater(), "jump", jump)
+	return state.HighWater(), nil
+}
+
+// recoveringFSM is the scratch FSM RecoverCluster replays the log into.
+// Before the snapshot RecoverCluster takes of it, it forgets every other
+// node's address, records this node's, and moves the mark forward.
+type recoveringFSM struct {
+	*fsm.FSM
+	id, grpcAddr string
+	clock        func() time.Time
+	jump         time.Duration
+}
+
+func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
+	st := r.State()
+	if st.Layout == nil {
+		return nil, fmt.Errorf("%w: the data dir records no layout: the cluster never served, create it anew", ErrBadConfig)
+	}
+	now := st.Layout.TickAt(r.clock())
+	cmds := []fsm.Command{{Op: fsm.OpReserve, UpTo: max(st.HighWater, now) + st.Layout.TicksIn(r.jump)}}
+	for id := range st.Nodes {
+		if id != r.id {
+			cmds = append(cmds, fsm.Command{Op: fsm.OpDeleteNode, NodeID: id})
+		}
+	}
+	cmds = append(cmds, fsm.Command{Op: fsm.OpSetNode, NodeID: r.id, GRPCAddr: r.grpcAddr})
+	for _, c := range cmds {
+		b, err := fsm.Encode(c)
+		if err != nil {
+			return nil, err
+		}
+		if res, ok := r.Apply(&raft.Log{Type: raft.LogCommand, Data: b}).(fsm.Result); !ok || res.Err != nil {
+			return nil, fmt.Errorf("recover: apply %s: %v", c.Op, res.Err)
+		}
+	}
+	return r.FSM.Snapshot()
+}
