@@ -153,6 +153,13 @@ func checkLogStore(path string) error {
 		if need := tx.Size(); need > info.Size() {
 			return corrupt(path, fmt.Errorf("truncated: the file has %d bytes, its pages reach to byte %d", info.Size(), need))
 		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return fmt.Errorf("read raft log %s: %w", path, err)
+		}
+		if err := checkPageTree(data); err != nil {
+			return corrupt(path, err)
+		}
 		return tx.ForEach(func(_ []byte, b *bbolt.Bucket) error {
 			return b.ForEach(func(_, _ []byte) error { return nil })
 		})
