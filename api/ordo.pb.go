@@ -1248,6 +1248,156 @@ func (x *TransferLeaderResponse) GetLeaderId() string {
 	return ""
 }
 
+type BackupRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupRequest) Reset() {
+	*x = BackupRequest{}
+	mi := &file_ordo_proto_msgTypes[21]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupRequest) ProtoMessage() {}
+
+func (x *BackupRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[21]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
+func (*BackupRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{21}
+}
+
+type BackupResponse struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	ClusterId string                 `protobuf:"bytes,1,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Canonical layout spec, as accepted by --layout, and the group.
+	Layout string `protobuf:"bytes,2,opt,name=layout,proto3" json:"layout,omitempty"`
+	Group  uint64 `protobuf:"varint,3,opt,name=group,proto3" json:"group,omitempty"`
+	// The replicated high-water mark, in ticks: every ID handed out before
+	// the backup has a tick below it.
+	HighWater uint64 `protobuf:"varint,4,opt,name=high_water,json=highWater,proto3" json:"high_water,omitempty"`
+	// Member id -> gRPC address, as the replicated state records them.
+	Members map[string]string `protobuf:"bytes,5,rep,name=members,proto3" json:"members,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The leader that took the copy, its term and the Raft index applied.
+	LeaderId     string `protobuf:"bytes,6,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	Term         uint64 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
+	AppliedIndex uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
+	// The leader's wall clock when it took the copy, in Unix milliseconds.
+	TakenUnixMs   int64 `protobuf:"varint,9,opt,name=taken_unix_ms,json=takenUnixMs,proto3" json:"taken_unix_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BackupResponse) Reset() {
+	*x = BackupResponse{}
+	mi := &file_ordo_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BackupResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BackupResponse) ProtoMessage() {}
+
+func (x *BackupResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
+func (*BackupResponse) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *BackupResponse) GetClusterId() string {
+	if x != nil {
+		return x.ClusterId
+	}
+	return ""
+}
+
+func (x *BackupResponse) GetLayout() string {
+	if x != nil {
+		return x.Layout
+	}
+	return ""
+}
+
+func (x *BackupResponse) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetHighWater() uint64 {
+	if x != nil {
+		return x.HighWater
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetMembers() map[string]string {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *BackupResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *BackupResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetAppliedIndex() uint64 {
+	if x != nil {
+		return x.AppliedIndex
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetTakenUnixMs() int64 {
+	if x != nil {
+		return x.TakenUnixMs
+	}
+	return 0
+}
+
 var File_ordo_proto protoreflect.FileDescriptor
 
 const file_ordo_proto_rawDesc = "" +
@@ -1339,19 +1489,36 @@ const file_ordo_proto_rawDesc = "" +
 	"\x15TransferLeaderRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
 	"\x16TransferLeaderResponse\x12\x1b\n" +
-	"\tleader_id\x18\x01 \x01(\tR\bleaderId2\xc6\x01\n" +
+	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x0f\n" +
+	"\rBackupRequest\"\xf2\x02\n" +
+	"\x0eBackupResponse\x12\x1d\n" +
+	"\n" +
+	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
+	"\x06layout\x18\x02 \x01(\tR\x06layout\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\x04R\x05group\x12\x1d\n" +
+	"\n" +
+	"high_water\x18\x04 \x01(\x04R\thighWater\x12>\n" +
+	"\amembers\x18\x05 \x03(\v2$.ordo.v1.BackupResponse.MembersEntryR\amembers\x12\x1b\n" +
+	"\tleader_id\x18\x06 \x01(\tR\bleaderId\x12\x12\n" +
+	"\x04term\x18\a \x01(\x04R\x04term\x12#\n" +
+	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12\"\n" +
+	"\rtaken_unix_ms\x18\t \x01(\x03R\vtakenUnixMs\x1a:\n" +
+	"\fMembersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xc6\x01\n" +
 	"\tSequencer\x123\n" +
 	"\x04Next\x12\x14.ordo.v1.NextRequest\x1a\x15.ordo.v1.NextResponse\x129\n" +
 	"\x06Layout\x12\x16.ordo.v1.LayoutRequest\x1a\x17.ordo.v1.LayoutResponse\x12I\n" +
 	"\n" +
-	"NextStream\x12\x1a.ordo.v1.NextStreamRequest\x1a\x1b.ordo.v1.NextStreamResponse(\x010\x012\xc2\x02\n" +
+	"NextStream\x12\x1a.ordo.v1.NextStreamRequest\x1a\x1b.ordo.v1.NextStreamResponse(\x010\x012\xfd\x02\n" +
 	"\x05Admin\x129\n" +
 	"\x06Status\x12\x16.ordo.v1.StatusRequest\x1a\x17.ordo.v1.StatusResponse\x12;\n" +
 	"\n" +
 	"NodeStatus\x12\x1a.ordo.v1.NodeStatusRequest\x1a\x11.ordo.v1.NodeInfo\x123\n" +
 	"\x04Join\x12\x14.ordo.v1.JoinRequest\x1a\x15.ordo.v1.JoinResponse\x129\n" +
 	"\x06Remove\x12\x16.ordo.v1.RemoveRequest\x1a\x17.ordo.v1.RemoveResponse\x12Q\n" +
-	"\x0eTransferLeader\x12\x1e.ordo.v1.TransferLeaderRequest\x1a\x1f.ordo.v1.TransferLeaderResponse2?\n" +
+	"\x0eTransferLeader\x12\x1e.ordo.v1.TransferLeaderRequest\x1a\x1f.ordo.v1.TransferLeaderResponse\x129\n" +
+	"\x06Backup\x12\x16.ordo.v1.BackupRequest\x1a\x17.ordo.v1.BackupResponse2?\n" +
 	"\x04Peer\x127\n" +
 	"\x04Term\x12\x14.ordo.v1.TermRequest\x1a\x15.ordo.v1.TermResponse(\x010\x01B'Z%github.com/seed-e8569b35/ordo/api;apib\x06proto3"
 
@@ -1367,7 +1534,7 @@ func file_ordo_proto_rawDescGZIP() []byte {
 	return file_ordo_proto_rawDescData
 }
 
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 21)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_ordo_proto_goTypes = []any{
 	(*NextStreamRequest)(nil),      // 0: ordo.v1.NextStreamRequest
 	(*StreamCall)(nil),             // 1: ordo.v1.StreamCall
@@ -1390,6 +1557,9 @@ var file_ordo_proto_goTypes = []any{
 	(*RemoveResponse)(nil),         // 18: ordo.v1.RemoveResponse
 	(*TransferLeaderRequest)(nil),  // 19: ordo.v1.TransferLeaderRequest
 	(*TransferLeaderResponse)(nil), // 20: ordo.v1.TransferLeaderResponse
+	(*BackupRequest)(nil),          // 21: ordo.v1.BackupRequest
+	(*BackupResponse)(nil),         // 22: ordo.v1.BackupResponse
+	nil,                            // 23: ordo.v1.BackupResponse.MembersEntry
 }
 var file_ordo_proto_depIdxs = []int32{
 	1,  // 0: ordo.v1.NextStreamRequest.calls:type_name -> ordo.v1.StreamCall
@@ -1397,29 +1567,32 @@ var file_ordo_proto_depIdxs = []int32{
 	7,  // 2: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
 	7,  // 3: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
 	13, // 4: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
-	6,  // 5: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	9,  // 6: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	0,  // 7: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
-	11, // 8: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	12, // 9: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	15, // 10: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	17, // 11: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	19, // 12: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	4,  // 13: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	8,  // 14: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	10, // 15: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	2,  // 16: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	14, // 17: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	13, // 18: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	16, // 19: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	18, // 20: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	20, // 21: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	5,  // 22: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	14, // [14:23] is the sub-list for method output_type
-	5,  // [5:14] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	23, // 5: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
+	6,  // 6: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	9,  // 7: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	0,  // 8: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	11, // 9: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	12, // 10: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	15, // 11: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	17, // 12: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	19, // 13: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	21, // 14: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
+	4,  // 15: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	8,  // 16: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	10, // 17: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	2,  // 18: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	14, // 19: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	13, // 20: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	16, // 21: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	18, // 22: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	20, // 23: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	22, // 24: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	5,  // 25: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	16, // [16:26] is the sub-list for method output_type
+	6,  // [6:16] is the sub-list for method input_type
+	6,  // [6:6] is the sub-list for extension type_name
+	6,  // [6:6] is the sub-list for extension extendee
+	0,  // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }
@@ -1433,7 +1606,7 @@ func file_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   21,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

@@ -225,13 +225,14 @@ const (
 	Admin_Join_FullMethodName           = "/ordo.v1.Admin/Join"
 	Admin_Remove_FullMethodName         = "/ordo.v1.Admin/Remove"
 	Admin_TransferLeader_FullMethodName = "/ordo.v1.Admin/TransferLeader"
+	Admin_Backup_FullMethodName         = "/ordo.v1.Admin/Backup"
 )
 
 // AdminClient is the client API for Admin service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// Admin is for operators: status and membership.
+// Admin is for operators: status, membership and backup.
 type AdminClient interface {
 	// Status reports every node of the cluster, asking each one.
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
@@ -245,6 +246,13 @@ type AdminClient interface {
 	// TransferLeader hands leadership to the named node, or to any up-to-date
 	// node when id is empty.
 	TransferLeader(ctx context.Context, in *TransferLeaderRequest, opts ...grpc.CallOption) (*TransferLeaderResponse, error)
+	// Backup returns a consistent copy of the replicated state, taken on the
+	// leader after a Barrier (every committed entry applied) and confirmed
+	// by a majority still in the leader's term, so a deposed leader cannot
+	// hand out a stale copy. Its high_water is above the tick of every ID
+	// the cluster handed out before the call. A follower forwards it to the
+	// leader. Admin access.
+	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
 }
 
 type adminClient struct {
@@ -305,11 +313,21 @@ func (c *adminClient) TransferLeader(ctx context.Context, in *TransferLeaderRequ
 	return out, nil
 }
 
+func (c *adminClient) Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(BackupResponse)
+	err := c.cc.Invoke(ctx, Admin_Backup_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
 //
-// Admin is for operators: status and membership.
+// Admin is for operators: status, membership and backup.
 type AdminServer interface {
 	// Status reports every node of the cluster, asking each one.
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
@@ -323,6 +341,13 @@ type AdminServer interface {
 	// TransferLeader hands leadership to the named node, or to any up-to-date
 	// node when id is empty.
 	TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error)
+	// Backup returns a consistent copy of the replicated state, taken on the
+	// leader after a Barrier (every committed entry applied) and confirmed
+	// by a majority still in the leader's term, so a deposed leader cannot
+	// hand out a stale copy. Its high_water is above the tick of every ID
+	// the cluster handed out before the call. A follower forwards it to the
+	// leader. Admin access.
+	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -347,6 +372,9 @@ func (UnimplementedAdminServer) Remove(context.Context, *RemoveRequest) (*Remove
 }
 func (UnimplementedAdminServer) TransferLeader(context.Context, *TransferLeaderRequest) (*TransferLeaderResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method TransferLeader not implemented")
+}
+func (UnimplementedAdminServer) Backup(context.Context, *BackupRequest) (*BackupResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Backup not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -459,6 +487,24 @@ func _Admin_TransferLeader_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Backup_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(BackupRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Backup(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Backup_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Backup(ctx, req.(*BackupRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -485,6 +531,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "TransferLeader",
 			Handler:    _Admin_TransferLeader_Handler,
+		},
+		{
+			MethodName: "Backup",
+			Handler:    _Admin_Backup_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -100,7 +100,8 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
 }
 
-// CollectRaft makes Raft's own metrics (raft_*) part of this registry.
+// CollectRaft makes Raft's own metrics (ordo_raft_commitTime and the
+// like) part of this registry.
 // Raft reports to a process-wide sink, so only one node per process can
 // do this: the one `ordo serve` runs.
 func (m *Metrics) CollectRaft() error {

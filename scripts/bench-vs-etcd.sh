@@ -20,7 +20,7 @@
 #
 # The etcd ports default away from 2379/2380 because installing Debian's
 # etcd-server starts a system etcd there on machines with systemd. Ordo
-# uses 127.0.0.1:7001-7003 (gRPC) and 7101-7103 (raft), see cluster.sh.
+# uses 127.0.0.1:7001-7003 (gRPC), 7101-7103 (raft) and 8001-8003 (HTTP), see cluster.sh.
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -75,7 +75,7 @@ for p in "${cports[@]}" "${pports[@]}"; do
     die "127.0.0.1:$p is already in use (stop what runs there, or set ETCD_CLIENT_PORTS / ETCD_PEER_PORTS)"
   fi
 done
-for p in 7001 7002 7003 7101 7102 7103; do
+for p in 7001 7002 7003 7101 7102 7103 8001 8002 8003; do
   if port_busy "$p"; then
     die "127.0.0.1:$p (Ordo's, fixed in scripts/cluster.sh) is already in use: another Ordo cluster is up; stop it first (scripts/cluster.sh down)"
   fi

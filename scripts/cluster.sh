@@ -7,8 +7,9 @@
 #   scripts/cluster.sh status   show the cluster
 #   scripts/cluster.sh clean    stop the nodes and delete their data
 #
-# Nodes n1..n3 listen for gRPC on 127.0.0.1:7001-7003 and for raft on
-# 127.0.0.1:7101-7103. Data and logs go to $ORDO_CLUSTER_DIR (default
+# Nodes n1..n3 listen for gRPC on 127.0.0.1:7001-7003, for raft on
+# 127.0.0.1:7101-7103 and for HTTP (health, IDs, status, metrics) on
+# 127.0.0.1:8001-8003. Data and logs go to $ORDO_CLUSTER_DIR (default
 # .cluster/ in the repository).
 #
 # With --tls, scripts/gen-certs.sh makes the certificates in certs/ there
@@ -83,7 +84,7 @@ up() {
     n=n$i
     if running $n; then echo "$n already running (pid $(cat "$dir/$n.pid"))"; continue; fi
     nohup "$bin" serve --id $n --data-dir "$dir/$n" \
-      --raft-addr 127.0.0.1:710$i --grpc-addr 127.0.0.1:700$i \
+      --raft-addr 127.0.0.1:710$i --grpc-addr 127.0.0.1:700$i --http-addr 127.0.0.1:800$i \
       --bootstrap "$peers" ${serve_tls[@]+"${serve_tls[@]}"} >"$dir/$n.log" 2>&1 &
     echo $! >"$dir/$n.pid"
   done

@@ -31,14 +31,16 @@ type access int
 const (
 	accessClient access = iota // ask for IDs, read status
 	accessNode                 // answer term rounds
-	accessAdmin                // join, remove, transfer leadership
+	accessAdmin                // join, remove, transfer leadership, backup
 )
 
 // methodAccess is the one table of what each method requires; methods
 // not named need a client.
 func methodAccess(method string) access {
 	switch method {
-	case api.Admin_Join_FullMethodName, api.Admin_Remove_FullMethodName, api.Admin_TransferLeader_FullMethodName:
+	case api.Admin_Join_FullMethodName, api.Admin_Remove_FullMethodName, api.Admin_TransferLeader_FullMethodName,
+		// A backup names every member and the cluster id: operators only.
+		api.Admin_Backup_FullMethodName:
 		return accessAdmin
 	case api.Peer_Term_FullMethodName:
 		return accessNode

@@ -53,6 +53,11 @@ type Config struct {
 	// it differs (a bind to every interface, NAT).
 	GRPCAddr      string
 	GRPCAdvertise string
+	// HTTPAddr, when set, serves HTTP/JSON there (package httpapi):
+	// health and readiness probes, IDs, status and the node's metrics.
+	// With TLS it is HTTPS under the same rules as gRPC; without, it is
+	// held to loopback like the other ports. Port 0 picks a free port.
+	HTTPAddr string
 	// Layout and Group fix how IDs are built. They must match the
 	// cluster's, which the first leader records.
 	Layout layout.Layout
@@ -173,8 +178,8 @@ func (c Config) Validate() error {
 			return fmt.Errorf("%w: a node needs a node certificate (with the serverAuth usage) to serve TLS", ErrBadConfig)
 		}
 	} else if !c.Insecure {
-		for _, a := range []string{c.RaftAddr, c.GRPCAddr} {
-			if !isLoopback(a) {
+		for _, a := range []string{c.RaftAddr, c.GRPCAddr, c.HTTPAddr} {
+			if a != "" && !isLoopback(a) {
 				return fmt.Errorf("%w: %q is not a loopback address and TLS is off: give a certificate (--tls-cert, --tls-key, --tls-ca), or --insecure to serve plaintext anyway", ErrBadConfig, a)
 			}
 		}

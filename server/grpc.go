@@ -12,7 +12,6 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/reflection"
@@ -58,7 +57,7 @@ func (n *Node) openGRPC() error {
 	api.RegisterSequencerServer(n.grpcServer, svc)
 	api.RegisterAdminServer(n.grpcServer, svc)
 	api.RegisterPeerServer(n.grpcServer, svc)
-	hs := health.NewServer()
+	hs := n.newHealth()
 	healthpb.RegisterHealthServer(n.grpcServer, hs)
 	reflection.Register(n.grpcServer)
 	n.wg.Add(1)

@@ -19,11 +19,13 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/httpapi"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/metrics"
 	"github.com/seed-e8569b35/ordo/secure"
@@ -50,6 +52,11 @@ type Node struct {
 
 	grpcServer *grpc.Server
 	grpcAddr   string
+	// health is the gRPC health service, kept equal to ready().
+	health *health.Server
+	// httpServer serves Config.HTTPAddr (nil when empty).
+	httpServer *httpapi.Server
+	httpAddr   string
 	peers      *peerConns
 	// terms are the streams a leader asks voters' terms on, and rounds
 	// numbers its confirmation rounds (see confirmLeadership).
@@ -105,6 +112,15 @@ func Open(cfg Config) (*Node, error) {
 	}
 	if err := n.openGRPC(); err != nil {
 		close(n.stop)
+		n.raft.Shutdown()
+		n.wg.Wait()
+		n.seq.Close()
+		n.closeStores()
+		return nil, err
+	}
+	if err := n.openHTTP(); err != nil {
+		close(n.stop)
+		n.grpcServer.Stop()
 		n.raft.Shutdown()
 		n.wg.Wait()
 		n.seq.Close()
@@ -292,6 +308,9 @@ func (n *Node) Close() error {
 		}
 	}
 	close(n.stop)
+	// Probes see NOT_SERVING from now on, whatever comes.
+	n.health.Shutdown()
+	n.closeHTTP()
 	stopped := make(chan struct{})
 	go func() { n.grpcServer.GracefulStop(); close(stopped) }()
 	select {

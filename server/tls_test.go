@@ -35,6 +35,13 @@ type tlsCluster struct {
 
 func mustTLSCluster(t *testing.T) *tlsCluster {
 	t.Helper()
+	return mustTLSClusterWith(t, nil)
+}
+
+// mustTLSClusterWith is mustTLSCluster with each node's Config passed
+// through configure last (when not nil).
+func mustTLSClusterWith(t *testing.T, configure func(*Config)) *tlsCluster {
+	t.Helper()
 	c := &tlsCluster{pki: securetest.New(t, "ordo-test-ca"), logs: &logBuffer{}}
 	node := securetest.MustLoad(t, c.pki.Node("ordo-node"))
 	c.nodes = mustClusterWith(t, func(cfg *Config) {
@@ -42,6 +49,9 @@ func mustTLSCluster(t *testing.T) *tlsCluster {
 		cfg.AdminSubjects = []string{"CN=ordo-admin"}
 		cfg.AdminToken = adminToken
 		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: cfg.ID, Level: hclog.Warn, Output: c.logs})
+		if configure != nil {
+			configure(cfg)
+		}
 	})
 	return c
 }

@@ -94,7 +94,10 @@ func newStreamLayer(bind, advertise string) (*streamLayer, error) {
 			lis.Close()
 			return nil, fmt.Errorf("%w: raft advertise address %q must be a reachable ip:port", ErrBadConfig, advertise)
 		}
-		l.advertise = a
+		// Advertised as given: a name (a pod's stable DNS name) must
+		// stay a name in the Raft configuration, so peers follow it when
+		// its IP changes.
+		l.advertise = namedAddr(advertise)
 	}
 	if ip := lis.Addr().(*net.TCPAddr).IP; ip.IsUnspecified() {
 		if advertise == "" {
@@ -135,6 +138,12 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	_ = tc.SetDeadline(time.Time{})
 	return tc, nil
 }
+
+// namedAddr is an advertised address kept as it was written.
+type namedAddr string
+
+func (a namedAddr) Network() string { return "tcp" }
+func (a namedAddr) String() string  { return string(a) }
 
 // Addr implements net.Listener: the address peers should dial.
 func (l *streamLayer) Addr() net.Addr { return l.advertise }

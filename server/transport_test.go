@@ -57,6 +57,15 @@ func TestStreamLayerAdvertise(t *testing.T) {
 	if got := l.Addr().String(); got != "127.0.0.1:9" {
 		t.Fatalf("advertises %s, want 127.0.0.1:9", got)
 	}
+	// A name stays a name, so that peers follow it to a new IP.
+	named, err := newStreamLayer("127.0.0.1:0", "localhost:9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named.Close()
+	if got := named.Addr().String(); got != "localhost:9" {
+		t.Fatalf("advertises %s, want localhost:9", got)
+	}
 	for _, tt := range []struct{ bind, advertise string }{
 		{"0.0.0.0:0", ""},            // every interface: peers need an address
 		{"127.0.0.1:0", "0.0.0.0:9"}, // unspecified advertise

@@ -24,6 +24,8 @@ Commands:
   join             add a node to the cluster
   remove           remove a node from the cluster
   transfer-leader  hand leadership to another node
+  backup           write a consistent copy of the cluster's state to a file
+  restore          build the first node of a new cluster from a backup (offline)
   verify           run clients and faults against a cluster and check the order
   bench            measure throughput and latency against a cluster
 
@@ -46,6 +48,8 @@ func main() {
 		"join":            runJoin,
 		"remove":          runRemove,
 		"transfer-leader": runTransferLeader,
+		"backup":          runBackup,
+		"restore":         runRestore,
 		"verify":          runVerify,
 		"bench":           runBench,
 	}

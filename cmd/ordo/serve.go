@@ -44,9 +44,12 @@ func runServe(args []string) error {
 		raftAdvertise = fs.String("raft-advertise", "", "raft address peers dial, if not --raft-addr (a proxy, NAT, or binding 0.0.0.0)")
 		grpcAddr      = fs.String("grpc-addr", "127.0.0.1:7001", "gRPC address for clients and peers")
 		grpcAdvertise = fs.String("grpc-advertise", "", "gRPC address other nodes and clients are told, if not --grpc-addr (NAT, or binding 0.0.0.0)")
+		httpAddr      = fs.String("http-addr", "", "HTTP/JSON address for health probes (/healthz, /readyz), IDs (/v1/ids) and status (/v1/status); empty: no HTTP. HTTPS with the TLS flags")
 		bootstrap     = fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state)")
 		join          = fs.String("join", "", "join the cluster on first start through these members' gRPC addresses (comma-separated, tried in turn)")
 		joinTimeout   = fs.Duration("join-timeout", time.Minute, "how long to keep trying to join")
+		recoverAlone  = fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: before starting, make this node the only voter of its cluster and move the high-water mark past --recover-jump; the lost nodes must NEVER start again with their data (see README)")
+		recoverJump   = fs.Duration("recover-jump", server.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out")
 		layoutSpec    = fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]")
 		group         = fs.Uint64("group", 0, "group field of every ID (names this cluster)")
 		window        = fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches")
@@ -93,7 +96,7 @@ func runServe(args []string) error {
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *heartbeat, *election, *lease
 	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *snapThreshold, *snapInterval, *trailingLogs
 	cfg := server.Config{
-		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdvertise,
+		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdvertise, HTTPAddr: *httpAddr,
 		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount, MaxConnsPerHost: *maxConns, RPCTimeout: *rpcTimeout,
 		Raft: rc, Logger: logger, UnsafeTrustReservation: *unsafeTrust,
 	}
@@ -127,6 +130,16 @@ func runServe(args []string) error {
 		}
 	}
 
+	if *recoverAlone {
+		if *bootstrap != "" || *join != "" {
+			return fmt.Errorf("%w: --recover works on an existing data dir: no --bootstrap, no --join", errUsage)
+		}
+		hw, err := server.Recover(cfg, *recoverJump)
+		if err != nil {
+			return err
+		}
+		logger.Warn("recovered; restart the other nodes only with wiped data dirs and --join", "high_water", hw)
+	}
 	joinAddrs := strings.Split(*join, ",")
 	// A node with an empty data dir is checked before Raft starts: if it
 	// lost its data, Raft must not run it as the member it was.
@@ -161,7 +174,7 @@ func runServe(args []string) error {
 	if err != nil {
 		return err
 	}
-	// Raft's own metrics (raft_*) go to a process-wide sink: this
+	// Raft's own metrics (ordo_raft_*) go to a process-wide sink: this
 	// process's one node takes them.
 	if err := node.Metrics().CollectRaft(); err != nil {
 		logger.Warn("raft metrics unavailable", "error", err)
@@ -179,7 +192,7 @@ func runServe(args []string) error {
 		node.Close()
 		return err
 	}
-	logger.Info("serving", "id", *id, "grpc_addr", node.GRPCAddr(), "raft_addr", node.RaftAddr(), "layout", l.String(), "group", *group)
+	logger.Info("serving", "id", *id, "grpc_addr", node.GRPCAddr(), "raft_addr", node.RaftAddr(), "http_addr", node.HTTPAddr(), "layout", l.String(), "group", *group)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)

@@ -1,0 +1,516 @@
+// Package httpapi serves an Ordo node over HTTP/JSON, for the tools
+// operators already use: curl, the health probes of load balancers and
+// orchestrators, and Prometheus.
+//
+// It adds no way to IDs of its own. A request for IDs goes through the
+// node's gRPC Next path (the sequencer, the leadership confirmation round,
+// and on a follower one forward to the leader), so HTTP clients get every
+// guarantee gRPC clients get. The package declares the small Node
+// interface it needs; package server implements it.
+package httpapi
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/encoding/protojson"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// Node is what the handler needs of an Ordo node. Its errors are gRPC
+// status errors, as the node's gRPC services return them: the node maps
+// its own errors to codes in one place for gRPC and HTTP alike, and
+// httpStatus maps codes to HTTP here. Any other error is a 500.
+type Node interface {
+	// Next hands out count IDs through the same path as gRPC Next.
+	Next(ctx context.Context, count uint32) (*api.NextResponse, error)
+	// Status is the cluster's status, as gRPC Admin/Status answers it.
+	Status(ctx context.Context) (*api.StatusResponse, error)
+	// Ready returns nil when the node can serve IDs now, and why not
+	// otherwise.
+	Ready() error
+	// Leader is the leader's id and gRPC address, as far as the node
+	// knows; empty when it knows none.
+	Leader() (id, addr string)
+	// Layout is the layout the node's IDs are made with.
+	Layout() layout.Layout
+}
+
+// LeaderHeader names the leader's gRPC address in a reply that failed
+// because this node cannot serve. HTTP addresses are not replicated, so it
+// is the address gRPC clients use; HTTP clients need not follow it, since
+// every node forwards requests for IDs to the leader.
+const LeaderHeader = "Ordo-Leader"
+
+// Defaults for Config.
+const (
+	// DefaultTimeout bounds the work of one request, as the node's
+	// --rpc-timeout bounds a unary gRPC call.
+	DefaultTimeout = 30 * time.Second
+	// maxHeaderBytes caps request headers: every request here is a short
+	// GET.
+	maxHeaderBytes = 16 << 10
+	// headerTimeout bounds reading a request (the TLS handshake included),
+	// so slow clients cannot hold connections.
+	headerTimeout = 10 * time.Second
+	// idleTimeout closes keep-alive connections nobody uses.
+	idleTimeout = 2 * time.Minute
+)
+
+// Errors of this package, found before the node is asked. httpStatus is
+// the one place that maps them, and the node's errors, to HTTP statuses.
+var (
+	// errNoRoute means the path is not served.
+	errNoRoute = errors.New("no such path")
+	// errMethod means the path is served, but not for this method.
+	errMethod = errors.New("method not allowed")
+	// errBadQuery means a query parameter has a bad value.
+	errBadQuery = errors.New("bad query")
+	// errNoCertificate means a path that needs a client certificate was
+	// asked for without one (only with TLS: see Config.TLS).
+	errNoCertificate = errors.New("this path needs a client certificate signed by the cluster CA")
+)
+
+// Config configures the HTTP server of one node.
+type Config struct {
+	// TLS, when set, is the node's server TLS configuration, as
+	// secure.TLS.ServerConfig makes it: a client certificate required and
+	// verified by VerifyConnection. The server relaxes it to ask for a
+	// certificate without requiring one at the handshake (any certificate
+	// given is still verified there, and a bad one refused), then
+	// requires a verified certificate for every path except /healthz and
+	// /readyz, so that probes without a client key can reach those.
+	TLS *tls.Config
+	// Metrics, when set, is served at /metrics (a client certificate is
+	// needed with TLS, as for IDs: metrics show how many were issued).
+	Metrics http.Handler
+	// Observe, when set, is told of every request once answered: the
+	// path for a served one (the METHOD_NOT_ALLOWED and certificate
+	// refusals included), "other" for any other path so that labels stay
+	// few, the HTTP status, and how long it took.
+	Observe func(route string, code int, d time.Duration)
+	// Timeout bounds the work of one request; zero means DefaultTimeout.
+	Timeout time.Duration
+	// Logger logs failed requests; nil means no logs.
+	Logger hclog.Logger
+}
+
+// route is one served path.
+type route struct {
+	methods  []string
+	needCert bool // with TLS: the caller must have presented a certificate
+	serve    http.HandlerFunc
+}
+
+type handler struct {
+	node    Node
+	tls     bool
+	observe func(route string, code int, d time.Duration)
+	timeout time.Duration
+	logger  hclog.Logger
+	routes  map[string]route
+}
+
+// Handler serves node's HTTP API:
+//
+//	GET /healthz            200 while the process is alive
+//	GET /readyz             200 when the node can serve IDs, else 503
+//	GET /v1/ids?count=N     N IDs (1 by default) as JSON strings; &decode=true decodes each
+//	GET /v1/status          the cluster's status, as gRPC Admin/Status
+//	GET /metrics            cfg.Metrics, when set
+//
+// Errors are JSON {"error": "...", "code": "..."}.
+func Handler(node Node, cfg Config) http.Handler {
+	h := &handler{node: node, tls: cfg.TLS != nil, observe: cfg.Observe, timeout: cfg.Timeout, logger: cfg.Logger}
+	if h.timeout <= 0 {
+		h.timeout = DefaultTimeout
+	}
+	if h.logger == nil {
+		h.logger = hclog.NewNullLogger()
+	}
+	probe := []string{http.MethodGet, http.MethodHead}
+	h.routes = map[string]route{
+		"/healthz":   {methods: probe, serve: h.healthz},
+		"/readyz":    {methods: probe, serve: h.readyz},
+		"/v1/ids":    {methods: []string{http.MethodGet}, needCert: true, serve: h.ids},
+		"/v1/status": {methods: []string{http.MethodGet}, needCert: true, serve: h.status},
+	}
+	if cfg.Metrics != nil {
+		h.routes["/metrics"] = route{methods: probe, needCert: true, serve: cfg.Metrics.ServeHTTP}
+	}
+	return h
+}
+
+func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Every answer is fresh: a cached reply to /v1/ids would hand the
+	// same IDs out twice.
+	w.Header().Set("Cache-Control", "no-store")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	rt, ok := h.routes[r.URL.Path]
+	if h.observe != nil {
+		start, rec := time.Now(), &statusRecorder{ResponseWriter: w, code: http.StatusOK}
+		name := "other"
+		if ok {
+			name = r.URL.Path
+		}
+		defer func() { h.observe(name, rec.code, time.Since(start)) }()
+		w = rec
+	}
+	switch {
+	case !ok:
+		h.fail(w, r, fmt.Errorf("%w: %s", errNoRoute, r.URL.Path))
+	case !contains(rt.methods, r.Method):
+		w.Header().Set("Allow", strings.Join(rt.methods, ", "))
+		h.fail(w, r, fmt.Errorf("%w: %s %s (allowed: %s)", errMethod, r.Method, r.URL.Path, strings.Join(rt.methods, ", ")))
+	case rt.needCert && !h.authenticated(r):
+		h.fail(w, r, fmt.Errorf("%w: %s", errNoCertificate, r.URL.Path))
+	default:
+		rt.serve(w, r)
+	}
+}
+
+// statusRecorder keeps the status a handler wrote, for Config.Observe.
+type statusRecorder struct {
+	http.ResponseWriter
+	code int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.code = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// authenticated reports whether the caller may use the paths that need a
+// client certificate. Without TLS nobody can be told apart, as on the gRPC
+// port, so everybody may. With TLS a certificate given was verified at the
+// handshake (VerifyConnection), so having one is enough: the same rule as
+// gRPC's for asking for IDs and reading status.
+func (h *handler) authenticated(r *http.Request) bool {
+	return !h.tls || (r.TLS != nil && len(r.TLS.PeerCertificates) > 0)
+}
+
+func (h *handler) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (h *handler) readyz(w http.ResponseWriter, r *http.Request) {
+	if err := h.node.Ready(); err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// idsResponse is the answer of /v1/ids. IDs are strings: a 64-bit ID read
+// as a JSON number loses precision in JavaScript and many JSON tools.
+type idsResponse struct {
+	IDs     []string    `json:"ids"`
+	Count   int         `json:"count"`
+	Decoded []decodedID `json:"decoded,omitempty"`
+}
+
+// decodedID is one ID taken apart, as `ordo decode --json` prints it.
+type decodedID struct {
+	ID    string `json:"id"`
+	Time  string `json:"time"` // RFC 3339, milliseconds, UTC: the start of the ID's time unit
+	Group uint64 `json:"group"`
+	Seq   uint64 `json:"seq"`
+}
+
+// rfc3339Milli is RFC 3339 with exactly three fractional digits, the
+// resolution of every layout's time unit.
+const rfc3339Milli = "2006-01-02T15:04:05.000Z07:00"
+
+func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	count := uint64(1)
+	if s := q.Get("count"); s != "" {
+		var err error
+		// Parsed to 32 bits, the width of the gRPC field; the node
+		// checks the range against its --max-count.
+		if count, err = strconv.ParseUint(s, 10, 32); err != nil || count == 0 {
+			h.fail(w, r, fmt.Errorf("%w: count %q, want a whole number from 1 to the node's maximum", errBadQuery, s))
+			return
+		}
+	}
+	decode := false
+	if s := q.Get("decode"); s != "" {
+		var err error
+		if decode, err = strconv.ParseBool(s); err != nil {
+			h.fail(w, r, fmt.Errorf("%w: decode %q, want true or false", errBadQuery, s))
+			return
+		}
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	resp, err := h.node.Next(ctx, uint32(count))
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ids, err := expand(resp.Runs, count)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	out := idsResponse{IDs: make([]string, len(ids)), Count: len(ids)}
+	for i, id := range ids {
+		out.IDs[i] = strconv.FormatUint(id, 10)
+	}
+	if decode {
+		l := h.node.Layout()
+		out.Decoded = make([]decodedID, len(ids))
+		for i, id := range ids {
+			p := l.Decode(id)
+			out.Decoded[i] = decodedID{ID: out.IDs[i], Time: p.Time.Format(rfc3339Milli), Group: p.Group, Seq: p.Seq}
+		}
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// expand lists the IDs of runs, which must hold exactly want of them: a
+// forwarded answer is checked before it sizes an allocation.
+func expand(runs []*api.IDRun, want uint64) ([]uint64, error) {
+	total := uint64(0)
+	for _, r := range runs {
+		total += uint64(r.Count)
+	}
+	if total != want {
+		return nil, status.Errorf(codes.Internal, "the leader answered %d IDs for a request of %d", total, want)
+	}
+	ids := make([]uint64, 0, total)
+	for _, r := range runs {
+		for i := range uint64(r.Count) {
+			ids = append(ids, r.First+i*r.Step)
+		}
+	}
+	return ids, nil
+}
+
+// statusJSON is protobuf's canonical JSON mapping, which writes every
+// 64-bit integer as a string; proto field names, and zero values too, so
+// every field is always there.
+var statusJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
+
+func (h *handler) status(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	resp, err := h.node.Status(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	b, err := statusJSON.Marshal(resp)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	w.Write(append(b, '\n'))
+}
+
+// errorResponse is the body of every failed request.
+type errorResponse struct {
+	Error string `json:"error"`
+	// Code is the gRPC code's name (UNAVAILABLE, INVALID_ARGUMENT, ...),
+	// or NOT_FOUND and METHOD_NOT_ALLOWED for paths and methods not
+	// served.
+	Code string `json:"code"`
+	// LeaderID and LeaderAddr name the leader (its gRPC address) when
+	// this node cannot serve.
+	LeaderID   string `json:"leader_id,omitempty"`
+	LeaderAddr string `json:"leader_addr,omitempty"`
+}
+
+// httpStatus is the one place that maps an error to an HTTP status and
+// a code: this package's own errors, then the node's gRPC codes.
+func httpStatus(err error) (int, string) {
+	switch {
+	case errors.Is(err, errNoRoute):
+		return http.StatusNotFound, "NOT_FOUND"
+	case errors.Is(err, errMethod):
+		return http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"
+	case errors.Is(err, errBadQuery):
+		return http.StatusBadRequest, codeName(codes.InvalidArgument)
+	case errors.Is(err, errNoCertificate):
+		return http.StatusForbidden, codeName(codes.PermissionDenied)
+	}
+	s, ok := status.FromError(err)
+	if !ok {
+		return http.StatusInternalServerError, codeName(codes.Internal)
+	}
+	code := http.StatusInternalServerError
+	switch s.Code() {
+	case codes.InvalidArgument:
+		code = http.StatusBadRequest
+	case codes.PermissionDenied:
+		code = http.StatusForbidden
+	case codes.Unauthenticated:
+		code = http.StatusUnauthorized
+	case codes.NotFound:
+		code = http.StatusNotFound
+	case codes.ResourceExhausted:
+		// Demand above what the layout holds: back off and retry.
+		code = http.StatusTooManyRequests
+	case codes.Unavailable, codes.Canceled:
+		// No leader, not the leader, not ready: retry, perhaps elsewhere.
+		code = http.StatusServiceUnavailable
+	case codes.DeadlineExceeded:
+		code = http.StatusGatewayTimeout
+	}
+	// Everything else (Internal, OutOfRange: the layout's time field is
+	// full, FailedPrecondition, ...) is the server's trouble: 500.
+	return code, codeName(s.Code())
+}
+
+// codeName is a gRPC code as protobuf's google.rpc.Code names it:
+// codes.InvalidArgument is INVALID_ARGUMENT.
+func codeName(c codes.Code) string {
+	var b strings.Builder
+	for i, r := range c.String() {
+		if i > 0 && unicode.IsUpper(r) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToUpper(r))
+	}
+	return b.String()
+}
+
+// fail writes err as JSON. A reply the node could not serve names the
+// leader, in the body and in LeaderHeader, to callers who may read
+// status anyway.
+func (h *handler) fail(w http.ResponseWriter, r *http.Request, err error) {
+	code, name := httpStatus(err)
+	msg := err.Error()
+	if s, ok := status.FromError(err); ok {
+		msg = s.Message()
+	}
+	body := errorResponse{Error: msg, Code: name}
+	if code == http.StatusServiceUnavailable && h.authenticated(r) {
+		body.LeaderID, body.LeaderAddr = h.node.Leader()
+		if body.LeaderAddr != "" {
+			w.Header().Set(LeaderHeader, body.LeaderAddr)
+		}
+	}
+	switch code {
+	case http.StatusServiceUnavailable, http.StatusTooManyRequests:
+		w.Header().Set("Retry-After", "1")
+	}
+	if code >= 500 && code != http.StatusServiceUnavailable {
+		h.logger.Warn("request failed", "method", r.Method, "path", r.URL.Path, "from", r.RemoteAddr, "status", code, "error", msg)
+	}
+	writeJSON(w, code, body)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	// An error here is the client gone; nobody is left to tell.
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// Server is the HTTP server of one node.
+type Server struct {
+	http *http.Server
+	tls  bool
+}
+
+// NewServer returns a server of Handler(node, cfg) with bounded reads,
+// writes, idle connections and headers. Call Serve, then Shutdown.
+func NewServer(node Node, cfg Config) *Server {
+	timeout := cfg.Timeout
+	if timeout <= 0 {
+		timeout = DefaultTimeout
+	}
+	s := &Server{http: &http.Server{
+		Handler:           Handler(node, cfg),
+		ReadHeaderTimeout: headerTimeout,
+		ReadTimeout:       headerTimeout,
+		// A reply is written once the node answers, which takes at most
+		// timeout; the margin is for writing it.
+		WriteTimeout:   timeout + 5*time.Second,
+		IdleTimeout:    idleTimeout,
+		MaxHeaderBytes: maxHeaderBytes,
+	}}
+	if cfg.Logger != nil {
+		s.http.ErrorLog = cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true, ForceLevel: hclog.Debug})
+	}
+	if cfg.TLS != nil {
+		s.http.TLSConfig = optionalClientCert(cfg.TLS)
+		s.tls = true
+	}
+	return s
+}
+
+// optionalClientCert relaxes a node's server TLS config so that a peer
+// without a certificate completes the handshake (and can be told no per
+// path), while a certificate that is given is verified as before.
+func optionalClientCert(cfg *tls.Config) *tls.Config {
+	c := cfg.Clone()
+	verify := c.VerifyConnection
+	if verify == nil {
+		// Nothing of ours verifies: let crypto/tls do it against
+		// ClientCAs, never RequestClientCert's unchecked certificate.
+		c.ClientAuth = tls.VerifyClientCertIfGiven
+		return c
+	}
+	c.ClientAuth = tls.RequestClientCert
+	c.VerifyConnection = func(cs tls.ConnectionState) error {
+		if len(cs.PeerCertificates) == 0 {
+			return nil
+		}
+		return verify(cs)
+	}
+	return c
+}
+
+// Serve serves on lis until Shutdown; it returns nil after Shutdown.
+func (s *Server) Serve(lis net.Listener) error {
+	var err error
+	if s.tls {
+		err = s.http.ServeTLS(lis, "", "")
+	} else {
+		err = s.http.Serve(lis)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		return nil
+	}
+	return err
+}
+
+// Shutdown stops accepting, lets requests in flight finish until ctx ends,
+// then closes every connection.
+func (s *Server) Shutdown(ctx context.Context) error {
+	err := s.http.Shutdown(ctx)
+	if err != nil {
+		s.http.Close()
+	}
+	return err
+}

@@ -1,0 +1,310 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/api"
+)
+
+// freeAddr returns a loopback address with a port nothing listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	return addr
+}
+
+func mustBackup(t *testing.T, addr string) *api.BackupResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := api.NewAdminClient(mustConn(t, addr)).Backup(ctx, &api.BackupRequest{})
+	if err != nil {
+		t.Fatalf("backup through %s: %v", addr, err)
+	}
+	return resp
+}
+
+// TestBackupAndRestore: a backup through a follower is taken on the
+// leader and covers every ID handed out before it; a cluster restored from
+// it, after the old one handed out more IDs and stopped, hands out IDs
+// above all of them, under a new cluster id, and a node that joins it
+// gets the restored state.
+func TestBackupAndRestore(t *testing.T) {
+	// The old cluster's clock, which jumps ahead after the backup.
+	var offset atomic.Int64
+	nodes := mustClusterWith(t, func(cfg *Config) {
+		cfg.Clock = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	})
+	leader := mustLeader(t, nodes)
+	l := leader.cfg.Layout
+	var follower *Node
+	for _, n := range nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	before := mustNext(t, leader.GRPCAddr(), 1000)
+	last := mustIncrease(t, 0, before)
+
+	resp := mustBackup(t, follower.GRPCAddr())
+	if resp.LeaderId != leader.ID() {
+		t.Fatalf("backup taken by %q, want the leader %q", resp.LeaderId, leader.ID())
+	}
+	if resp.ClusterId == "" || resp.ClusterId != leader.fsm.ClusterID() {
+		t.Fatalf("backup of cluster %q, the cluster is %q", resp.ClusterId, leader.fsm.ClusterID())
+	}
+	if tick := l.Tick(last); tick >= resp.HighWater {
+		t.Fatalf("an ID handed out before the backup has tick %d, not below the backup's high-water %d", tick, resp.HighWater)
+	}
+	if len(resp.Members) != 3 || resp.Members[leader.ID()] != leader.GRPCAddr() {
+		t.Fatalf("backup members %v", resp.Members)
+	}
+	if resp.Layout != l.String() {
+		t.Fatalf("backup layout %q, want %q", resp.Layout, l)
+	}
+
+	file := filepath.Join(t.TempDir(), "ordo.backup")
+	b, err := NewBackupFile(resp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBackupFile(file, b); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := os.Stat(file); err != nil {
+		t.Fatal(err)
+	} else if runtime.GOOS != "windows" && info.Mode().Perm() != 0o600 {
+		t.Fatalf("backup file mode %04o, want 0600", info.Mode().Perm())
+	}
+	b, err = ReadBackupFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.HighWater != strconv.FormatUint(resp.HighWater, 10) {
+		t.Fatalf("read back high-water %s, wrote %d", b.HighWater, resp.HighWater)
+	}
+
+	// The old cluster goes on handing out IDs after the backup, with its
+	// clock 30 s ahead of this host's: above the backup's mark.
+	offset.Store(int64(30 * time.Second))
+	for range 5 {
+		last = mustIncrease(t, last, mustNext(t, leader.GRPCAddr(), DefaultMaxCount))
+	}
+	if l.Tick(last) <= resp.HighWater {
+		t.Fatalf("the IDs after the backup stayed below its mark (%d <= %d)", l.Tick(last), resp.HighWater)
+	}
+	// A jump shorter than that skew could not cover them: the limit the
+	// jump is there for.
+	if hw, err := RestoreHighWater(l, resp.HighWater, time.UnixMilli(resp.TakenUnixMs), time.Now(), 0, 0); err != nil || hw > l.Tick(last) {
+		t.Fatalf("without a jump the restored mark is %d (%v), expected below the skewed old cluster's last tick %d", hw, err, l.Tick(last))
+	}
+
+	// While the old cluster runs, restoring is refused.
+	newDir := t.TempDir()
+	err = CheckBackupAlive(context.Background(), b, nil)
+	if !errors.Is(err, ErrClusterAlive) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("restore check with the old cluster alive: %v, want ErrClusterAlive mentioning --force", err)
+	}
+
+	for _, n := range nodes {
+		if err := n.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := CheckBackupAlive(context.Background(), b, nil); err != nil {
+		t.Fatalf("restore check with the old cluster stopped: %v", err)
+	}
+
+	// Not over a data dir that holds Raft state.
+	_, err = Restore(RestoreOptions{Backup: b, DataDir: nodes[0].cfg.DataDir, ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2", Jump: time.Minute})
+	if !errors.Is(err, ErrHasState) {
+		t.Fatalf("restore over an old node's data dir: %v, want ErrHasState", err)
+	}
+
+	raftAddr := freeAddr(t)
+	res, err := Restore(RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ClusterID == "" || res.ClusterID == b.ClusterID || res.OldClusterID != b.ClusterID {
+		t.Fatalf("restored cluster id %q (old %q), want a new one", res.ClusterID, res.OldClusterID)
+	}
+	if res.HighWater <= l.Tick(last) {
+		t.Fatalf("restored high-water %d is not above the last old ID's tick %d", res.HighWater, l.Tick(last))
+	}
+	if _, err := Restore(RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute}); !errors.Is(err, ErrHasState) {
+		t.Fatalf("restore twice into one data dir: %v, want ErrHasState", err)
+	}
+
+	// The node starts on the restored data dir without bootstrapping, at
+	// the raft address the restore recorded and another gRPC address.
+	cfg := testConfig(t, "r1", newDir)
+	cfg.RaftAddr = raftAddr
+	r1 := mustOpen(t, cfg)
+	first := mustNext(t, r1.GRPCAddr(), 10)
+	if first[0] <= last {
+		t.Fatalf("the restored cluster's first ID %d is not above the old cluster's last %d", first[0], last)
+	}
+	if l.Tick(first[0]) < res.HighWater {
+		t.Fatalf("the restored cluster's first ID has tick %d, below the restored mark %d", l.Tick(first[0]), res.HighWater)
+	}
+	last = mustIncrease(t, last, first)
+	if got := r1.fsm.ClusterID(); got != res.ClusterID {
+		t.Fatalf("restored node serves cluster %q, want %q", got, res.ClusterID)
+	}
+	if got, _ := r1.fsm.NodeAddr("r1"); got != r1.GRPCAddr() {
+		t.Fatalf("restored node registered at %q, want %q", got, r1.GRPCAddr())
+	}
+
+	// A node that joins gets the restored state (from the snapshot: the
+	// log holds none of it), and continues above when it leads.
+	r2 := mustOpen(t, testConfig(t, "r2", t.TempDir()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r2.Join(ctx, r1.GRPCAddr()); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the joined node to apply the restored state", func() bool {
+		return r2.fsm.HighWater() >= res.HighWater && r2.fsm.ClusterID() == res.ClusterID
+	})
+	if _, err := api.NewAdminClient(mustConn(t, r1.GRPCAddr())).TransferLeader(ctx, &api.TransferLeaderRequest{Id: "r2"}); err != nil {
+		t.Fatal(err)
+	}
+	next := mustLeader(t, []*Node{r1, r2})
+	if next != r2 {
+		t.Fatalf("leader is %s after the transfer, want r2", next.ID())
+	}
+	mustIncrease(t, last, mustNext(t, r2.GRPCAddr(), 10))
+}
+
+// TestBackupFileRefusesDamage: a file whose content does not match its
+// checksum, of another version, or not a backup at all, is refused.
+func TestBackupFileRefusesDamage(t *testing.T) {
+	b, err := NewBackupFile(&api.BackupResponse{
+		ClusterId: "c0ffee", Layout: "default", HighWater: 123456789, Members: map[string]string{"n1": "127.0.0.1:7001"},
+		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: time.Now().UnixMilli(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := b.Marshal()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ParseBackupFile(data); err != nil {
+		t.Fatalf("an intact backup: %v", err)
+	}
+	good := string(data)
+	for name, bad := range map[string]string{
+		"high-water changed": strings.Replace(good, `"123456789"`, `"123456788"`, 1),
+		"member changed":     strings.Replace(good, "7001", "7002", 1),
+		"checksum removed":   strings.Replace(good, `"checksum"`, `"checksum_"`, 1),
+		"other version":      strings.Replace(good, `"version": 1`, `"version": 2`, 1),
+		"no version":         strings.Replace(good, `"version": 1,`, ``, 1),
+		"truncated":          good[:len(good)/2],
+		"trailing data":      good + "{}",
+		"empty":              "",
+	} {
+		if bad == good {
+			t.Fatalf("%s: the test did not change the file", name)
+		}
+		if _, err := ParseBackupFile([]byte(bad)); !errors.Is(err, ErrBadBackup) {
+			t.Errorf("%s: %v, want ErrBadBackup", name, err)
+		}
+	}
+	if _, err := ParseBackupFile([]byte(strings.Replace(good, `"version": 1`, `"version": 2`, 1))); err == nil || !strings.Contains(err.Error(), "version 2") {
+		t.Errorf("another version: %v, want it named", err)
+	}
+
+	// Restore refuses a damaged file too.
+	path := filepath.Join(t.TempDir(), "b.json")
+	if err := os.WriteFile(path, []byte(strings.Replace(good, "c0ffee", "c0ffef", 1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadBackupFile(path); !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "checksum") {
+		t.Fatalf("a corrupted file: %v, want a checksum mismatch", err)
+	}
+}
+
+func TestRestoreHighWater(t *testing.T) {
+	l := mustPreset(t, "default")
+	now := time.Now()
+	window := 3 * time.Second
+	ahead := l.TicksIn(window + 10*time.Second) // window + max(2 window, 10 s)
+	for _, tt := range []struct {
+		name     string
+		backup   uint64
+		taken    time.Time
+		jump     time.Duration
+		wantBase uint64
+	}{
+		{"clock ahead of the backup", l.TickAt(now.Add(-time.Hour)), now.Add(-time.Hour), time.Hour, l.TickAt(now)},
+		{"backup ahead of the clock", l.TickAt(now.Add(2 * time.Hour)), now, time.Hour, l.TickAt(now.Add(2 * time.Hour))},
+		{"backup's leader clock ahead of this host", 1, now.Add(time.Minute), 0, l.TickAt(now.Add(time.Minute))},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := RestoreHighWater(l, tt.backup, tt.taken, now, tt.jump, window)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if want := tt.wantBase + ahead + l.TicksIn(tt.jump); got != want {
+				t.Fatalf("got %d, want %d", got, want)
+			}
+		})
+	}
+	if _, err := RestoreHighWater(l, l.MaxTick()-10, now, now, time.Hour, window); !errors.Is(err, ErrTimeExhausted) {
+		t.Fatalf("past the layout's end: %v", err)
+	}
+	if _, err := RestoreHighWater(l, 1, now, now, -time.Second, window); err == nil {
+		t.Fatal("a negative jump was accepted")
+	}
+}
+
+// TestBackupNeedsTheLeaderAndAnAdmin: under TLS a client without admin
+// rights is refused a backup, an admin gets one, also through a follower;
+// a follower asked directly by the node code refuses.
+func TestBackupNeedsTheLeaderAndAnAdmin(t *testing.T) {
+	c := mustTLSCluster(t)
+	leader := mustLeader(t, c.nodes)
+	var follower *Node
+	for _, n := range c.nodes {
+		if n != leader {
+			follower = n
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	clientConn := c.conn(t, leader.GRPCAddr(), c.pki.Client("ordo-client"))
+	if _, err := api.NewAdminClient(clientConn).Backup(ctx, &api.BackupRequest{}); status.Code(err) != codes.PermissionDenied {
+		t.Fatalf("backup by a client: %v, want PermissionDenied", err)
+	}
+	adminConn := c.conn(t, follower.GRPCAddr(), c.pki.Client("ordo-admin"))
+	resp, err := api.NewAdminClient(adminConn).Backup(ctx, &api.BackupRequest{})
+	if err != nil {
+		t.Fatalf("backup by an admin through a follower: %v", err)
+	}
+	if resp.LeaderId != leader.ID() || resp.HighWater == 0 {
+		t.Fatalf("backup by %q with high-water %d", resp.LeaderId, resp.HighWater)
+	}
+	if _, err := follower.backup(ctx); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("a follower's own backup: %v, want ErrNotLeader", err)
+	}
+}
