@@ -9,12 +9,10 @@ import (
 	"github.com/seed-e8569b35/ordo/fsm"
 )
 
-// DefaultRecoverJump is how far past the later of the recorded high-water
-// mark and the clock Recover moves the mark. The nodes that were lost may
-// have committed reservations this node never received; a reservation
-// reaches at most the lead bound (two reserve windows, at least 10 s) plus
-// one window past its leader's clock, so a minute covers them with room
-// for clocks that differ by tens of seconds.
+// DefaultRecoverJump is how far, beyond the margin a leader's lead allows
+// (one window plus the lead bound), Recover moves the mark past the later
+// of the recorded mark and the clock: room for the lost nodes' clocks to
+// have been ahead of this one's.
 const DefaultRecoverJump = time.Minute
 
 // Recover makes the node of cfg the only voter of its cluster, for when a
@@ -28,8 +26,10 @@ const DefaultRecoverJump = time.Minute
 // the old configuration, elect a leader and hand out IDs beside this one.
 //
 // What the lost nodes handed out may lie above this node's high-water
-// mark (a reservation committed by them alone), so the mark moves to
-// max(mark, now) + jump.
+// mark (a reservation committed by them alone), so the mark moves past
+// it by the margin a restore uses: max(mark, now) + window + the lead
+// bound + jump (see RestoreHighWater), with cfg.ReserveWindow taken to be
+// the cluster's window.
 func Recover(cfg Config, jump time.Duration) (uint64, error) {
 	if err := cfg.Validate(); err != nil {
 		return 0, err
@@ -65,7 +65,7 @@ func Recover(cfg Config, jump time.Duration) (uint64, error) {
 	}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(raftAddr))
 	defer trans.Close()
-	state := &recoveringFSM{FSM: fsm.New(nil), id: cfg.ID, grpcAddr: grpcAddr, clock: cfg.Clock, jump: jump}
+	state := &recoveringFSM{FSM: fsm.New(nil), id: cfg.ID, grpcAddr: grpcAddr, clock: cfg.Clock, jump: jump, window: cfg.ReserveWindow}
 	only := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(raftAddr)}}}
 	rc := *cfg.Raft
 	if err := raft.RecoverCluster(&rc, state, store, store, snaps, trans, only); err != nil {
@@ -83,7 +83,7 @@ type recoveringFSM struct {
 	*fsm.FSM
 	id, grpcAddr string
 	clock        func() time.Time
-	jump         time.Duration
+	jump, window time.Duration
 }
 
 func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
@@ -91,8 +91,12 @@ func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if st.Layout == nil {
 		return nil, fmt.Errorf("%w: the data dir records no layout: the cluster never served, create it anew", ErrBadConfig)
 	}
-	now := st.Layout.TickAt(r.clock())
-	cmds := []fsm.Command{{Op: fsm.OpReserve, UpTo: max(st.HighWater, now) + st.Layout.TicksIn(r.jump)}}
+	now := r.clock()
+	upTo, err := RestoreHighWater(*st.Layout, st.HighWater, now, now, r.jump, r.window)
+	if err != nil {
+		return nil, err
+	}
+	cmds := []fsm.Command{{Op: fsm.OpReserve, UpTo: upTo}}
 	for id := range st.Nodes {
 		if id != r.id {
 			cmds = append(cmds, fsm.Command{Op: fsm.OpDeleteNode, NodeID: id})

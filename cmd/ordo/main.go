@@ -88,6 +88,24 @@ func tlsHint(err error) string {
 	return ""
 }
 
+// onCommandLine reports whether args name the flag (as -name or --name,
+// with or without =value).
+func onCommandLine(args []string, name string) bool {
+	for _, a := range args {
+		if a == "--" {
+			return false
+		}
+		if !strings.HasPrefix(a, "-") {
+			continue // a value
+		}
+		a = strings.TrimLeft(a, "-")
+		if a == name || strings.HasPrefix(a, name+"=") {
+			return true
+		}
+	}
+	return false
+}
+
 // envName is the environment variable that sets a flag.
 func envName(flagName string) string {
 	return "ORDO_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))

@@ -121,3 +121,40 @@ func TestConfigFile(t *testing.T) {
 		t.Errorf("a missing config file: %v, want a usage error", err)
 	}
 }
+
+func TestOnCommandLine(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"--recover"}, true},
+		{[]string{"-recover=true"}, true},
+		{[]string{"--id", "n1", "--recover", "--data-dir", "d"}, true},
+		{[]string{"--id", "recover"}, false},
+		{[]string{"--recover-jump", "1m"}, false},
+		{[]string{"--", "--recover"}, false},
+		{nil, false},
+	} {
+		if got := onCommandLine(tt.args, "recover"); got != tt.want {
+			t.Errorf("onCommandLine(%q) = %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}
+
+// TestRecoverOnlyFromTheCommandLine: --recover in the environment or a
+// config file is refused before anything is touched.
+func TestRecoverOnlyFromTheCommandLine(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "ordo.conf")
+	if err := os.WriteFile(conf, []byte("recover = true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--id", "n1", "--data-dir", filepath.Join(dir, "data")}
+	if err := runServe(append(base, "--config", conf)); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "command line") {
+		t.Errorf("recover from a config file: %v, want a usage error", err)
+	}
+	t.Setenv("ORDO_RECOVER", "true")
+	if err := runServe(base); !errors.Is(err, errUsage) || !strings.Contains(err.Error(), "command line") {
+		t.Errorf("recover from the environment: %v, want a usage error", err)
+	}
+}

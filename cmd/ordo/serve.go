@@ -48,7 +48,7 @@ func runServe(args []string) error {
 		bootstrap     = fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state)")
 		join          = fs.String("join", "", "join the cluster on first start through these members' gRPC addresses (comma-separated, tried in turn)")
 		joinTimeout   = fs.Duration("join-timeout", time.Minute, "how long to keep trying to join")
-		recoverAlone  = fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: before starting, make this node the only voter of its cluster and move the high-water mark past --recover-jump; the lost nodes must NEVER start again with their data (see README)")
+		recoverAlone  = fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see README)")
 		recoverJump   = fs.Duration("recover-jump", server.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out")
 		layoutSpec    = fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]")
 		group         = fs.Uint64("group", 0, "group field of every ID (names this cluster)")
@@ -134,11 +134,19 @@ func runServe(args []string) error {
 		if *bootstrap != "" || *join != "" {
 			return fmt.Errorf("%w: --recover works on an existing data dir: no --bootstrap, no --join", errUsage)
 		}
+		// Only from the command line, and once: a --recover left in an
+		// environment file or a config file would run again at the next
+		// restart, after other nodes joined, and drop them from the
+		// configuration while they still count themselves a majority.
+		if _, inEnv := os.LookupEnv(envName("recover")); inEnv || !onCommandLine(args, "recover") {
+			return fmt.Errorf("%w: --recover must be given on the command line, not in $%s or --config", errUsage, envName("recover"))
+		}
 		hw, err := server.Recover(cfg, *recoverJump)
 		if err != nil {
 			return err
 		}
-		logger.Warn("recovered; restart the other nodes only with wiped data dirs and --join", "high_water", hw)
+		logger.Warn("recovered: start this node again WITHOUT --recover; restart the other nodes only with wiped data dirs and --join", "high_water", hw)
+		return nil
 	}
 	joinAddrs := strings.Split(*join, ",")
 	// A node with an empty data dir is checked before Raft starts: if it
