@@ -47,19 +47,6 @@ import (
 	"github.com/seed-e8569b35/ordo/secure"
 )
 
-// Errors of backup and restore.
-var (
-	// ErrBadBackup means a backup file is damaged, of an unknown version,
-	// or inconsistent.
-	ErrBadBackup = errors.New("bad backup")
-	// ErrClusterAlive means the cluster a backup was taken from still
-	// answers: restoring it as a new cluster would let two clusters hand
-	// out the same IDs.
-	ErrClusterAlive = errors.New("the backed-up cluster is still running")
-	// ErrHasState means a restore was asked to write over a data dir that
-	// already holds Raft state.
-	ErrHasState = errors.New("data dir already holds raft state")
-)
 
 // Backup implements api.AdminServer. A follower forwards it to the leader;
 // without a leader it fails with the leader hint, if any.

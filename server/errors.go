@@ -58,6 +58,16 @@ var (
 	ErrRemoved = errors.New("removed from the cluster")
 	// ErrBadConfig means a Config field is invalid.
 	ErrBadConfig = errors.New("invalid configuration")
+	// ErrBadBackup means a backup file is damaged, of an unknown version,
+	// or inconsistent.
+	ErrBadBackup = errors.New("bad backup")
+	// ErrClusterAlive means the cluster a backup was taken from still
+	// answers: restoring it as a new cluster would let two clusters hand
+	// out the same IDs.
+	ErrClusterAlive = errors.New("the backed-up cluster is still running")
+	// ErrHasState means a restore was asked to write over a data dir that
+	// already holds Raft state.
+	ErrHasState = errors.New("data dir already holds raft state")
 	// ErrOtherCluster means a data dir holds another cluster's state.
 	ErrOtherCluster = errors.New("data dir belongs to another cluster")
 	// ErrPermissionDenied means the caller's identity does not allow the

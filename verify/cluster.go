@@ -362,11 +362,9 @@ func (c *Cluster) Leader(ctx context.Context) (*Node, error) {
 	}
 }
 
-// askLeader asks n for a single ID straight from n (no failover); a reply
-// names the leader that issued it.
-// nodeAdmin calls fn with an admin client of node n itself (no failover,
-// no forwarding), each attempt bounded by 500 ms.
-func (c *Cluster) nodeAdmin(ctx context.Context, n *Node, fn func(context.Context, api.AdminClient) error) error {
+// onNode calls fn with a connection to node n itself (no failover, no
+// forwarding), bounded by 500 ms.
+func (c *Cluster) onNode(ctx context.Context, n *Node, fn func(context.Context, *grpc.ClientConn) error) error {
 	conn, err := dial(n.GRPCAddr, c.adminTLS)
 	if err != nil {
 		return err
@@ -374,22 +372,28 @@ func (c *Cluster) nodeAdmin(ctx context.Context, n *Node, fn func(context.Contex
 	defer conn.Close()
 	actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
-	return fn(actx, api.NewAdminClient(conn))
+	return fn(actx, conn)
 }
 
+// nodeAdmin calls fn with an admin client of node n itself.
+func (c *Cluster) nodeAdmin(ctx context.Context, n *Node, fn func(context.Context, api.AdminClient) error) error {
+	return c.onNode(ctx, n, func(ctx context.Context, conn *grpc.ClientConn) error {
+		return fn(ctx, api.NewAdminClient(conn))
+	})
+}
+
+// askLeader asks n for a single ID straight from n (no failover); a reply
+// names the leader that issued it.
 func (c *Cluster) askLeader(ctx context.Context, n *Node) *Node {
-	conn, err := dial(n.GRPCAddr, c.adminTLS)
-	if err != nil {
-		return nil
-	}
-	defer conn.Close()
-	actx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
-	defer cancel()
-	resp, err := api.NewSequencerClient(conn).Next(actx, &api.NextRequest{Count: 1})
-	if err != nil {
-		return nil
-	}
-	return c.Node(resp.LeaderId)
+	var leader *Node
+	_ = c.onNode(ctx, n, func(ctx context.Context, conn *grpc.ClientConn) error {
+		resp, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: 1})
+		if err == nil {
+			leader = c.Node(resp.LeaderId)
+		}
+		return err
+	})
+	return leader
 }
 
 // WaitServing waits until some node hands out IDs.
