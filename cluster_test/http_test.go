@@ -6,7 +6,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -94,6 +98,25 @@ func TestHTTP(t *testing.T) {
 		t.Fatalf("status: %d %s (%v)", code, body, err)
 	}
 
+	// The README's curl examples, as written, with its ports (8001-8003,
+	// what scripts/cluster.sh gives n1-n3) mapped to this test's.
+	ran := 0
+	for _, ex := range readmeCurlExamples(t) {
+		url := ex.url
+		for i, a := range httpAddrs {
+			url = strings.Replace(url, "127.0.0.1:"+strconv.Itoa(8001+i), a, 1)
+		}
+		code, body := get("http://" + url)
+		if code != http.StatusOK || !strings.Contains(string(body), ex.want) {
+			t.Errorf("README example %q: %d %.200s; want 200 with %q", ex.line, code, body, ex.want)
+		}
+		ran++
+	}
+	t.Logf("ran %d curl examples of README.md", ran)
+	if ran < 6 {
+		t.Fatalf("found %d curl examples in README.md, want the 6 of the HTTP/JSON section", ran)
+	}
+
 	// Alone, n1 cannot know a leader: not ready, and no IDs.
 	c.mustKill(c.nodes[1])
 	c.mustKill(c.nodes[2])
@@ -104,4 +127,41 @@ func TestHTTP(t *testing.T) {
 	if code, _ := get("http://" + httpAddrs[0] + "/healthz"); code != http.StatusOK {
 		t.Fatalf("healthz of a live node without a leader: %d", code)
 	}
+}
+
+// curlExample is one `curl -s URL  # ...` line of the README and a piece
+// of what its answer must hold.
+type curlExample struct{ line, url, want string }
+
+// readmeCurlExamples reads the plain-HTTP curl examples of README.md's
+// HTTP/JSON section, so that the README cannot drift from what nodes
+// answer.
+func readmeCurlExamples(t *testing.T) []curlExample {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join("..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// What each endpoint's answer must contain.
+	want := map[string]string{
+		"/healthz": `"status":"ok"`, "/readyz": `"status":"ready"`, "/v1/ids": `"ids":["`,
+		"/v1/status": `"nodes":[`, "/metrics": "ordo_ids_issued_total",
+	}
+	re := regexp.MustCompile(`(?m)^curl -s '?(127\.0\.0\.1:800[1-3](/[^' ]*))'?`)
+	var out []curlExample
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		path := m[2]
+		if i := strings.IndexByte(path, '?'); i >= 0 {
+			path = path[:i]
+		}
+		w, ok := want[path]
+		if !ok {
+			t.Fatalf("README example %q: no expectation for %s", m[0], path)
+		}
+		if strings.Contains(m[1], "decode=true") {
+			w = `"decoded":[`
+		}
+		out = append(out, curlExample{line: m[0], url: m[1], want: w})
+	}
+	return out
 }

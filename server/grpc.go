@@ -433,7 +433,11 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(p.creds))
+	// passthrough: each (re)connection dials the address as written, so a
+	// peer's DNS name is looked up again when its IP changes (a
+	// rescheduled pod), instead of after grpc-go's DNS re-resolution
+	// interval.
+	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(p.creds))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
