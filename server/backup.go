@@ -47,7 +47,6 @@ import (
 	"github.com/seed-e8569b35/ordo/secure"
 )
 
-
 // Backup implements api.AdminServer. A follower forwards it to the leader;
 // without a leader it fails with the leader hint, if any.
 func (s *service) Backup(ctx context.Context, req *api.BackupRequest) (*api.BackupResponse, error) {

@@ -55,12 +55,7 @@ func TestBackupAndRestore(t *testing.T) {
 	})
 	leader := mustLeader(t, nodes)
 	l := leader.cfg.Layout
-	var follower *Node
-	for _, n := range nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := followerOf(nodes, leader)
 	before := mustNext(t, leader.GRPCAddr(), 1000)
 	last := mustIncrease(t, 0, before)
 
@@ -284,12 +279,7 @@ func TestRestoreHighWater(t *testing.T) {
 func TestBackupNeedsTheLeaderAndAnAdmin(t *testing.T) {
 	c := mustTLSCluster(t)
 	leader := mustLeader(t, c.nodes)
-	var follower *Node
-	for _, n := range c.nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := followerOf(c.nodes, leader)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	clientConn := c.conn(t, leader.GRPCAddr(), c.pki.Client("ordo-client"))

@@ -189,6 +189,16 @@ func mustClusterWith(t *testing.T, configure func(*Config)) []*Node {
 	return nodes
 }
 
+// followerOf returns one of nodes that is not leader.
+func followerOf(nodes []*Node, leader *Node) *Node {
+	for _, n := range nodes {
+		if n != leader {
+			return n
+		}
+	}
+	return nil
+}
+
 func mustLeader(t *testing.T, nodes []*Node) *Node {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -229,12 +239,7 @@ func TestSingleNodeRestartContinuesAbove(t *testing.T) {
 func TestThreeNodesForwardAndFailover(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
-	var follower *Node
-	for _, n := range nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := followerOf(nodes, leader)
 	last := mustIncrease(t, 0, mustNext(t, leader.GRPCAddr(), 10))
 
 	// A follower forwards and names the leader.
@@ -487,12 +492,7 @@ func TestHasState(t *testing.T) {
 func TestNextStream(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
-	var follower *Node
-	for _, n := range nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := followerOf(nodes, leader)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 

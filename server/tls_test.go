@@ -189,12 +189,7 @@ func TestTLSJoinOnlyAtOwnAddresses(t *testing.T) {
 func TestTLSRaftRefusesStrangers(t *testing.T) {
 	c := mustTLSCluster(t)
 	leader := mustLeader(t, c.nodes)
-	var follower *Node
-	for _, n := range c.nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := followerOf(c.nodes, leader)
 	other := securetest.New(t, "another-ca")
 	foreignNode := other.Node("ordo-node")
 	foreignNode.CA = c.pki.CAFile()
@@ -306,12 +301,7 @@ func TestTLSJoinCannotForgeForwarding(t *testing.T) {
 func TestTLSNodeJoinsThroughAFollower(t *testing.T) {
 	c := mustTLSCluster(t)
 	leader := mustLeader(t, c.nodes)
-	var follower *Node
-	for _, n := range c.nodes {
-		if n != leader {
-			follower = n
-		}
-	}
+	follower := followerOf(c.nodes, leader)
 	cfg := testConfig(t, "n4", t.TempDir())
 	cfg.TLS = securetest.MustLoad(t, c.pki.Node("ordo-node"))
 	n4 := mustOpen(t, cfg)
