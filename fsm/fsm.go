@@ -74,6 +74,18 @@ type Command struct {
 	UpTo      uint64 `json:"up_to,omitempty"`
 	NodeID    string `json:"node_id,omitempty"`
 	GRPCAddr  string `json:"grpc_addr,omitempty"`
+	// Clock is the proposer's clock reading in ticks (reserve only; 0 for
+	// none). It travels in the log entry's Extensions, not in its Data:
+	// nodes built before it existed decode Data strictly and would reject
+	// the whole reservation, leaving their high-water mark behind the
+	// others'; they ignore Extensions, so a rolling upgrade stays safe.
+	Clock uint64 `json:"-"`
+}
+
+// extensions is the JSON in a log entry's Extensions. Unknown fields are
+// ignored there, so that later versions can add to it.
+type extensions struct {
+	Clock uint64 `json:"clock,omitempty"`
 }
 
 // Result is what Apply returns for every command.
@@ -84,6 +96,9 @@ type Result struct {
 	Prev uint64
 	// HighWater is the high-water mark after it.
 	HighWater uint64
+	// ClockHigh is the highest clock reading, in ticks, that any
+	// reservation up to this one carried (State.ClockHigh after it).
+	ClockHigh uint64
 	// Term is the Raft term of the log entry. A leader compares it with
 	// its own term: a match proves the entry was appended by that leader
 	// and committed by a majority in that term.
@@ -98,6 +113,22 @@ func Encode(c Command) ([]byte, error) {
 		return nil, fmt.Errorf("encode command: %w", err)
 	}
 	return b, nil
+}
+
+// Entry encodes a command as the raft.Log that Raft appends: the command
+// in Data, its clock reading in Extensions.
+func Entry(c Command) (raft.Log, error) {
+	data, err := Encode(c)
+	if err != nil {
+		return raft.Log{}, err
+	}
+	l := raft.Log{Type: raft.LogCommand, Data: data}
+	if c.Clock != 0 {
+		if l.Extensions, err = json.Marshal(extensions{Clock: c.Clock}); err != nil {
+			return raft.Log{}, fmt.Errorf("encode extensions: %w", err)
+		}
+	}
+	return l, nil
 }
 
 // Decode parses and validates a command.
@@ -169,6 +200,10 @@ type State struct {
 	ClusterID string `json:"cluster_id,omitempty"`
 	// Nodes maps a node ID to its gRPC address.
 	Nodes map[string]string `json:"nodes"`
+	// ClockHigh is the highest clock reading, in ticks, any reservation
+	// carried: a lower bound of the cluster's time that a new leader
+	// measures its lead from, whatever its own clock says.
+	ClockHigh uint64 `json:"clock_high,omitempty"`
 }
 
 // FSM implements raft.FSM.
@@ -228,10 +263,24 @@ func (f *FSM) Apply(l *raft.Log) any {
 		// Nothing changes, but the Result still reports the mark, as it
 		// does for every other command: a zero here would read as a mark
 		// that went down to 0.
-		hw := f.HighWater()
-		return Result{Err: err, Prev: hw, HighWater: hw, Term: l.Term}
+		f.mu.RLock()
+		defer f.mu.RUnlock()
+		hw := f.state.HighWater
+		return Result{Err: err, Prev: hw, HighWater: hw, ClockHigh: f.state.ClockHigh, Term: l.Term}
 	}
+	c.Clock = clockOf(l.Extensions)
 	return f.apply(c, l.Term)
+}
+
+// clockOf reads the clock reading from a log entry's Extensions. Anything
+// unreadable counts as no reading, as it does on nodes that predate it:
+// the reading only bounds how far ahead IDs run, never their order.
+func clockOf(b []byte) uint64 {
+	var e extensions
+	if len(b) == 0 || json.Unmarshal(b, &e) != nil {
+		return 0
+	}
+	return e.Clock
 }
 
 func (f *FSM) apply(c Command, term uint64) Result {
@@ -251,12 +300,13 @@ func (f *FSM) apply(c Command, term uint64) Result {
 		}
 	case OpReserve:
 		f.state.HighWater = max(f.state.HighWater, c.UpTo)
+		f.state.ClockHigh = max(f.state.ClockHigh, c.Clock)
 	case OpSetNode:
 		f.state.Nodes[c.NodeID] = c.GRPCAddr
 	case OpDeleteNode:
 		delete(f.state.Nodes, c.NodeID)
 	}
-	r.HighWater = f.state.HighWater
+	r.HighWater, r.ClockHigh = f.state.HighWater, f.state.ClockHigh
 	group, onInit := f.state.Group, f.onInit
 	f.mu.Unlock()
 	if notify != nil && onInit != nil {

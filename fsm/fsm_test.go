@@ -47,9 +47,19 @@ func apply(t testing.TB, f *FSM, data []byte, term uint64) Result {
 	return r
 }
 
+// applyCmd applies c as Raft appends it: the entry Entry builds.
 func applyCmd(t testing.TB, f *FSM, c Command, term uint64) Result {
 	t.Helper()
-	return apply(t, f, mustEncode(t, c), term)
+	e, err := Entry(c)
+	if err != nil {
+		t.Fatalf("Entry(%+v): %v", c, err)
+	}
+	e.Index, e.Term = 1, term
+	r, ok := f.Apply(&e).(Result)
+	if !ok {
+		t.Fatalf("Apply returned %T, want fsm.Result", f.Apply(&e))
+	}
+	return r
 }
 
 func applyOK(t testing.TB, f *FSM, c Command, term uint64) Result {
@@ -128,7 +138,7 @@ func populated(t testing.TB) *FSM {
 	f := New(nil)
 	l := mustPreset(t, "default")
 	applyOK(t, f, Command{Op: OpInit, Layout: &l, Group: 7}, 1)
-	applyOK(t, f, Command{Op: OpReserve, UpTo: 123456}, 1)
+	applyOK(t, f, Command{Op: OpReserve, UpTo: 123456, Clock: 120000}, 1)
 	applyOK(t, f, Command{Op: OpSetNode, NodeID: "a", GRPCAddr: "10.0.0.1:9000"}, 2)
 	applyOK(t, f, Command{Op: OpSetNode, NodeID: "b", GRPCAddr: "10.0.0.2:9000"}, 2)
 	return f
@@ -374,6 +384,63 @@ func TestSnapshotRestore(t *testing.T) {
 	if !bytes.Equal(sink.Bytes(), data) {
 		t.Errorf("snapshot changed after later apply:\n got %s\nwant %s", sink.Bytes(), data)
 	}
+}
+
+// The proposer's clock reading rides in Extensions: the Data is what an
+// older node decodes strictly, so it must be exactly the command without
+// the reading. The FSM keeps the highest reading; an unreadable one counts
+// as none, as on older nodes, and never stops the mark from moving.
+func TestClockTravelsInExtensions(t *testing.T) {
+	c := Command{Op: OpReserve, UpTo: 1000, Clock: 900}
+	e, err := Entry(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := mustEncode(t, Command{Op: OpReserve, UpTo: 1000}); !bytes.Equal(e.Data, want) {
+		t.Errorf("Data = %s, want %s: an older node would reject it", e.Data, want)
+	}
+	if len(e.Extensions) == 0 {
+		t.Fatal("no Extensions: the clock reading is lost")
+	}
+	if d, err := Decode(e.Data); err != nil || d.Clock != 0 {
+		t.Errorf("Decode(Data) = %+v, %v; want the command without its clock", d, err)
+	}
+	f := New(nil)
+	steps := []struct {
+		name      string
+		log       raft.Log
+		hw, clock uint64
+	}{
+		{"reading recorded", e, 1000, 900},
+		{"lower reading kept out", mustEntry(t, Command{Op: OpReserve, UpTo: 1100, Clock: 500}), 1100, 900},
+		{"no reading", mustEntry(t, Command{Op: OpReserve, UpTo: 1200}), 1200, 900},
+		{"higher reading", mustEntry(t, Command{Op: OpReserve, UpTo: 1300, Clock: 1250}), 1300, 1250},
+		{"unreadable reading", raft.Log{Type: raft.LogCommand, Data: mustEncode(t, Command{Op: OpReserve, UpTo: 1400}), Extensions: []byte(`{"clock":"soon"}`)}, 1400, 1250},
+		{"not JSON", raft.Log{Type: raft.LogCommand, Data: mustEncode(t, Command{Op: OpReserve, UpTo: 1500}), Extensions: []byte{0xff, 0}}, 1500, 1250},
+		{"later fields ignored", raft.Log{Type: raft.LogCommand, Data: mustEncode(t, Command{Op: OpReserve, UpTo: 1600}), Extensions: []byte(`{"clock":2000,"zone":"x"}`)}, 1600, 2000},
+		{"only reservations carry it", mustEntry(t, Command{Op: OpSetNode, NodeID: "a", GRPCAddr: "h:1", Clock: 9999}), 1600, 2000},
+	}
+	for _, s := range steps {
+		r, ok := f.Apply(&s.log).(Result)
+		if !ok || r.Err != nil {
+			t.Fatalf("%s: Apply = %+v", s.name, r)
+		}
+		if r.HighWater != s.hw || r.ClockHigh != s.clock {
+			t.Errorf("%s: high-water %d clock %d, want %d and %d", s.name, r.HighWater, r.ClockHigh, s.hw, s.clock)
+		}
+	}
+	if got := f.State().ClockHigh; got != 2000 {
+		t.Errorf("State().ClockHigh = %d, want 2000", got)
+	}
+}
+
+func mustEntry(t testing.TB, c Command) raft.Log {
+	t.Helper()
+	e, err := Entry(c)
+	if err != nil {
+		t.Fatalf("Entry(%+v): %v", c, err)
+	}
+	return e
 }
 
 func TestSnapshotRestoreEmpty(t *testing.T) {

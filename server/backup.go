@@ -345,11 +345,11 @@ const DefaultRestoreJump = time.Minute
 // the top of this file). After the backup, the old cluster's leaders kept
 // handing out ticks from max(last+1, tick(their clock)); a leader refuses
 // a tick more than max(2·window, 10 s) ahead of the highest clock reading
-// it knows (Sequencer.maxLead), a new leader counts an inherited mark as a
-// reading at most a window behind it, and reservations reach a window
-// further. So, unless demand outran the layout through many leader
-// changes, every tick the old cluster handed out is below max(its mark at
-// the backup, its leaders' clocks) + ahead. The old cluster stopped before
+// it knows (Sequencer.maxLead); every reservation carries its leader's
+// clock reading, so a new leader knows the highest reading of any earlier
+// one. So every tick the old cluster handed out is below max(its mark at
+// the backup, its leaders' clocks) + ahead: the lead bound plus a window
+// for the largest request and the clocks' differences. The old cluster stopped before
 // the restore runs, so its leaders' clocks read at most now + their skew
 // against this host; jump covers that skew. tick(backup taken) counts the
 // leader's clock at the backup, in case this host's clock is behind it.
@@ -359,12 +359,12 @@ const DefaultRestoreJump = time.Minute
 // old leaders whose clocks ran ahead of this host by more than jump.
 //
 // The cost: the new cluster's IDs read up to jump+ahead in the future
-// until the clock catches up. The sequencer counts the mark as a clock
-// reading a window behind it, so it serves at once, but it hands out at
-// most max(2·window, 10 s) of ticks beyond that reading (about 7 s of the
-// layout's capacity with the defaults, more after each change of leader)
-// before it answers ErrAhead, until the clock catches up: see
-// RestoreResult.AheadAllowance. A smaller jump shortens that time.
+// until the clock catches up. The restored state records the mark as a
+// clock reading (fsm.State.ClockHigh), so the new cluster serves at once,
+// but it hands out at most max(2·window, 10 s) of ticks beyond the mark
+// (10 s of the layout's capacity with the defaults, however often the
+// leader changes) before it answers ErrAhead, until the clock catches up:
+// see RestoreResult.AheadAllowance. A smaller jump shortens that time.
 func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, jump, window time.Duration) (uint64, error) {
 	if jump < 0 {
 		return 0, fmt.Errorf("%w: jump %s is negative", ErrBadConfig, jump)
@@ -467,12 +467,12 @@ type RestoreResult struct {
 	Group                      uint64
 	// The restored mark is ahead of the clock, and a leader hands out
 	// ticks at most max(2·window, 10 s) ahead of the highest clock reading
-	// it knows, counting the mark as a reading a window behind it
-	// (Sequencer.maxLead): so until about AheadUntil, when the wall clock
-	// catches up, the new cluster hands out about AheadAllowance ticks
-	// (IDs) in all, then answers ResourceExhausted (ErrAhead) until the
-	// clock catches up. Each change of leader adds about as many. Computed
-	// with the restore's ReserveWindow, taken as the new cluster's too.
+	// it knows (Sequencer.maxLead), and the restored mark counts as one:
+	// so until AheadUntil, when the wall clock reaches the mark, the new
+	// cluster hands out at most AheadAllowance ticks (IDs) in all, then
+	// answers ResourceExhausted (ErrAhead) until the clock catches up.
+	// Computed with the restore's ReserveWindow, taken as the new
+	// cluster's too.
 	AheadAllowance uint64
 	AheadUntil     time.Time
 }
@@ -531,8 +531,10 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 		return res, err
 	}
 	l := c.layout
+	// ClockHigh at the mark: the jump is a decision that time has reached
+	// it, so the new cluster's leaders measure their lead from there.
 	st := fsm.State{
-		HighWater: hw, Layout: &l, Group: o.Backup.Group, ClusterID: id,
+		HighWater: hw, ClockHigh: hw, Layout: &l, Group: o.Backup.Group, ClusterID: id,
 		Nodes: map[string]string{o.ID: o.GRPCAddr},
 	}
 	if err := writeRestoredState(o.DataDir, o.ID, o.RaftAddr, st, logger); err != nil {
@@ -555,8 +557,8 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 		window = DefaultReserveWindow
 	}
 	maxLead := max(2*l.TicksIn(window), l.TicksIn(minMaxLead))
-	res.AheadAllowance = maxLead - min(maxLead, l.TicksIn(window))
-	res.AheadUntil = l.Decode(l.ID(hw-min(hw, maxLead), 0)).Time
+	res.AheadAllowance = maxLead
+	res.AheadUntil = l.Decode(l.ID(hw, 0)).Time
 	logger.Info("restored a new cluster from a backup",
 		"old_cluster_id", res.OldClusterID, "cluster_id", id, "backup_created", o.Backup.Created,
 		"backup_high_water", c.highWater, "high_water", hw, "jump", o.Jump, "node", o.ID, "data_dir", o.DataDir)

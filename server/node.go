@@ -587,7 +587,7 @@ func (n *Node) apply(c fsm.Command) (fsm.Result, error) {
 // the log, an entry commits or fails with leadership; Raft has no way to
 // withdraw it.
 func (n *Node) applyCtx(ctx context.Context, c fsm.Command) (fsm.Result, error) {
-	b, err := fsm.Encode(c)
+	entry, err := fsm.Entry(c)
 	if err != nil {
 		return fsm.Result{}, err
 	}
@@ -595,7 +595,7 @@ func (n *Node) applyCtx(ctx context.Context, c fsm.Command) (fsm.Result, error) 
 	if d, ok := ctx.Deadline(); ok {
 		timeout = min(timeout, time.Until(d))
 	}
-	f := n.raft.Apply(b, timeout)
+	f := n.raft.ApplyLog(entry, timeout)
 	if err := f.Error(); err != nil {
 		return fsm.Result{}, err
 	}
@@ -609,9 +609,9 @@ func (n *Node) applyCtx(ctx context.Context, c fsm.Command) (fsm.Result, error) 
 // raftLog is the Sequencer's view of Raft.
 type raftLog struct{ n *Node }
 
-func (l raftLog) Reserve(ctx context.Context, upTo uint64) (fsm.Result, error) {
+func (l raftLog) Reserve(ctx context.Context, upTo, clock uint64) (fsm.Result, error) {
 	start := time.Now()
-	res, err := l.n.applyCtx(ctx, fsm.Command{Op: fsm.OpReserve, UpTo: upTo})
+	res, err := l.n.applyCtx(ctx, fsm.Command{Op: fsm.OpReserve, UpTo: upTo, Clock: clock})
 	l.n.metrics.Reserved(time.Since(start), err)
 	return res, err
 }

@@ -714,3 +714,39 @@ func TestTransferUnderLoadFailsNoCall(t *testing.T) {
 	}
 	t.Logf("%s", r)
 }
+
+// A leader's clock reading travels with its reservations to every node, so
+// a new leader whose clock is far behind (more than the lead bound less a
+// window) still serves at once: it measures its lead from the highest
+// reading any leader recorded, not from its own clock alone.
+func TestNewLeaderCountsEarlierLeadersClocks(t *testing.T) {
+	const behind = 20 * time.Second
+	nodes := mustClusterWith(t, func(cfg *Config) {
+		if cfg.ID != "n1" {
+			cfg.Clock = func() time.Time { return time.Now().Add(-behind) }
+		}
+	})
+	leader := mustLeader(t, nodes)
+	if leader.ID() != "n1" {
+		t.Fatalf("leader %s, want n1, the bootstrapped node", leader.ID())
+	}
+	last := mustIncrease(t, 0, mustNext(t, leader.GRPCAddr(), 10))
+	l := leader.cfg.Layout
+	reading := leader.fsm.State().ClockHigh
+	if lag := time.Since(l.Decode(l.ID(reading, 0)).Time); lag < 0 || lag > 10*time.Second {
+		t.Fatalf("the recorded clock reading is %s old, want n1's clock", lag)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := api.NewAdminClient(mustConn(t, leader.GRPCAddr())).TransferLeader(ctx, &api.TransferLeaderRequest{Id: "n2"}); err != nil {
+		t.Fatal(err)
+	}
+	next := mustLeader(t, nodes)
+	if next.ID() != "n2" {
+		t.Fatalf("leader is %s after the transfer, want n2", next.ID())
+	}
+	if got := next.fsm.State().ClockHigh; got < reading {
+		t.Fatalf("n2 holds clock reading %d, below n1's %d: it did not replicate", got, reading)
+	}
+	mustIncrease(t, last, mustNext(t, next.GRPCAddr(), 10))
+}

@@ -96,7 +96,9 @@ func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	cmds := []fsm.Command{{Op: fsm.OpReserve, UpTo: upTo}}
+	// The jump is a decision that time has reached upTo: a leader's lead
+	// is measured from there, so it is not refused for running ahead.
+	cmds := []fsm.Command{{Op: fsm.OpReserve, UpTo: upTo, Clock: upTo}}
 	for id := range st.Nodes {
 		if id != r.id {
 			cmds = append(cmds, fsm.Command{Op: fsm.OpDeleteNode, NodeID: id})
@@ -104,11 +106,11 @@ func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 	}
 	cmds = append(cmds, fsm.Command{Op: fsm.OpSetNode, NodeID: r.id, GRPCAddr: r.grpcAddr})
 	for _, c := range cmds {
-		b, err := fsm.Encode(c)
+		entry, err := fsm.Entry(c)
 		if err != nil {
 			return nil, err
 		}
-		if res, ok := r.Apply(&raft.Log{Type: raft.LogCommand, Data: b}).(fsm.Result); !ok || res.Err != nil {
+		if res, ok := r.Apply(&entry).(fsm.Result); !ok || res.Err != nil {
 			return nil, fmt.Errorf("recover: apply %s: %v", c.Op, res.Err)
 		}
 	}

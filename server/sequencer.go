@@ -20,7 +20,9 @@ import (
 // leadership is lost and bounds the wait by Config.ApplyTimeout; ctx may
 // end it sooner.
 type Log interface {
-	Reserve(ctx context.Context, upTo uint64) (fsm.Result, error)
+	// Reserve also records clock, the proposer's clock reading in ticks,
+	// and returns the highest recorded so far in Result.ClockHigh.
+	Reserve(ctx context.Context, upTo, clock uint64) (fsm.Result, error)
 	Confirm(ctx context.Context) (term uint64, err error)
 }
 
@@ -51,9 +53,21 @@ type Block struct {
 //
 // The tick rule next = max(last+1, now) keeps IDs increasing when the wall
 // clock moves back, without ever sleeping.
+//
+// How far IDs run ahead of the clock. A reservation reaches a window past
+// the clock, or a slack past the ticks it must cover when that is further
+// (after a change of leader, or under more demand than the layout holds).
+// The slack is a 64th of the window, not a window: a new leader
+// starts at the mark it inherits and reserves from there, so leaders
+// elected faster than one per slack push the time field ahead by what
+// they reserve beyond it each. Every reservation also records its
+// leader's clock reading, and the lead bound (maxLead) is measured from
+// the highest one any leader recorded, so no run of elections can carry
+// the time field further than that.
 type Sequencer struct {
 	layout layout.Layout
 	window uint64 // ticks a reservation reaches ahead of now
+	slack  uint64 // ticks a reservation reaches past what it must cover
 	clock  func() time.Time
 	log    Log
 	logger hclog.Logger
@@ -77,7 +91,7 @@ type Sequencer struct {
 	// new leader starts up to one ahead, and nodes' clocks differ), at
 	// least minMaxLead. Measuring from the highest reading, not the
 	// current one, keeps a clock that steps back from refusing anything;
-	// Lead also counts the reading an earlier leader's reservation shows.
+	// Lead also counts the highest reading any earlier leader recorded.
 	clockHigh, maxLead uint64
 	// renewDone is non-nil while a reservation is being committed, and is
 	// closed when that attempt ends.
@@ -118,6 +132,7 @@ func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time,
 		maxLead: max(2*l.TicksIn(window), l.TicksIn(minMaxLead)),
 		layout:  l,
 		window:  l.TicksIn(window),
+		slack:   max(l.TicksIn(window)/64, 1),
 		clock:   clock,
 		log:     log,
 		logger:  logger,
@@ -142,7 +157,7 @@ func (s *Sequencer) Close() {
 // out ticks from what that reservation found below it.
 func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	now := s.layout.TickAt(s.clock())
-	res, err := s.log.Reserve(ctx, max(highWater, now)+s.window)
+	res, err := s.log.Reserve(ctx, s.reach(highWater, now), now)
 	if err != nil {
 		return fmt.Errorf("commit first reservation: %w", err)
 	}
@@ -152,11 +167,10 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	s.serving = make(chan struct{})
 	// Tick 0 is never handed out, so 0 can mean "no ID" to clients.
 	s.term, s.next, s.limit = res.Term, max(res.Prev, 1), res.HighWater
-	// The mark found was reserved a window ahead of some earlier leader's
-	// clock: count that reading as seen, so a clock behind it (skew, a
-	// step back across a restart) does not make this leader refuse.
-	s.clockHigh = max(s.clockHigh, now, res.Prev-min(res.Prev, s.window))
-	s.logger.Info("serving", "term", res.Term, "from_tick", res.Prev, "reserved_to", res.HighWater)
+	// Earlier leaders' readings count as seen, so a clock behind theirs
+	// (skew, a step back across a restart) does not make this one refuse.
+	s.clockHigh = max(s.clockHigh, now, res.ClockHigh)
+	s.logger.Info("serving", "term", res.Term, "from_tick", res.Prev, "reserved_to", res.HighWater, "clock_high", s.clockHigh)
 	return nil
 }
 
@@ -276,7 +290,7 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 		}
 		if end <= s.limit {
 			s.next = end
-			if s.limit-end < s.window/2 && s.renewDone == nil {
+			if s.renewDone == nil && s.lowLocked(end, now) {
 				s.renewLocked(end)
 			}
 			t := Ticket{Block: Block{First: start, Count: n}}
@@ -324,33 +338,48 @@ func (s *Sequencer) span(ticks uint64) time.Duration {
 	return time.Duration(ticks>>s.layout.SeqBits) * time.Duration(s.layout.UnitMs) * time.Millisecond
 }
 
-// RenewIfLow starts a background renewal when less than half a window of
-// reservation is left ahead of the clock, so that a leader that was idle
-// still answers its next request without waiting for a commit.
+// RenewIfLow starts a background renewal when the reservation runs low
+// (see lowLocked), so that a leader that was idle still answers its next
+// request without waiting for a commit.
 func (s *Sequencer) RenewIfLow() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.term == 0 || s.renewDone != nil {
 		return
 	}
-	if from := max(s.next, s.layout.TickAt(s.clock())); from >= s.limit || s.limit-from < s.window/2 {
+	now := s.layout.TickAt(s.clock())
+	if from := max(s.next, now); s.lowLocked(from, now) {
 		s.renewLocked(from)
 	}
 }
 
-// renewLocked commits, in the background, a reservation that reaches the
-// window ahead of now and covers at least need.
+// lowLocked reports whether the reservation should be renewed, with from
+// the first tick not yet handed out: when less than half a window of it
+// is left past the clock, or less than half the slack past from. Renewing
+// at half of what reach reserves leaves the other half to serve
+// from while the commit is under way.
+func (s *Sequencer) lowLocked(from, now uint64) bool {
+	return s.limit < now+s.window/2 || s.limit < from+s.slack/2
+}
+
+// reach is how far a reservation that must cover the ticks below
+// need reaches: a window past the clock, or the slack past need.
+func (s *Sequencer) reach(need, now uint64) uint64 {
+	return max(now+s.window, need+s.slack)
+}
+
+// renewLocked commits, in the background, a reservation that covers at
+// least the ticks below need (see reach).
 func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 	done := make(chan struct{})
 	s.renewDone = done
 	term := s.term
-	// A window beyond what is needed, so a large request does not leave
-	// the reservation empty and force another commit at once.
-	upTo := max(need, s.next, s.layout.TickAt(s.clock())) + s.window
+	now := s.layout.TickAt(s.clock())
+	upTo := s.reach(max(need, s.next), now)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		res, err := s.log.Reserve(context.Background(), upTo)
+		res, err := s.log.Reserve(context.Background(), upTo, now)
 		if err != nil {
 			s.logger.Warn("reservation failed", "up_to", upTo, "error", err)
 			time.Sleep(renewRetryDelay)

@@ -38,6 +38,9 @@ type seqFakeLog struct {
 	reserveCalls int
 	confirmCalls int
 	upTos        []uint64
+	// clockHigh is the highest clock reading Reserve was given, as the FSM
+	// keeps it.
+	clockHigh uint64
 	// Gates: when non-nil, each call waits until it receives a value (one
 	// call per send) or the gate is closed.
 	reserveGate, confirmGate chan struct{}
@@ -77,7 +80,7 @@ func notify(ch chan int, n int) {
 	}
 }
 
-func (f *seqFakeLog) Reserve(ctx context.Context, upTo uint64) (fsm.Result, error) {
+func (f *seqFakeLog) Reserve(ctx context.Context, upTo, clock uint64) (fsm.Result, error) {
 	f.mu.Lock()
 	f.reserveCalls++
 	n := f.reserveCalls
@@ -94,8 +97,8 @@ func (f *seqFakeLog) Reserve(ctx context.Context, upTo uint64) (fsm.Result, erro
 		return fsm.Result{}, f.reserveErr
 	}
 	r := fsm.Result{Prev: f.hw, Term: f.term}
-	f.hw = max(f.hw, upTo)
-	r.HighWater = f.hw
+	f.hw, f.clockHigh = max(f.hw, upTo), max(f.clockHigh, clock)
+	r.HighWater, r.ClockHigh = f.hw, f.clockHigh
 	return r, nil
 }
 
@@ -211,12 +214,13 @@ func (c *seqFakeClock) Add(d time.Duration) {
 // ---- harness ---------------------------------------------------------------
 
 type seqHarness struct {
-	t     *testing.T
-	l     layout.Layout
-	s     *Sequencer
-	log   *seqFakeLog
-	clock *seqFakeClock
-	w     uint64 // window in ticks
+	t      *testing.T
+	l      layout.Layout
+	s      *Sequencer
+	log    *seqFakeLog
+	clock  *seqFakeClock
+	window time.Duration
+	w      uint64 // window in ticks
 }
 
 // newSeqHarness runs one confirmation round at a time, so tests can tell
@@ -229,11 +233,12 @@ func newSeqHarness(t *testing.T, l layout.Layout, window time.Duration, start ti
 func newSeqHarnessRounds(t *testing.T, l layout.Layout, window time.Duration, start time.Time, rounds int) *seqHarness {
 	t.Helper()
 	h := &seqHarness{
-		t:     t,
-		l:     l,
-		log:   newSeqFakeLog(1),
-		clock: &seqFakeClock{now: start},
-		w:     l.TicksIn(window),
+		t:      t,
+		l:      l,
+		log:    newSeqFakeLog(1),
+		clock:  &seqFakeClock{now: start},
+		window: window,
+		w:      l.TicksIn(window),
 	}
 	h.s = newSequencer(l, window, h.clock.Now, h.log, hclog.NewNullLogger(), rounds)
 	// Cleanups run last-in first-out: unblock the fake before Close, which
@@ -368,6 +373,16 @@ func (h *seqHarness) limit() uint64 {
 	return h.s.limit
 }
 
+// slack is the sequencer's slack in ticks.
+func (h *seqHarness) slack() uint64 { return h.s.slack }
+
+// lowCount is how many ticks one request must take, with the clock
+// standing still, for the reservation to run low (less than half the
+// slack left past it) and a renewal to start.
+func (h *seqHarness) lowCount() uint64 {
+	return h.limit() - h.nextTick() - h.slack()/2 + 1
+}
+
 // renewing returns the done channel of the renewal in flight, or nil.
 func (h *seqHarness) renewing() chan struct{} {
 	h.s.mu.Lock()
@@ -454,15 +469,35 @@ func TestSequencerLeadStartsAtPrev(t *testing.T) {
 		h.log.set(func(f *seqFakeLog) { f.hw = earlier })
 		hw := h.now() + 7 // the mark this node read, older than the FSM's
 		h.lead(hw)
-		if got, want := h.log.lastUpTo(), hw+h.w; got != want {
-			t.Errorf("first reservation up to %d, want max(hw, now)+window = %d", got, want)
+		if got, want := h.log.lastUpTo(), max(h.now()+h.w, hw+h.slack()); got != want {
+			t.Errorf("first reservation up to %d, want max(now+window, hw+slack) = %d", got, want)
 		}
+		// That reservation reached no further than the FSM's mark: the
+		// first request waits for one that covers it, a slack beyond.
 		b := h.next(1)
 		if b.First != earlier {
 			t.Errorf("first tick %d, want the reservation's Prev %d", b.First, earlier)
 		}
 		if b.First < hw {
 			t.Errorf("first tick %d below the high-water mark %d", b.First, hw)
+		}
+		if got, want := h.log.lastUpTo(), earlier+1+h.slack(); got != want {
+			t.Errorf("renewal up to %d, want need+slack = %d", got, want)
+		}
+	})
+	t.Run("mark ahead of clock reaches a slack past it", func(t *testing.T) {
+		h := newDefaultHarness(t, time.Second)
+		earlier := h.now() + h.w // a failover: the last leader's window
+		h.log.set(func(f *seqFakeLog) { f.hw = earlier })
+		h.lead(earlier)
+		if got, want := h.limit(), earlier+h.slack(); got != want {
+			t.Errorf("limit %d, want mark+slack = %d, not a window past the mark", got, want)
+		}
+		if b := h.next(1); b.First != earlier {
+			t.Errorf("first tick %d, want the mark %d", b.First, earlier)
+		}
+		if r, _ := h.log.calls(); r != 1 {
+			t.Errorf("%d Reserve calls, want 1: the slack serves the first requests", r)
 		}
 	})
 	t.Run("mark behind clock", func(t *testing.T) {
@@ -499,9 +534,10 @@ func TestSequencerLeadStartsAtPrev(t *testing.T) {
 		h.lead(0)
 		h.next(10)
 		h.s.StepDown()
-		// Another leader served meanwhile and reserved further ahead.
+		// Another leader, whose clock was a minute ahead, served meanwhile
+		// and recorded its reading.
 		other := h.log.highWater() + h.l.TicksIn(time.Minute)
-		h.log.set(func(f *seqFakeLog) { f.hw, f.term = other, 2 })
+		h.log.set(func(f *seqFakeLog) { f.hw, f.term, f.clockHigh = other, 2, other-h.w })
 		h.lead(other)
 		if b := h.next(1); b.First != other {
 			t.Errorf("first tick in term 2 = %d, want %d", b.First, other)
@@ -591,9 +627,9 @@ func TestSequencerLargeRequestWaitsForRenewal(t *testing.T) {
 	if r.b.First != start {
 		t.Errorf("First = %d, want %d", r.b.First, start)
 	}
-	// The request's reservation reached a window beyond what it needed, so
+	// The request's reservation reached a slack beyond what it needed, so
 	// no second commit follows at once.
-	if got, want := h.limit(), start+n+h.w; got != want {
+	if got, want := h.limit(), max(h.now()+h.w, start+n+h.slack()); got != want {
 		t.Errorf("limit %d, want %d", got, want)
 	}
 	h.next(1)
@@ -602,41 +638,54 @@ func TestSequencerLargeRequestWaitsForRenewal(t *testing.T) {
 	}
 }
 
-func TestSequencerBackgroundRenewal(t *testing.T) {
+// A renewal starts when the clock eats into the reservation (less than
+// half a window left past it) and reaches a window past the clock.
+func TestSequencerRenewalFollowsTheClock(t *testing.T) {
 	h := newDefaultHarness(t, 10*time.Millisecond)
 	h.lead(0)
-	start := h.nextTick()
-	half := h.w / 2
-	// Down to exactly half a window left: no renewal yet.
-	h.next(half)
+	h.clock.Add(5 * time.Millisecond) // exactly half a window left
+	h.next(1)
 	if h.renewing() != nil {
 		t.Fatal("renewal started with half a window left")
 	}
-	if r, _ := h.log.calls(); r != 1 {
-		t.Fatalf("%d Reserve calls, want 1", r)
-	}
-	// One tick more: less than half remains, a renewal starts.
+	h.clock.Add(time.Millisecond)
 	h.next(1)
-	entered(t, h.log.reserveEntered, "Reserve", 1)
 	entered(t, h.log.reserveEntered, "Reserve", 2)
 	h.waitRenewal()
-	end := start + half + 1
-	if got, want := h.log.lastUpTo(), end+h.w; got != want {
-		t.Errorf("renewal up to %d, want next+window = %d", got, want)
+	if got, want := h.log.lastUpTo(), h.now()+h.w; got != want {
+		t.Errorf("renewal up to %d, want now+window = %d", got, want)
 	}
-	if h.limit() != end+h.w {
-		t.Errorf("limit %d after renewal, want %d", h.limit(), end+h.w)
+	if h.limit() != h.now()+h.w {
+		t.Errorf("limit %d after renewal, want %d", h.limit(), h.now()+h.w)
 	}
-	// The next renewal comes only once less than half is left again.
-	h.next(half)
-	if h.renewing() != nil {
-		t.Fatal("renewal started with half a window left")
-	}
-	h.next(1)
-	entered(t, h.log.reserveEntered, "Reserve", 3)
-	h.waitRenewal()
-	if r, _ := h.log.calls(); r != 3 {
-		t.Errorf("%d Reserve calls, want 3", r)
+}
+
+// With the clock standing still, demand alone runs the reservation low: a
+// renewal starts when less than half the slack is left past the next tick,
+// and reaches a slack past it, not a window: reservations ahead of the
+// clock stay short.
+func TestSequencerRenewalFollowsDemand(t *testing.T) {
+	h := newDefaultHarness(t, 10*time.Millisecond)
+	h.lead(0)
+	for i := range 3 {
+		n := h.lowCount()
+		h.next(n - 1) // exactly half the slack left
+		if h.renewing() != nil {
+			t.Fatalf("round %d: renewal started with half the slack left", i)
+		}
+		if r, _ := h.log.calls(); r != i+1 {
+			t.Fatalf("round %d: %d Reserve calls, want %d", i, r, i+1)
+		}
+		h.next(1)
+		entered(t, h.log.reserveEntered, "Reserve", i+2)
+		h.waitRenewal()
+		end := h.nextTick()
+		if got, want := h.log.lastUpTo(), end+h.slack(); got != want {
+			t.Errorf("round %d: renewal up to %d, want next+slack = %d", i, got, want)
+		}
+		if h.limit() != end+h.slack() {
+			t.Errorf("round %d: limit %d after renewal, want %d", i, h.limit(), end+h.slack())
+		}
 	}
 }
 
@@ -646,10 +695,11 @@ func TestSequencerHotPathDuringBlockedRenewal(t *testing.T) {
 	start := h.nextTick()
 	oldLimit := h.limit()
 	gate := h.log.blockReserve()
-	h.next(h.w/2 + 1) // starts a renewal, which blocks
+	n := h.lowCount()
+	h.next(n) // starts a renewal, which blocks
 	entered(t, h.log.reserveEntered, "Reserve", 2)
 	// The remaining reservation keeps serving while the renewal hangs.
-	end := start + h.w/2 + 1
+	end := start + n
 	for end+100 <= oldLimit {
 		b := h.next(100)
 		if b.First != end {
@@ -700,7 +750,7 @@ func TestSequencerRenewalInOtherTermStops(t *testing.T) {
 	h := newDefaultHarness(t, 10*time.Millisecond)
 	h.lead(0)
 	gate := h.log.blockReserve()
-	h.next(h.w/2 + 1)
+	h.next(h.lowCount())
 	entered(t, h.log.reserveEntered, "Reserve", 2)
 	// This request waits for the renewal (or, if it arrives late, finds
 	// the sequencer already stopped): either way it must not be served.
@@ -1214,4 +1264,66 @@ func TestSequencerBoundsTheLead(t *testing.T) {
 	}
 	h.clock.Add(time.Hour + 2*time.Second) // the clock catches up
 	h.next(1)
+}
+
+// newLeader replaces the harness's sequencer with a fresh one, as on
+// another node, that leads in term over the same log: it knows only what
+// the log tells it.
+func (h *seqHarness) newLeader(term uint64) {
+	h.t.Helper()
+	h.s.StepDown()
+	h.s = newSequencer(h.l, h.window, h.clock.Now, h.log, hclog.NewNullLogger(), 1)
+	h.t.Cleanup(h.s.Close)
+	h.log.set(func(f *seqFakeLog) { f.term = term })
+	h.lead(h.log.highWater())
+}
+
+// Leaders elected faster than one per window, each answering a request,
+// push the time field ahead by at most the slack each (the old rule,
+// reserving a window past the inherited mark, pushed it a window each).
+func TestSequencerLeaderChangesKeepTheLead(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	h.lead(0)
+	h.next(1)
+	const elections, step = 30, 10 * time.Millisecond
+	for term := uint64(2); term < 2+elections; term++ {
+		h.clock.Add(step)
+		h.newLeader(term)
+		b := h.next(1)
+		k := term - 1
+		bound := h.w + k*(h.slack()-min(h.slack(), h.l.TicksIn(step)))
+		if lead := b.First - h.now(); lead > bound {
+			t.Fatalf("leader %d: tick %s ahead of the clock, want at most %s", k, h.s.span(lead), h.s.span(bound))
+		}
+	}
+	if lead := h.s.TimestampLead(); lead > 3*time.Second {
+		t.Errorf("after %d leaders in %s the time field leads by %s", elections, elections*step, lead)
+	}
+}
+
+// However fast leaders change, no leader hands out a tick more than the
+// lead bound ahead of the highest clock reading any leader recorded: each
+// new leader measures from the log's reading, not from the mark it
+// inherits. With the clock standing still, leader after leader pushes the
+// mark a slack further until the bound refuses.
+func TestSequencerLeaderChangesCannotPassTheLeadBound(t *testing.T) {
+	h := newDefaultHarness(t, time.Second)
+	h.lead(0)
+	start := h.now()
+	var refused bool
+	for term := uint64(2); term < 2+2*h.s.maxLead/h.slack() && !refused; term++ {
+		h.newLeader(term)
+		b, err := h.s.Next(seqCtx(t), 1)
+		switch {
+		case errors.Is(err, ErrAhead):
+			refused = true
+		case err != nil:
+			t.Fatalf("term %d: %v", term, err)
+		case b.First > start+h.s.maxLead:
+			t.Fatalf("term %d: tick %s ahead of every clock reading, past the bound %s", term, h.s.span(b.First-start), h.s.span(h.s.maxLead))
+		}
+	}
+	if !refused {
+		t.Fatal("the lead bound never refused, though leaders pushed the mark ahead of a clock that stood still")
+	}
 }
