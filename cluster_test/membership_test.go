@@ -132,8 +132,10 @@ func TestRemovedNodeStatus(t *testing.T) {
 // TestLostDataDir: a node whose data dir is lost must not come back as a
 // voter with an empty log (it could elect a leader that missed committed
 // reservations). Restarted with its usual --bootstrap line it refuses and
-// exits; joining under its old name is refused while it is a member;
-// after `ordo remove` it joins again, all under a checked workload.
+// exits; with that line plus --join (one line for every start, as in the
+// Kubernetes example) it is refused too while it is a member; after `ordo
+// remove` the same line makes it join again, and makes a node the list
+// does not name join as well; all under a checked workload.
 func TestLostDataDir(t *testing.T) {
 	c := mustNewCluster(t, clusterOpts{})
 	w := startWorkload(t, c.addrs(), history.NewRecorder(), 0)
@@ -151,9 +153,9 @@ func TestLostDataDir(t *testing.T) {
 	}
 	w.mustAcks(phaseAcks, phaseTimeout, "while the node is refused")
 
-	joinArgs := append([]string{"--join", c.addrList()}, fastTimers...)
 	saved := lost.args
-	lost.args = joinArgs
+	everyStart := append(append([]string{}, saved...), "--join", c.addrList())
+	lost.args = everyStart
 	c.mustRestart(lost)
 	code, exited = c.waitExit(lost, exitTimeout)
 	if !exited || code == 0 || !strings.Contains(c.output(lost), "remove it first") {
@@ -172,5 +174,17 @@ func TestLostDataDir(t *testing.T) {
 	})
 	lost.args = saved
 	w.mustAcks(phaseAcks, phaseTimeout, "after it joined again")
+
+	n4 := c.newNode("n4", everyStart...)
+	c.mustStart(n4)
+	c.waitStatus(leaderTimeout, "n4 joined as a voter", func(r *api.StatusResponse) bool {
+		for _, n := range r.Nodes {
+			if n.Id == "n4" {
+				return n.Voter && n.Role == "follower"
+			}
+		}
+		return false
+	})
+	w.mustAcks(phaseAcks, phaseTimeout, "after n4 joined")
 	mustCheck(t, w.stop())
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -25,6 +26,11 @@ const serveUsage = `Usage: ordo serve [flags]
 Runs one node of an Ordo cluster. The first start needs --bootstrap (create
 the cluster; give every initial node the same list) or --join (join an
 existing one); later starts need neither, the data dir holds the state.
+With both, a node named in --bootstrap creates the cluster with the others
+unless one of them already serves it, and then, like any node the list
+does not name, joins through --join: one command line for every node of a
+StatefulSet. A node that is still a member but lost its data is refused
+either way: remove it (ordo remove) and start it again.
 SIGTERM or SIGINT stops the node, handing leadership over first if it leads.
 
 Each setting comes from its flag, else from its ORDO_ environment variable
@@ -45,8 +51,8 @@ func runServe(args []string) error {
 		grpcAddr      = fs.String("grpc-addr", "127.0.0.1:7001", "gRPC address for clients and peers")
 		grpcAdvertise = fs.String("grpc-advertise", "", "gRPC address other nodes and clients are told, if not --grpc-addr (NAT, or binding 0.0.0.0)")
 		httpAddr      = fs.String("http-addr", "", "HTTP/JSON address for health probes (/healthz, /readyz), IDs (/v1/ids) and status (/v1/status); empty: no HTTP. HTTPS with the TLS flags")
-		bootstrap     = fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state)")
-		join          = fs.String("join", "", "join the cluster on first start through these members' gRPC addresses (comma-separated, tried in turn)")
+		bootstrap     = fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state; with --join, a node it does not name joins)")
+		join          = fs.String("join", "", "join the cluster on first start through these gRPC addresses (members or a service in front of them; comma-separated, tried in turn)")
 		joinTimeout   = fs.Duration("join-timeout", time.Minute, "how long to keep trying to join")
 		recoverAlone  = fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see README)")
 		recoverJump   = fs.Duration("recover-jump", server.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out")
@@ -81,9 +87,6 @@ func runServe(args []string) error {
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	}
-	if *bootstrap != "" && *join != "" {
-		return fmt.Errorf("%w: --bootstrap and --join exclude each other", errUsage)
 	}
 	l, err := layout.Parse(*layoutSpec)
 	if err != nil {
@@ -148,34 +151,26 @@ func runServe(args []string) error {
 		logger.Warn("recovered: start this node again WITHOUT --recover; restart the other nodes only with wiped data dirs and --join", "high_water", hw)
 		return nil
 	}
-	joinAddrs := strings.Split(*join, ",")
+	var joinAddrs []string
+	if *join != "" {
+		joinAddrs = strings.Split(*join, ",")
+	}
 	// A node with an empty data dir is checked before Raft starts: if it
 	// lost its data, Raft must not run it as the member it was.
 	hasState, err := server.HasState(*dataDir)
 	if err != nil {
 		return err
 	}
+	var bootstrapping bool
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	if hasState {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		err = server.CheckCluster(ctx, *id, *dataDir, *clusterID, cfg.TLS)
-		cancel()
-		if err != nil {
-			return err
-		}
 	} else {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		switch {
-		case *bootstrap != "":
-			err = server.CheckBootstrap(ctx, *id, peers, cfg.TLS)
-		case *join != "":
-			err = server.CheckJoin(ctx, *id, joinAddrs, cfg.TLS)
-		default:
-			err = fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", errUsage)
-		}
-		cancel()
-		if err != nil {
-			return err
-		}
+		bootstrapping, err = firstStart(ctx, *id, peers, joinAddrs, cfg.TLS, logger)
+	}
+	cancel()
+	if err != nil {
+		return err
 	}
 
 	node, err := server.Open(cfg)
@@ -189,7 +184,7 @@ func runServe(args []string) error {
 	}
 	switch {
 	case hasState:
-	case *bootstrap != "":
+	case bootstrapping:
 		err = node.Bootstrap(peers)
 	default:
 		ctx, cancel := context.WithTimeout(context.Background(), *joinTimeout)
@@ -278,4 +273,32 @@ func offsetClock(path string, logger hclog.Logger) (func() time.Time, func()) {
 		}
 	}()
 	return func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }, func() { close(done) }
+}
+
+// firstStart decides how a node with an empty data dir enters its cluster,
+// before Raft starts: it bootstraps when --bootstrap names it and no peer
+// listed there serves yet; otherwise it joins through --join, which
+// refuses a node that is still a member (one that lost its data). So one
+// command line serves every start of every node of a StatefulSet: the
+// first members create the cluster, and a node added later, or one that
+// starts after the others created it, joins.
+func firstStart(ctx context.Context, id string, peers []server.Peer, joinAddrs []string, t *secure.TLS, logger hclog.Logger) (bootstrap bool, err error) {
+	listed := slices.ContainsFunc(peers, func(p server.Peer) bool { return p.ID == id })
+	if listed {
+		err := server.CheckBootstrap(ctx, id, peers, t)
+		if err == nil {
+			return true, nil
+		}
+		if !errors.Is(err, server.ErrClusterExists) || len(joinAddrs) == 0 {
+			return false, err
+		}
+		logger.Info("the cluster of the bootstrap list already serves: joining it", "reason", err)
+	}
+	if len(joinAddrs) == 0 {
+		if len(peers) > 0 {
+			return false, fmt.Errorf("%w: --bootstrap does not name this node %q: give --join to join the cluster", errUsage, id)
+		}
+		return false, fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", errUsage)
+	}
+	return false, server.CheckJoin(ctx, id, joinAddrs, t)
 }
