@@ -14,8 +14,8 @@ import (
 )
 
 // TestMembership adds a fourth node with --join, removes it with
-// `ordo remove`, and moves leadership with `ordo transfer-leader`, all
-// under a checked workload.
+// `ordo remove`, moves leadership with `ordo transfer-leader`, and adds a
+// fifth with `ordo join` sent to a follower, all under a checked workload.
 func TestMembership(t *testing.T) {
 	c := mustNewCluster(t, clusterOpts{})
 	w := startWorkload(t, c.addrs(), history.NewRecorder(), 0)
@@ -59,6 +59,31 @@ func TestMembership(t *testing.T) {
 	to := c.mustFollowers()[0]
 	mustTransferLeader(t, c, to)
 	w.mustAcks(phaseAcks, phaseTimeout, "after the transfer")
+
+	// Added from outside, through a follower: n5 runs, but its --join
+	// reaches nothing (say it cannot dial the cluster, while the cluster
+	// can dial it); `ordo join` sent to a follower adds it, and n5, still
+	// trying, finds itself a member.
+	nowhere := mustFreeAddrs(t, 1)[0]
+	n5 := c.newNode("n5", append([]string{"--join", nowhere, "--join-timeout", "2m"}, fastTimers...)...)
+	c.mustStart(n5)
+	follower := c.mustFollowers()[0]
+	res = mustRunOrdo(t, "join", "--id", "n5", "--raft-addr", n5.raftAddr, "--grpc-addr", n5.grpcAddr, "--addrs", follower.grpcAddr, "--timeout", "10s")
+	if !strings.Contains(res.Stdout, "joined n5") {
+		t.Errorf("ordo join --id n5: stdout %q, want it to say \"joined n5\"", res.Stdout)
+	}
+	c.waitStatus(leaderTimeout, "n5 as a voting follower", func(r *api.StatusResponse) bool {
+		return roleOf(r, "n5") == "follower"
+	})
+	if !n5.running() {
+		t.Fatalf("n5 stopped after it was added:\n%s", c.output(n5))
+	}
+	w.mustAcks(phaseAcks, phaseTimeout, "after n5 was added from outside")
+	mustRunOrdo(t, "remove", "--id", "n5", "--addrs", follower.grpcAddr, "--timeout", "10s")
+	if code, exited := c.waitExit(n5, leaderTimeout); !exited || code != 0 {
+		t.Errorf("removed n5: exited %v with code %d, want 0 by itself", exited, code)
+	}
+	w.mustAcks(phaseAcks, phaseTimeout, "after n5 was removed")
 
 	mustCheck(t, w.stop())
 }

@@ -248,6 +248,11 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 	req := &api.JoinRequest{Id: n.cfg.ID, RaftAddr: n.RaftAddr(), GrpcAddr: n.grpcAddr, Layout: n.cfg.Layout.String(), Group: n.cfg.Group}
 	hint := "" // the leader's address, when the last node asked named it
 	for i := 0; ; i++ {
+		// Raft gave this node the configuration: it was added, by an
+		// earlier attempt whose reply was lost or from outside (ordo join).
+		if member, _ := n.isMember(n.cfg.ID); member {
+			return nil
+		}
 		addr, fromHint := addrs[i%len(addrs)], hint != ""
 		if fromHint {
 			addr, hint = hint, ""
@@ -265,8 +270,6 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 		case codes.OK:
 			return nil
 		case codes.AlreadyExists:
-			// An earlier attempt may have succeeded with its reply lost:
-			// then Raft has already given this node the configuration.
 			if member, _ := n.isMember(n.cfg.ID); member {
 				return nil
 			}
@@ -289,6 +292,8 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("join: %w (last error from %s: %v)", ctx.Err(), addr, err)
+		case <-n.refused:
+			return fmt.Errorf("join: %w", n.refuseErr)
 		case <-time.After(500 * time.Millisecond):
 		}
 	}
