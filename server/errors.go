@@ -45,6 +45,9 @@ var (
 	// ErrNodeExists means a join names an id or address already in use by
 	// another member.
 	ErrNodeExists = errors.New("node already exists")
+	// ErrClusterUnknown means a node with an empty data dir could not ask
+	// its cluster whether it is already a member, so it did not start.
+	ErrClusterUnknown = errors.New("cluster cannot be asked")
 	// ErrNotReady means the cluster has not been initialised yet.
 	ErrNotReady = errors.New("cluster not initialised")
 	// ErrRefusing means this node will not serve (see Node.Fatal); other

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
@@ -72,34 +73,52 @@ func CheckBootstrap(ctx context.Context, self string, peers []Peer, t *secure.TL
 	return nil
 }
 
-// CheckJoin asks the cluster, through the first of addrs that answers,
-// whether self is already a member: a member with an empty data dir lost
-// its data and must be removed first. A cluster that cannot be asked is
-// no reason to refuse; Join itself will wait for it.
+// CheckJoin asks the cluster, through addrs, whether self is already a
+// member: a member with an empty data dir lost its data and must be
+// removed first. It fails closed: until one of addrs answers with the
+// members (which takes a leader), it keeps asking, and when ctx ends
+// first it refuses, because a node that cannot tell must not start Raft:
+// if it is a member, the leader would count it as a voter with an empty
+// log.
 func CheckJoin(ctx context.Context, self string, addrs []string, t *secure.TLS) error {
-	for _, addr := range addrs {
-		var members []*api.NodeInfo
-		err := withAdmin(addr, t, func(a api.AdminClient) error {
-			ctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
-			defer cancel()
-			st, err := a.Status(ctx, &api.StatusRequest{})
-			if err == nil {
-				members = st.Nodes
-			}
-			return err
-		})
-		if err != nil {
-			continue
-		}
-		for _, m := range members {
-			if m.Id == self {
-				return fmt.Errorf("%w: %q is already a member at %s, but its data dir is empty; "+
-					"if it lost its data, remove it first (ordo remove --id %s), then join again", ErrNodeExists, self, m.RaftAddr, self)
-			}
-		}
-		return nil
+	if len(addrs) == 0 {
+		return fmt.Errorf("%w: no address to ask whether %q is already a member", ErrBadConfig, self)
 	}
-	return nil
+	var last error
+	for {
+		for _, addr := range addrs {
+			var members []*api.NodeInfo
+			err := withAdmin(addr, t, func(a api.AdminClient) error {
+				ctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
+				defer cancel()
+				st, err := a.Status(ctx, &api.StatusRequest{})
+				if err == nil && st.LeaderId == "" {
+					err = errors.New("no leader known")
+				}
+				if err == nil {
+					members = st.Nodes
+				}
+				return err
+			})
+			if err != nil {
+				last = fmt.Errorf("%s: %w", addr, err)
+				continue
+			}
+			for _, m := range members {
+				if m.Id == self {
+					return fmt.Errorf("%w: %q is already a member at %s, but its data dir is empty; "+
+						"if it lost its data, remove it first (ordo remove --id %s), then join again", ErrNodeExists, self, m.RaftAddr, self)
+				}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: cannot ask the cluster whether %q is already a member, so it must not start with an empty data dir (last error: %v)",
+				ErrClusterUnknown, self, last)
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
 }
 
 // withAdmin runs fn with a one-off admin client for addr.

@@ -162,7 +162,11 @@ func runServe(args []string) error {
 		return err
 	}
 	var bootstrapping bool
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	checkTime := 10 * time.Second
+	if !hasState && len(joinAddrs) > 0 {
+		checkTime = *joinTimeout // joining waits for the cluster to answer
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), checkTime)
 	if hasState {
 		err = server.CheckCluster(ctx, *id, *dataDir, *clusterID, cfg.TLS)
 	} else {
@@ -277,11 +281,12 @@ func offsetClock(path string, logger hclog.Logger) (func() time.Time, func()) {
 
 // firstStart decides how a node with an empty data dir enters its cluster,
 // before Raft starts: it bootstraps when --bootstrap names it and no peer
-// listed there serves yet; otherwise it joins through --join, which
-// refuses a node that is still a member (one that lost its data). So one
-// command line serves every start of every node of a StatefulSet: the
-// first members create the cluster, and a node added later, or one that
-// starts after the others created it, joins.
+// listed there serves yet; otherwise it joins through --join. Joining
+// first asks the cluster (through --join and the listed peers) whether
+// the node is still a member, and refuses if it is (it lost its data) or
+// if no one can tell. So one command line serves every start of every
+// node of a StatefulSet: the first members create the cluster, and a node
+// added later, or one that starts after the others created it, joins.
 func firstStart(ctx context.Context, id string, peers []server.Peer, joinAddrs []string, t *secure.TLS, logger hclog.Logger) (bootstrap bool, err error) {
 	listed := slices.ContainsFunc(peers, func(p server.Peer) bool { return p.ID == id })
 	if listed {
@@ -300,5 +305,11 @@ func firstStart(ctx context.Context, id string, peers []server.Peer, joinAddrs [
 		}
 		return false, fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", errUsage)
 	}
-	return false, server.CheckJoin(ctx, id, joinAddrs, t)
+	ask := slices.Clone(joinAddrs)
+	for _, p := range peers {
+		if p.ID != id {
+			ask = append(ask, p.GRPCAddr)
+		}
+	}
+	return false, server.CheckJoin(ctx, id, ask, t)
 }
