@@ -99,6 +99,9 @@ type Result struct {
 	// ClockHigh is the highest clock reading, in ticks, that any
 	// reservation up to this one carried (State.ClockHigh after it).
 	ClockHigh uint64
+	// PrevClock is the reading the reservation that set Prev carried
+	// (State.MarkClock before this command); 0 when it carried none.
+	PrevClock uint64
 	// Term is the Raft term of the log entry. A leader compares it with
 	// its own term: a match proves the entry was appended by that leader
 	// and committed by a majority in that term.
@@ -204,6 +207,10 @@ type State struct {
 	// carried: a lower bound of the cluster's time that a new leader
 	// measures its lead from, whatever its own clock says.
 	ClockHigh uint64 `json:"clock_high,omitempty"`
+	// MarkClock is the reading the reservation that last raised HighWater
+	// carried; 0 when it carried none (written by an older version), and
+	// then a new leader cannot tell how far the mark is ahead of a clock.
+	MarkClock uint64 `json:"mark_clock,omitempty"`
 }
 
 // FSM implements raft.FSM.
@@ -266,7 +273,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		f.mu.RLock()
 		defer f.mu.RUnlock()
 		hw := f.state.HighWater
-		return Result{Err: err, Prev: hw, HighWater: hw, ClockHigh: f.state.ClockHigh, Term: l.Term}
+		return Result{Err: err, Prev: hw, HighWater: hw, ClockHigh: f.state.ClockHigh, PrevClock: f.state.MarkClock, Term: l.Term}
 	}
 	c.Clock = clockOf(l.Extensions)
 	return f.apply(c, l.Term)
@@ -285,7 +292,7 @@ func clockOf(b []byte) uint64 {
 
 func (f *FSM) apply(c Command, term uint64) Result {
 	f.mu.Lock()
-	r := Result{Prev: f.state.HighWater, Term: term}
+	r := Result{Prev: f.state.HighWater, PrevClock: f.state.MarkClock, Term: term}
 	var notify *layout.Layout
 	switch c.Op {
 	case OpInit:
@@ -299,7 +306,9 @@ func (f *FSM) apply(c Command, term uint64) Result {
 				ErrLayoutMismatch, f.state.Layout, f.state.Group, c.Layout, c.Group)
 		}
 	case OpReserve:
-		f.state.HighWater = max(f.state.HighWater, c.UpTo)
+		if c.UpTo > f.state.HighWater {
+			f.state.HighWater, f.state.MarkClock = c.UpTo, c.Clock
+		}
 		f.state.ClockHigh = max(f.state.ClockHigh, c.Clock)
 	case OpSetNode:
 		f.state.Nodes[c.NodeID] = c.GRPCAddr

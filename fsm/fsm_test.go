@@ -432,6 +432,19 @@ func TestClockTravelsInExtensions(t *testing.T) {
 	if got := f.State().ClockHigh; got != 2000 {
 		t.Errorf("State().ClockHigh = %d, want 2000", got)
 	}
+	// MarkClock is the reading of the reservation that last raised the
+	// mark; a reservation below the mark leaves it, and the next Result
+	// reports it as PrevClock.
+	applyOK(t, f, Command{Op: OpReserve, UpTo: 10, Clock: 3000}, 1)
+	if r := applyOK(t, f, Command{Op: OpReserve, UpTo: 1700}, 1); r.PrevClock != 2000 {
+		t.Errorf("PrevClock = %d, want 2000 (a lower reservation does not set the mark's reading)", r.PrevClock)
+	}
+	if r := applyOK(t, f, Command{Op: OpReserve, UpTo: 1800, Clock: 1750}, 1); r.PrevClock != 0 {
+		t.Errorf("PrevClock = %d, want 0: the mark 1700 came with no reading", r.PrevClock)
+	}
+	if got := f.State().MarkClock; got != 1750 {
+		t.Errorf("State().MarkClock = %d, want 1750", got)
+	}
 }
 
 func mustEntry(t testing.TB, c Command) raft.Log {

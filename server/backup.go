@@ -534,7 +534,7 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 	// ClockHigh at the mark: the jump is a decision that time has reached
 	// it, so the new cluster's leaders measure their lead from there.
 	st := fsm.State{
-		HighWater: hw, ClockHigh: hw, Layout: &l, Group: o.Backup.Group, ClusterID: id,
+		HighWater: hw, ClockHigh: hw, MarkClock: hw, Layout: &l, Group: o.Backup.Group, ClusterID: id,
 		Nodes: map[string]string{o.ID: o.GRPCAddr},
 	}
 	if err := writeRestoredState(o.DataDir, o.ID, o.RaftAddr, st, logger); err != nil {

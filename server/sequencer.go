@@ -170,6 +170,11 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	// Earlier leaders' readings count as seen, so a clock behind theirs
 	// (skew, a step back across a restart) does not make this one refuse.
 	s.clockHigh = max(s.clockHigh, now, res.ClockHigh)
+	if res.PrevClock == 0 {
+		// The mark was set by a version that recorded no reading: count
+		// it, as that version did, as a reading a window old.
+		s.clockHigh = max(s.clockHigh, res.Prev-min(res.Prev, s.window))
+	}
 	s.logger.Info("serving", "term", res.Term, "from_tick", res.Prev, "reserved_to", res.HighWater, "clock_high", s.clockHigh)
 	return nil
 }

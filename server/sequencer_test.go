@@ -38,9 +38,10 @@ type seqFakeLog struct {
 	reserveCalls int
 	confirmCalls int
 	upTos        []uint64
-	// clockHigh is the highest clock reading Reserve was given, as the FSM
-	// keeps it.
-	clockHigh uint64
+	// clockHigh is the highest clock reading Reserve was given, and
+	// markClock the reading that came with the current hw, as the FSM
+	// keeps them.
+	clockHigh, markClock uint64
 	// Gates: when non-nil, each call waits until it receives a value (one
 	// call per send) or the gate is closed.
 	reserveGate, confirmGate chan struct{}
@@ -96,8 +97,11 @@ func (f *seqFakeLog) Reserve(ctx context.Context, upTo, clock uint64) (fsm.Resul
 	if f.reserveErr != nil {
 		return fsm.Result{}, f.reserveErr
 	}
-	r := fsm.Result{Prev: f.hw, Term: f.term}
-	f.hw, f.clockHigh = max(f.hw, upTo), max(f.clockHigh, clock)
+	r := fsm.Result{Prev: f.hw, PrevClock: f.markClock, Term: f.term}
+	if upTo > f.hw {
+		f.hw, f.markClock = upTo, clock
+	}
+	f.clockHigh = max(f.clockHigh, clock)
 	r.HighWater, r.ClockHigh = f.hw, f.clockHigh
 	return r, nil
 }
@@ -537,7 +541,7 @@ func TestSequencerLeadStartsAtPrev(t *testing.T) {
 		// Another leader, whose clock was a minute ahead, served meanwhile
 		// and recorded its reading.
 		other := h.log.highWater() + h.l.TicksIn(time.Minute)
-		h.log.set(func(f *seqFakeLog) { f.hw, f.term, f.clockHigh = other, 2, other-h.w })
+		h.log.set(func(f *seqFakeLog) { f.hw, f.term, f.clockHigh, f.markClock = other, 2, other-h.w, other-h.w })
 		h.lead(other)
 		if b := h.next(1); b.First != other {
 			t.Errorf("first tick in term 2 = %d, want %d", b.First, other)
@@ -1325,5 +1329,29 @@ func TestSequencerLeaderChangesCannotPassTheLeadBound(t *testing.T) {
 	}
 	if !refused {
 		t.Fatal("the lead bound never refused, though leaders pushed the mark ahead of a clock that stood still")
+	}
+}
+
+// A mark written by a version that recorded no clock readings (a log or
+// snapshot from before them) counts, as it did there, as a reading a
+// window behind it: after an upgrade a new leader serves at once, even when
+// that mark is far ahead of its clock (a restore, a clock that ran ahead).
+func TestSequencerMarkWithoutReading(t *testing.T) {
+	for _, ahead := range []time.Duration{11 * time.Second, 73 * time.Second} {
+		h := newDefaultHarness(t, 3*time.Second)
+		mark := h.now() + h.l.TicksIn(ahead)
+		h.log.set(func(f *seqFakeLog) { f.hw = mark })
+		h.lead(mark)
+		if b, err := h.s.Next(seqCtx(t), 1); err != nil || b.First < mark {
+			t.Errorf("mark %s ahead with no reading: %+v, %v; want the mark served", ahead, b, err)
+		}
+	}
+	// With a reading that old, the same mark is refused: the bound holds.
+	h := newDefaultHarness(t, 3*time.Second)
+	mark := h.now() + h.l.TicksIn(73*time.Second)
+	h.log.set(func(f *seqFakeLog) { f.hw, f.markClock, f.clockHigh = mark, h.now(), h.now() })
+	h.lead(mark)
+	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrAhead) {
+		t.Errorf("mark 73s ahead of the recorded reading: %v, want ErrAhead", err)
 	}
 }
