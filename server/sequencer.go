@@ -55,19 +55,20 @@ type Block struct {
 // clock moves back, without ever sleeping.
 //
 // How far IDs run ahead of the clock. A reservation reaches a window past
-// the clock, or a slack past the ticks it must cover when that is further
-// (after a change of leader, or under more demand than the layout holds).
-// The slack is a 64th of the window, not a window: a new leader
-// starts at the mark it inherits and reserves from there, so leaders
-// elected faster than one per slack push the time field ahead by what
-// they reserve beyond it each. Every reservation also records its
-// leader's clock reading, and the lead bound (maxLead) is measured from
-// the highest one any leader recorded, so no run of elections can carry
-// the time field further than that.
+// the clock, or a stretch past the ticks it must cover when that is
+// further (after a change of leader, or under more demand than the layout
+// holds). A new leader starts at the mark it inherits and reserves from
+// there, so leaders elected in quick succession push the time field ahead
+// by what each reserves beyond it. So the stretch starts small, at the
+// slack (a 64th of the window), and grows only with demand: four times
+// the ticks handed out since the last renewal, at most a window. Every
+// reservation also records its leader's clock reading, and the lead bound
+// (maxLead) is measured from the highest one any leader recorded, so no
+// run of elections can carry the time field further than that.
 type Sequencer struct {
 	layout layout.Layout
 	window uint64 // ticks a reservation reaches ahead of now
-	slack  uint64 // ticks a reservation reaches past what it must cover
+	slack  uint64 // the least stretch: see above
 	clock  func() time.Time
 	log    Log
 	logger hclog.Logger
@@ -93,6 +94,9 @@ type Sequencer struct {
 	// current one, keeps a clock that steps back from refusing anything;
 	// Lead also counts the highest reading any earlier leader recorded.
 	clockHigh, maxLead uint64
+	// stretch is how far past what it had to cover the last reservation
+	// reached; handed counts the ticks handed out since it was asked for.
+	stretch, handed uint64
 	// renewDone is non-nil while a reservation is being committed, and is
 	// closed when that attempt ends.
 	renewDone chan struct{}
@@ -157,7 +161,7 @@ func (s *Sequencer) Close() {
 // out ticks from what that reservation found below it.
 func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	now := s.layout.TickAt(s.clock())
-	res, err := s.log.Reserve(ctx, s.reach(highWater, now), now)
+	res, err := s.log.Reserve(ctx, s.reach(highWater, now, s.slack), now)
 	if err != nil {
 		return fmt.Errorf("commit first reservation: %w", err)
 	}
@@ -167,6 +171,7 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	s.serving = make(chan struct{})
 	// Tick 0 is never handed out, so 0 can mean "no ID" to clients.
 	s.term, s.next, s.limit = res.Term, max(res.Prev, 1), res.HighWater
+	s.stretch, s.handed = s.slack, 0
 	// Earlier leaders' readings count as seen, so a clock behind theirs
 	// (skew, a step back across a restart) does not make this one refuse.
 	s.clockHigh = max(s.clockHigh, now, res.ClockHigh)
@@ -295,6 +300,7 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 		}
 		if end <= s.limit {
 			s.next = end
+			s.handed += n
 			if s.renewDone == nil && s.lowLocked(end, now) {
 				s.renewLocked(end)
 			}
@@ -360,17 +366,17 @@ func (s *Sequencer) RenewIfLow() {
 
 // lowLocked reports whether the reservation should be renewed, with from
 // the first tick not yet handed out: when less than half a window of it
-// is left past the clock, or less than half the slack past from. Renewing
-// at half of what reach reserves leaves the other half to serve
+// is left past the clock, or less than half the stretch past from.
+// Renewing at half of what reach reserves leaves the other half to serve
 // from while the commit is under way.
 func (s *Sequencer) lowLocked(from, now uint64) bool {
-	return s.limit < now+s.window/2 || s.limit < from+s.slack/2
+	return s.limit < now+s.window/2 || s.limit < from+s.stretch/2
 }
 
-// reach is how far a reservation that must cover the ticks below
-// need reaches: a window past the clock, or the slack past need.
-func (s *Sequencer) reach(need, now uint64) uint64 {
-	return max(now+s.window, need+s.slack)
+// reach is how far a reservation that must cover the ticks below need
+// reaches: a window past the clock, or stretch past need.
+func (s *Sequencer) reach(need, now, stretch uint64) uint64 {
+	return max(now+s.window, need+stretch)
 }
 
 // renewLocked commits, in the background, a reservation that covers at
@@ -380,7 +386,11 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 	s.renewDone = done
 	term := s.term
 	now := s.layout.TickAt(s.clock())
-	upTo := s.reach(max(need, s.next), now)
+	// Renewals start at half the stretch, so demand that keeps up hands
+	// out about half of it in between: four times that doubles it.
+	s.stretch = min(max(s.slack, 4*s.handed), s.window)
+	s.handed = 0
+	upTo := s.reach(max(need, s.next), now, s.stretch)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()

@@ -380,11 +380,19 @@ func (h *seqHarness) limit() uint64 {
 // slack is the sequencer's slack in ticks.
 func (h *seqHarness) slack() uint64 { return h.s.slack }
 
+// stretch is how far past what it had to cover the last reservation
+// reached.
+func (h *seqHarness) stretch() uint64 {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return h.s.stretch
+}
+
 // lowCount is how many ticks one request must take, with the clock
 // standing still, for the reservation to run low (less than half the
-// slack left past it) and a renewal to start.
+// stretch left past it) and a renewal to start.
 func (h *seqHarness) lowCount() uint64 {
-	return h.limit() - h.nextTick() - h.slack()/2 + 1
+	return h.limit() - h.nextTick() - h.stretch()/2 + 1
 }
 
 // renewing returns the done channel of the renewal in flight, or nil.
@@ -665,32 +673,64 @@ func TestSequencerRenewalFollowsTheClock(t *testing.T) {
 }
 
 // With the clock standing still, demand alone runs the reservation low: a
-// renewal starts when less than half the slack is left past the next tick,
-// and reaches a slack past it, not a window: reservations ahead of the
-// clock stay short.
+// renewal starts when less than half the stretch is left past the next
+// tick, and reaches a stretch past it that starts at the slack and grows
+// with demand (four times the ticks handed out since the last renewal),
+// up to a window: reservations ahead of the clock stay short unless
+// demand needs them long.
 func TestSequencerRenewalFollowsDemand(t *testing.T) {
 	h := newDefaultHarness(t, 10*time.Millisecond)
 	h.lead(0)
-	for i := range 3 {
+	if h.stretch() != h.slack() {
+		t.Fatalf("stretch %d after Lead, want the slack %d", h.stretch(), h.slack())
+	}
+	var handed uint64
+	for i := range 8 {
 		n := h.lowCount()
-		h.next(n - 1) // exactly half the slack left
+		h.next(n - 1) // exactly half the stretch left
 		if h.renewing() != nil {
-			t.Fatalf("round %d: renewal started with half the slack left", i)
+			t.Fatalf("round %d: renewal started with half the stretch left", i)
 		}
 		if r, _ := h.log.calls(); r != i+1 {
 			t.Fatalf("round %d: %d Reserve calls, want %d", i, r, i+1)
 		}
 		h.next(1)
+		handed += n
 		entered(t, h.log.reserveEntered, "Reserve", i+2)
 		h.waitRenewal()
 		end := h.nextTick()
-		if got, want := h.log.lastUpTo(), end+h.slack(); got != want {
-			t.Errorf("round %d: renewal up to %d, want next+slack = %d", i, got, want)
+		want := min(max(h.slack(), 4*handed), h.w)
+		if got := h.stretch(); got != want {
+			t.Errorf("round %d: stretch %d after %d ticks handed out, want %d", i, got, handed, want)
 		}
-		if h.limit() != end+h.slack() {
-			t.Errorf("round %d: limit %d after renewal, want %d", i, h.limit(), end+h.slack())
+		if got := h.log.lastUpTo(); got != end+want {
+			t.Errorf("round %d: renewal up to %d, want next+stretch = %d", i, got, end+want)
 		}
+		handed = 0
 	}
+	if h.stretch() != h.w {
+		t.Errorf("stretch %d after eight renewals under demand, want it grown to the window %d", h.stretch(), h.w)
+	}
+}
+
+// Right after a change of leader the next tick is a window ahead of the
+// clock; a burst of large requests then takes a few commits while the
+// stretch grows, not one commit per slack.
+func TestSequencerBurstAfterFailover(t *testing.T) {
+	h := newDefaultHarness(t, 3*time.Second)
+	mark := h.now() + h.w // the last leader's window
+	h.log.set(func(f *seqFakeLog) { f.hw = mark })
+	h.lead(mark)
+	const requests, count = 64, 20_000
+	for range requests {
+		h.next(count)
+	}
+	r, _ := h.log.calls()
+	perSlack := requests * count / (h.slack() / 2)
+	if r > 8 {
+		t.Errorf("%d Reserve calls for %d requests of %d ticks (a fixed slack would take about %d), want at most 8", r, requests, count, perSlack)
+	}
+	t.Logf("%d reservations for %d ticks; the slack is %d ticks", r, requests*count, h.slack())
 }
 
 func TestSequencerHotPathDuringBlockedRenewal(t *testing.T) {
