@@ -372,7 +372,7 @@ func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, ju
 	if window <= 0 {
 		window = DefaultReserveWindow
 	}
-	ahead := l.TicksIn(window + max(2*window, minMaxLead))
+	ahead := l.TicksIn(window) + maxLeadTicks(l, window)
 	base := max(backupHW, l.TickAt(taken), l.TickAt(now))
 	hw := base + ahead + l.TicksIn(jump)
 	if hw < base || hw > l.MaxTick() {
@@ -556,8 +556,7 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 	if window <= 0 {
 		window = DefaultReserveWindow
 	}
-	maxLead := max(2*l.TicksIn(window), l.TicksIn(minMaxLead))
-	res.AheadAllowance = maxLead
+	res.AheadAllowance = maxLeadTicks(l, window)
 	res.AheadUntil = l.Decode(l.ID(hw, 0)).Time
 	logger.Info("restored a new cluster from a backup",
 		"old_cluster_id", res.OldClusterID, "cluster_id", id, "backup_created", o.Backup.Created,

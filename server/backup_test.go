@@ -188,6 +188,29 @@ func TestBackupAndRestore(t *testing.T) {
 		t.Fatalf("leader is %s after the transfer, want r2", next.ID())
 	}
 	mustIncrease(t, last, mustNext(t, r2.GRPCAddr(), 10))
+
+	// The restored mark counts as a clock reading: until the clock
+	// reaches it, the cluster hands out IDs up to AheadAllowance past it,
+	// however often its leader changed, and then refuses.
+	if want := l.Decode(l.ID(res.HighWater, 0)).Time; !res.AheadUntil.Equal(want) {
+		t.Fatalf("AheadUntil %s, want the restored mark's time %s", res.AheadUntil, want)
+	}
+	bound := res.HighWater + res.AheadAllowance
+	r2.seq.mu.Lock()
+	from := r2.seq.next
+	r2.seq.mu.Unlock()
+	if from >= bound {
+		t.Fatalf("next tick %d already past the allowance's end %d", from, bound)
+	}
+	if _, err := r2.seq.Next(ctx, bound-from); err != nil {
+		t.Fatalf("IDs up to the allowance's end: %v", err)
+	}
+	if b, err := r2.seq.Next(ctx, 1); err != nil || b.First != bound {
+		t.Fatalf("the allowance's last tick: %+v, %v; want tick %d", b, err, bound)
+	}
+	if _, err := r2.seq.Next(ctx, 1); !errors.Is(err, ErrAhead) {
+		t.Fatalf("past the allowance: %v, want ErrAhead", err)
+	}
 }
 
 // TestBackupFileRefusesDamage: a file whose content does not match its

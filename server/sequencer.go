@@ -121,6 +121,12 @@ type confirmBatch struct {
 // minMaxLead is the least Sequencer.maxLead may be.
 const minMaxLead = 10 * time.Second
 
+// maxLeadTicks is Sequencer.maxLead for a layout and reserve window; a
+// restore's margin and allowance are measured with it too.
+func maxLeadTicks(l layout.Layout, window time.Duration) uint64 {
+	return max(2*l.TicksIn(window), l.TicksIn(minMaxLead))
+}
+
 // renewRetryDelay spaces out reservation attempts that fail while this
 // node still believes it leads, so a struggling log is not hammered.
 const renewRetryDelay = 20 * time.Millisecond
@@ -133,7 +139,7 @@ func NewSequencer(l layout.Layout, window time.Duration, clock func() time.Time,
 func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger, rounds int) *Sequencer {
 	s := &Sequencer{
 		rounds:  rounds,
-		maxLead: max(2*l.TicksIn(window), l.TicksIn(minMaxLead)),
+		maxLead: maxLeadTicks(l, window),
 		layout:  l,
 		window:  l.TicksIn(window),
 		slack:   max(l.TicksIn(window)/64, 1),
