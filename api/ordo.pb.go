@@ -1080,6 +1080,94 @@ func (*JoinResponse) Descriptor() ([]byte, []int) {
 	return file_ordo_proto_rawDescGZIP(), []int{16}
 }
 
+type RegisterRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	GrpcAddr      string                 `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterRequest) Reset() {
+	*x = RegisterRequest{}
+	mi := &file_ordo_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterRequest) ProtoMessage() {}
+
+func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
+func (*RegisterRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *RegisterRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *RegisterRequest) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+type RegisterResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RegisterResponse) Reset() {
+	*x = RegisterResponse{}
+	mi := &file_ordo_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RegisterResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RegisterResponse) ProtoMessage() {}
+
+func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
+func (*RegisterResponse) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{18}
+}
+
 type RemoveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1089,7 +1177,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_ordo_proto_msgTypes[17]
+	mi := &file_ordo_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1101,7 +1189,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[17]
+	mi := &file_ordo_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1114,7 +1202,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{17}
+	return file_ordo_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *RemoveRequest) GetId() string {
@@ -1132,7 +1220,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_ordo_proto_msgTypes[18]
+	mi := &file_ordo_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1232,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[18]
+	mi := &file_ordo_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1245,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{18}
+	return file_ordo_proto_rawDescGZIP(), []int{20}
 }
 
 type TransferLeaderRequest struct {
@@ -1169,7 +1257,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_ordo_proto_msgTypes[19]
+	mi := &file_ordo_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1269,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[19]
+	mi := &file_ordo_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1282,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{19}
+	return file_ordo_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TransferLeaderRequest) GetId() string {
@@ -1213,7 +1301,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_ordo_proto_msgTypes[20]
+	mi := &file_ordo_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1225,7 +1313,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[20]
+	mi := &file_ordo_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1238,7 +1326,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{20}
+	return file_ordo_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -1256,7 +1344,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_ordo_proto_msgTypes[21]
+	mi := &file_ordo_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1268,7 +1356,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[21]
+	mi := &file_ordo_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1281,7 +1369,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{21}
+	return file_ordo_proto_rawDescGZIP(), []int{23}
 }
 
 type BackupResponse struct {
@@ -1307,7 +1395,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_ordo_proto_msgTypes[22]
+	mi := &file_ordo_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1319,7 +1407,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[22]
+	mi := &file_ordo_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1332,7 +1420,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{22}
+	return file_ordo_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *BackupResponse) GetClusterId() string {
@@ -1482,7 +1570,11 @@ const file_ordo_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x16\n" +
 	"\x06layout\x18\x04 \x01(\tR\x06layout\x12\x14\n" +
 	"\x05group\x18\x05 \x01(\x04R\x05group\"\x0e\n" +
-	"\fJoinResponse\"\x1f\n" +
+	"\fJoinResponse\">\n" +
+	"\x0fRegisterRequest\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
+	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\"\x12\n" +
+	"\x10RegisterResponse\"\x1f\n" +
 	"\rRemoveRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"\x10\n" +
 	"\x0eRemoveResponse\"'\n" +
@@ -1510,12 +1602,13 @@ const file_ordo_proto_rawDesc = "" +
 	"\x04Next\x12\x14.ordo.v1.NextRequest\x1a\x15.ordo.v1.NextResponse\x129\n" +
 	"\x06Layout\x12\x16.ordo.v1.LayoutRequest\x1a\x17.ordo.v1.LayoutResponse\x12I\n" +
 	"\n" +
-	"NextStream\x12\x1a.ordo.v1.NextStreamRequest\x1a\x1b.ordo.v1.NextStreamResponse(\x010\x012\xfd\x02\n" +
+	"NextStream\x12\x1a.ordo.v1.NextStreamRequest\x1a\x1b.ordo.v1.NextStreamResponse(\x010\x012\xbe\x03\n" +
 	"\x05Admin\x129\n" +
 	"\x06Status\x12\x16.ordo.v1.StatusRequest\x1a\x17.ordo.v1.StatusResponse\x12;\n" +
 	"\n" +
 	"NodeStatus\x12\x1a.ordo.v1.NodeStatusRequest\x1a\x11.ordo.v1.NodeInfo\x123\n" +
-	"\x04Join\x12\x14.ordo.v1.JoinRequest\x1a\x15.ordo.v1.JoinResponse\x129\n" +
+	"\x04Join\x12\x14.ordo.v1.JoinRequest\x1a\x15.ordo.v1.JoinResponse\x12?\n" +
+	"\bRegister\x12\x18.ordo.v1.RegisterRequest\x1a\x19.ordo.v1.RegisterResponse\x129\n" +
 	"\x06Remove\x12\x16.ordo.v1.RemoveRequest\x1a\x17.ordo.v1.RemoveResponse\x12Q\n" +
 	"\x0eTransferLeader\x12\x1e.ordo.v1.TransferLeaderRequest\x1a\x1f.ordo.v1.TransferLeaderResponse\x129\n" +
 	"\x06Backup\x12\x16.ordo.v1.BackupRequest\x1a\x17.ordo.v1.BackupResponse2?\n" +
@@ -1534,7 +1627,7 @@ func file_ordo_proto_rawDescGZIP() []byte {
 	return file_ordo_proto_rawDescData
 }
 
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_ordo_proto_goTypes = []any{
 	(*NextStreamRequest)(nil),      // 0: ordo.v1.NextStreamRequest
 	(*StreamCall)(nil),             // 1: ordo.v1.StreamCall
@@ -1553,13 +1646,15 @@ var file_ordo_proto_goTypes = []any{
 	(*StatusResponse)(nil),         // 14: ordo.v1.StatusResponse
 	(*JoinRequest)(nil),            // 15: ordo.v1.JoinRequest
 	(*JoinResponse)(nil),           // 16: ordo.v1.JoinResponse
-	(*RemoveRequest)(nil),          // 17: ordo.v1.RemoveRequest
-	(*RemoveResponse)(nil),         // 18: ordo.v1.RemoveResponse
-	(*TransferLeaderRequest)(nil),  // 19: ordo.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 20: ordo.v1.TransferLeaderResponse
-	(*BackupRequest)(nil),          // 21: ordo.v1.BackupRequest
-	(*BackupResponse)(nil),         // 22: ordo.v1.BackupResponse
-	nil,                            // 23: ordo.v1.BackupResponse.MembersEntry
+	(*RegisterRequest)(nil),        // 17: ordo.v1.RegisterRequest
+	(*RegisterResponse)(nil),       // 18: ordo.v1.RegisterResponse
+	(*RemoveRequest)(nil),          // 19: ordo.v1.RemoveRequest
+	(*RemoveResponse)(nil),         // 20: ordo.v1.RemoveResponse
+	(*TransferLeaderRequest)(nil),  // 21: ordo.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 22: ordo.v1.TransferLeaderResponse
+	(*BackupRequest)(nil),          // 23: ordo.v1.BackupRequest
+	(*BackupResponse)(nil),         // 24: ordo.v1.BackupResponse
+	nil,                            // 25: ordo.v1.BackupResponse.MembersEntry
 }
 var file_ordo_proto_depIdxs = []int32{
 	1,  // 0: ordo.v1.NextStreamRequest.calls:type_name -> ordo.v1.StreamCall
@@ -1567,29 +1662,31 @@ var file_ordo_proto_depIdxs = []int32{
 	7,  // 2: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
 	7,  // 3: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
 	13, // 4: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
-	23, // 5: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
+	25, // 5: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
 	6,  // 6: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
 	9,  // 7: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
 	0,  // 8: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
 	11, // 9: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
 	12, // 10: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
 	15, // 11: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	17, // 12: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	19, // 13: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	21, // 14: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
-	4,  // 15: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	8,  // 16: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	10, // 17: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	2,  // 18: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	14, // 19: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	13, // 20: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	16, // 21: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	18, // 22: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	20, // 23: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	22, // 24: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
-	5,  // 25: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	16, // [16:26] is the sub-list for method output_type
-	6,  // [6:16] is the sub-list for method input_type
+	17, // 12: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
+	19, // 13: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	21, // 14: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	23, // 15: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
+	4,  // 16: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	8,  // 17: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	10, // 18: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	2,  // 19: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	14, // 20: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	13, // 21: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	16, // 22: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	18, // 23: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
+	20, // 24: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	22, // 25: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	24, // 26: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	5,  // 27: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	17, // [17:28] is the sub-list for method output_type
+	6,  // [6:17] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1606,7 +1703,7 @@ func file_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   24,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   3,
 		},

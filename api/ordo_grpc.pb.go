@@ -223,6 +223,7 @@ const (
 	Admin_Status_FullMethodName         = "/ordo.v1.Admin/Status"
 	Admin_NodeStatus_FullMethodName     = "/ordo.v1.Admin/NodeStatus"
 	Admin_Join_FullMethodName           = "/ordo.v1.Admin/Join"
+	Admin_Register_FullMethodName       = "/ordo.v1.Admin/Register"
 	Admin_Remove_FullMethodName         = "/ordo.v1.Admin/Remove"
 	Admin_TransferLeader_FullMethodName = "/ordo.v1.Admin/TransferLeader"
 	Admin_Backup_FullMethodName         = "/ordo.v1.Admin/Backup"
@@ -238,9 +239,16 @@ type AdminClient interface {
 	Status(ctx context.Context, in *StatusRequest, opts ...grpc.CallOption) (*StatusResponse, error)
 	// NodeStatus reports only the node that answers.
 	NodeStatus(ctx context.Context, in *NodeStatusRequest, opts ...grpc.CallOption) (*NodeInfo, error)
-	// Join adds a voter. Idempotent for a node that is already a member with
-	// the same addresses.
+	// Join adds a voter. A node already a member under that id is refused
+	// (AlreadyExists): asking to join again means it lost its data, and it
+	// must be removed first.
 	Join(ctx context.Context, in *JoinRequest, opts ...grpc.CallOption) (*JoinResponse, error)
+	// Register records a member's current gRPC address, which other nodes
+	// and clients dial, after it restarted on another one. Sent by the
+	// member itself to the leader (a follower answers Unavailable with the
+	// leader's address); node access, and with TLS the address must be
+	// named in the caller's certificate.
+	Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error)
 	// Remove removes a node from the cluster.
 	Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error)
 	// TransferLeader hands leadership to the named node, or to any up-to-date
@@ -293,6 +301,16 @@ func (c *adminClient) Join(ctx context.Context, in *JoinRequest, opts ...grpc.Ca
 	return out, nil
 }
 
+func (c *adminClient) Register(ctx context.Context, in *RegisterRequest, opts ...grpc.CallOption) (*RegisterResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RegisterResponse)
+	err := c.cc.Invoke(ctx, Admin_Register_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *adminClient) Remove(ctx context.Context, in *RemoveRequest, opts ...grpc.CallOption) (*RemoveResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(RemoveResponse)
@@ -333,9 +351,16 @@ type AdminServer interface {
 	Status(context.Context, *StatusRequest) (*StatusResponse, error)
 	// NodeStatus reports only the node that answers.
 	NodeStatus(context.Context, *NodeStatusRequest) (*NodeInfo, error)
-	// Join adds a voter. Idempotent for a node that is already a member with
-	// the same addresses.
+	// Join adds a voter. A node already a member under that id is refused
+	// (AlreadyExists): asking to join again means it lost its data, and it
+	// must be removed first.
 	Join(context.Context, *JoinRequest) (*JoinResponse, error)
+	// Register records a member's current gRPC address, which other nodes
+	// and clients dial, after it restarted on another one. Sent by the
+	// member itself to the leader (a follower answers Unavailable with the
+	// leader's address); node access, and with TLS the address must be
+	// named in the caller's certificate.
+	Register(context.Context, *RegisterRequest) (*RegisterResponse, error)
 	// Remove removes a node from the cluster.
 	Remove(context.Context, *RemoveRequest) (*RemoveResponse, error)
 	// TransferLeader hands leadership to the named node, or to any up-to-date
@@ -366,6 +391,9 @@ func (UnimplementedAdminServer) NodeStatus(context.Context, *NodeStatusRequest) 
 }
 func (UnimplementedAdminServer) Join(context.Context, *JoinRequest) (*JoinResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Join not implemented")
+}
+func (UnimplementedAdminServer) Register(context.Context, *RegisterRequest) (*RegisterResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Register not implemented")
 }
 func (UnimplementedAdminServer) Remove(context.Context, *RemoveRequest) (*RemoveResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Remove not implemented")
@@ -451,6 +479,24 @@ func _Admin_Join_Handler(srv interface{}, ctx context.Context, dec func(interfac
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_Register_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RegisterRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).Register(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_Register_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).Register(ctx, req.(*RegisterRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _Admin_Remove_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(RemoveRequest)
 	if err := dec(in); err != nil {
@@ -523,6 +569,10 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Join",
 			Handler:    _Admin_Join_Handler,
+		},
+		{
+			MethodName: "Register",
+			Handler:    _Admin_Register_Handler,
 		},
 		{
 			MethodName: "Remove",

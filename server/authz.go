@@ -42,7 +42,7 @@ func methodAccess(method string) access {
 		// A backup names every member and the cluster id: operators only.
 		api.Admin_Backup_FullMethodName:
 		return accessAdmin
-	case api.Peer_Term_FullMethodName:
+	case api.Peer_Term_FullMethodName, api.Admin_Register_FullMethodName:
 		return accessNode
 	}
 	return accessClient
@@ -100,6 +100,8 @@ func (n *Node) authorize(ctx context.Context, method string, req any) error {
 	case accessNode:
 		if tls && !c.isNode() {
 			err = fmt.Errorf("%w: %s needs a node certificate", ErrPermissionDenied, method)
+		} else if reg, ok := req.(*api.RegisterRequest); ok && tls {
+			err = checkNodeAddrs(c, reg.GrpcAddr)
 		}
 	case accessAdmin:
 		switch {
@@ -136,13 +138,18 @@ func (n *Node) checkNodeJoin(c caller, req any) error {
 	if !n.isLeader() {
 		return fmt.Errorf("%w: a node joins through the leader", ErrNotLeader)
 	}
-	for _, addr := range []string{join.RaftAddr, join.GrpcAddr} {
+	return checkNodeAddrs(c, join.RaftAddr, join.GrpcAddr)
+}
+
+// checkNodeAddrs lets a node claim only addresses its certificate names.
+func checkNodeAddrs(c caller, addrs ...string) error {
+	for _, addr := range addrs {
 		host, _, err := net.SplitHostPort(addr)
 		if err != nil {
-			return fmt.Errorf("%w: join address %q: %w", ErrBadRequest, addr, err)
+			return fmt.Errorf("%w: address %q: %w", ErrBadRequest, addr, err)
 		}
 		if !secure.Covers(c.cert, host) {
-			return fmt.Errorf("%w: join at %s, which the joining node's certificate (%s) does not name", ErrPermissionDenied, addr, c.subject())
+			return fmt.Errorf("%w: %s, which the node's certificate (%s) does not name", ErrPermissionDenied, addr, c.subject())
 		}
 	}
 	return nil

@@ -340,6 +340,37 @@ func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
 	return nil
 }
 
+// Register implements api.AdminServer.
+func (s *service) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
+	err := s.register(req)
+	_, leaderAddr := s.n.leader()
+	return &api.RegisterResponse{}, toStatus(ctx, err, leaderAddr)
+}
+
+func (s *service) register(req *api.RegisterRequest) error {
+	if err := checkNodeID(req.Id); err != nil {
+		return err
+	}
+	if err := checkDialAddr(req.GrpcAddr); err != nil {
+		return err
+	}
+	// Not forwarded: the address check needs the member's own certificate.
+	if !s.n.isLeader() {
+		return fmt.Errorf("%w: a member registers with the leader", ErrNotLeader)
+	}
+	if member, _ := s.n.isMember(req.Id); !member {
+		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
+	}
+	if addr, _ := s.n.fsm.NodeAddr(req.Id); addr == req.GrpcAddr {
+		return nil
+	}
+	if _, err := s.n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr}); err != nil {
+		return fmt.Errorf("record address: %w", err)
+	}
+	s.n.logger.Info("member registered a new gRPC address", "id", req.Id, "grpc_addr", req.GrpcAddr)
+	return nil
+}
+
 // Remove implements api.AdminServer.
 func (s *service) Remove(ctx context.Context, req *api.RemoveRequest) (*api.RemoveResponse, error) {
 	err := s.remove(ctx, req)

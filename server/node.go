@@ -68,10 +68,13 @@ type Node struct {
 	mu             sync.Mutex
 	bootstrapPeers []Peer
 
-	fatalOnce sync.Once
-	fatal     chan error
-	refused   chan struct{}
-	refuseErr error
+	// holdAddress stops watchMembership from registering this node's gRPC
+	// address: for tests that point the leader at fake peers in its place.
+	holdAddress atomic.Bool
+	fatalOnce   sync.Once
+	fatal       chan error
+	refused     chan struct{}
+	refuseErr   error
 
 	// adminToken is Config.AdminToken, hashed for comparing.
 	adminToken *secure.Token
@@ -118,6 +121,9 @@ func Open(cfg Config) (*Node, error) {
 		n.closeStores()
 		return nil, err
 	}
+	// After openGRPC: it registers the address that sets.
+	n.wg.Add(1)
+	go n.watchMembership()
 	if err := n.openHTTP(); err != nil {
 		close(n.stop)
 		n.grpcServer.Stop()
@@ -170,9 +176,8 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
-	n.wg.Add(2)
+	n.wg.Add(1)
 	go n.watchLeadership(notify)
-	go n.watchRemoval()
 	return nil
 }
 
@@ -465,16 +470,23 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 	}
 }
 
-// watchRemoval stops a node that was removed from the cluster: lingering,
-// it would answer every client "no leader". Raft shuts itself down when a
-// leader removes itself; a removed follower only sees a configuration
-// without itself, which may not be committed (and a node catching up sees
-// older ones without itself too), so the leader is asked to confirm.
-func (n *Node) watchRemoval() {
+// watchMembership keeps this node's membership in order.
+//
+// It stops a node that was removed from the cluster: lingering, it would
+// answer every client "no leader". Raft shuts itself down when a leader
+// removes itself; a removed follower only sees a configuration without
+// itself, which may not be committed (and a node catching up sees older
+// ones without itself too), so the leader is asked to confirm.
+//
+// And a member that restarted on another gRPC address registers it with
+// the leader (a leader records its own when it wins): until then the
+// leader's term rounds and other nodes' forwarding dial the old one.
+func (n *Node) watchMembership() {
 	defer n.wg.Done()
 	check := time.NewTicker(200 * time.Millisecond)
 	defer check.Stop()
 	wasMember := false
+	var lastRegister time.Time
 	for {
 		select {
 		case <-n.stop:
@@ -488,11 +500,39 @@ func (n *Node) watchRemoval() {
 			return
 		case member:
 			wasMember = true
+			if time.Since(lastRegister) >= time.Second && n.registerMoved() {
+				lastRegister = time.Now()
+			}
 		case known && wasMember && n.leaderConfirmsRemoved():
 			n.refuse(ErrRemoved)
 			return
 		}
 	}
+}
+
+// registerMoved asks the leader to record this follower's gRPC address if
+// the cluster knows another one; it reports whether it asked.
+func (n *Node) registerMoved() bool {
+	if recorded, _ := n.fsm.NodeAddr(n.cfg.ID); recorded == n.grpcAddr || n.isLeader() || n.holdAddress.Load() {
+		return false
+	}
+	_, addr := n.leader()
+	if addr == "" {
+		return false
+	}
+	conn, err := n.peers.get(addr)
+	if err != nil {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), nodeStatusTimeout)
+	defer cancel()
+	_, err = api.NewAdminClient(conn).Register(n.adminContext(ctx), &api.RegisterRequest{Id: n.cfg.ID, GrpcAddr: n.grpcAddr})
+	if err != nil {
+		n.logger.Warn("could not register this node's gRPC address with the leader; retrying", "leader", addr, "grpc_addr", n.grpcAddr, "error", err)
+	} else {
+		n.logger.Info("registered this node's gRPC address with the leader", "grpc_addr", n.grpcAddr)
+	}
+	return true
 }
 
 // lead keeps the sequencer serving while this node leads: Barrier so that

@@ -750,3 +750,39 @@ func TestNewLeaderCountsEarlierLeadersClocks(t *testing.T) {
 	}
 	mustIncrease(t, last, mustNext(t, next.GRPCAddr(), 10))
 }
+
+// A follower restarted on another gRPC address registers it with the
+// leader. Until it does, the leader's term rounds dial the old address, so
+// with the third node down the leader could not confirm and would stop
+// answering; after, the two of them serve.
+func TestRestartedFollowerRegistersNewAddress(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	moved := followerOf(nodes, leader)
+	var other *Node
+	for _, n := range nodes {
+		if n != leader && n != moved {
+			other = n
+		}
+	}
+	last := mustIncrease(t, 0, mustNext(t, leader.GRPCAddr(), 10))
+	oldAddr := moved.GRPCAddr()
+	cfg := moved.cfg
+	cfg.RaftAddr = moved.RaftAddr() // the member's Raft address stays
+	cfg.GRPCAddr = "127.0.0.1:0"    // a new port
+	if err := moved.Close(); err != nil {
+		t.Fatal(err)
+	}
+	restarted := mustOpen(t, cfg)
+	if restarted.GRPCAddr() == oldAddr {
+		t.Fatalf("restarted on the same gRPC address %s", oldAddr)
+	}
+	waitFor(t, "the leader to record the new address", func() bool {
+		addr, _ := leader.fsm.NodeAddr(cfg.ID)
+		return addr == restarted.GRPCAddr()
+	})
+	if err := other.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustIncrease(t, last, mustNext(t, leader.GRPCAddr(), 10))
+}

@@ -169,17 +169,39 @@ func TestTLSAuthorizes(t *testing.T) {
 	}
 }
 
-// TestTLSJoinOnlyAtOwnAddresses: a node certificate lets a node join, but
-// only at addresses the certificate names.
+// TestTLSJoinOnlyAtOwnAddresses: a node certificate lets a node join, or
+// register a member's new gRPC address, but only at addresses the
+// certificate names; a client certificate cannot register at all.
 func TestTLSJoinOnlyAtOwnAddresses(t *testing.T) {
 	c := mustTLSCluster(t)
-	addr := mustLeader(t, c.nodes).GRPCAddr()
-	elsewhere := c.conn(t, addr, c.pki.Node("ordo-node-elsewhere", "10.9.9.9"))
+	leader := mustLeader(t, c.nodes)
+	addr := leader.GRPCAddr()
+	elsewhere := api.NewAdminClient(c.conn(t, addr, c.pki.Node("ordo-node-elsewhere", "10.9.9.9")))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	_, err := api.NewAdminClient(elsewhere).Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", Layout: "default"})
+	_, err := elsewhere.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", Layout: "default"})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("join at addresses the certificate does not name: %v, want PermissionDenied", err)
+	}
+	member := followerOf(c.nodes, leader)
+	for _, tt := range []struct {
+		name  string
+		files secure.Files
+		req   *api.RegisterRequest
+		want  codes.Code
+	}{
+		{"node certificate, its own address", c.pki.Node("ordo-node"), &api.RegisterRequest{Id: member.ID(), GrpcAddr: member.GRPCAddr()}, codes.OK},
+		{"node certificate, an address it does not name", c.pki.Node("ordo-node-elsewhere", "10.9.9.9"), &api.RegisterRequest{Id: member.ID(), GrpcAddr: "127.0.0.1:2"}, codes.PermissionDenied},
+		{"client certificate", c.pki.Client("ordo-client"), &api.RegisterRequest{Id: member.ID(), GrpcAddr: member.GRPCAddr()}, codes.PermissionDenied},
+		{"not a member", c.pki.Node("ordo-node"), &api.RegisterRequest{Id: "n9", GrpcAddr: "127.0.0.1:2"}, codes.NotFound},
+	} {
+		_, err := api.NewAdminClient(c.conn(t, addr, tt.files)).Register(ctx, tt.req)
+		if got := status.Code(err); got != tt.want {
+			t.Errorf("register, %s: %v, want %s", tt.name, err, tt.want)
+		}
+	}
+	if got, _ := leader.fsm.NodeAddr(member.ID()); got != member.GRPCAddr() {
+		t.Errorf("%s recorded at %s after the refused registrations, want %s", member.ID(), got, member.GRPCAddr())
 	}
 }
 
