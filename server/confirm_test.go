@@ -74,6 +74,17 @@ func mustPeerServer(t *testing.T, p fakePeer) string {
 	return lis.Addr().String()
 }
 
+// mustPointAt records addr as member's gRPC address, so that the leader's
+// term rounds ask whatever listens there, and keeps the member from
+// registering its real address again.
+func mustPointAt(t *testing.T, leader, member *Node, addr string) {
+	t.Helper()
+	member.holdAddress.Store(true)
+	if _, err := leader.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: member.ID(), GRPCAddr: addr}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestConfirmLeadershipCountsAMajority points the leader at fake peers
 // that answer chosen terms: a majority (the leader and one peer) in the
 // leader's term confirms; a majority elsewhere does not.
@@ -81,11 +92,10 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
 	term := leader.raft.CurrentTerm()
-	var followers []string
+	var followers []*Node
 	for _, n := range nodes {
 		if n != leader {
-			followers = append(followers, n.ID())
-			n.holdAddress.Store(true) // else it registers its real address again
+			followers = append(followers, n)
 		}
 	}
 	same := func() uint64 { return term }
@@ -116,10 +126,8 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for i, id := range followers {
-				if _, err := leader.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: id, GRPCAddr: tt.peers[i]}); err != nil {
-					t.Fatal(err)
-				}
+			for i, f := range followers {
+				mustPointAt(t, leader, f, tt.peers[i])
 			}
 			for round, wantOK := range tt.want {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -196,9 +204,7 @@ func TestConfirmGivesUpAStreamThatStopsReading(t *testing.T) {
 	i := 0
 	for _, n := range nodes {
 		if n != leader {
-			if _, err := leader.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: n.ID(), GRPCAddr: addrs[i]}); err != nil {
-				t.Fatal(err)
-			}
+			mustPointAt(t, leader, n, addrs[i])
 			i++
 		}
 	}
@@ -234,9 +240,7 @@ func TestConfirmGivesUpAPeerThatStopsAnswering(t *testing.T) {
 	i := 0
 	for _, n := range nodes {
 		if n != leader {
-			if _, err := leader.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: n.ID(), GRPCAddr: addrs[i]}); err != nil {
-				t.Fatal(err)
-			}
+			mustPointAt(t, leader, n, addrs[i])
 			if i == 0 {
 				silentID = n.ID()
 			}
