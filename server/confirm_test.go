@@ -79,7 +79,9 @@ func mustPeerServer(t *testing.T, p fakePeer) string {
 // registering its real address again.
 func mustPointAt(t *testing.T, leader, member *Node, addr string) {
 	t.Helper()
-	member.holdAddress.Store(true)
+	member.registerMu.Lock()
+	member.holdAddress = true
+	member.registerMu.Unlock()
 	if _, err := leader.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: member.ID(), GRPCAddr: addr}); err != nil {
 		t.Fatal(err)
 	}

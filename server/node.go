@@ -68,9 +68,12 @@ type Node struct {
 	mu             sync.Mutex
 	bootstrapPeers []Peer
 
-	// holdAddress stops watchMembership from registering this node's gRPC
-	// address: for tests that point the leader at fake peers in its place.
-	holdAddress atomic.Bool
+	// registerMu is held through each registration of this node's gRPC
+	// address; holdAddress, under it, stops them: for tests that point the
+	// leader at fake peers in this node's place (holdAddress waits out a
+	// registration in flight).
+	registerMu  sync.Mutex
+	holdAddress bool
 	fatalOnce   sync.Once
 	fatal       chan error
 	refused     chan struct{}
@@ -513,7 +516,9 @@ func (n *Node) watchMembership() {
 // registerMoved asks the leader to record this follower's gRPC address if
 // the cluster knows another one; it reports whether it asked.
 func (n *Node) registerMoved() bool {
-	if recorded, _ := n.fsm.NodeAddr(n.cfg.ID); recorded == n.grpcAddr || n.isLeader() || n.holdAddress.Load() {
+	n.registerMu.Lock()
+	defer n.registerMu.Unlock()
+	if recorded, _ := n.fsm.NodeAddr(n.cfg.ID); recorded == n.grpcAddr || n.isLeader() || n.holdAddress {
 		return false
 	}
 	_, addr := n.leader()
