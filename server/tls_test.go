@@ -76,6 +76,26 @@ func callNext(conn *grpc.ClientConn) error {
 	return err
 }
 
+// untilAvailable runs call until it returns anything but Unavailable, for
+// at most 10 s: leadership may move while a loaded machine runs the
+// test's fast timers, and a call meanwhile finds no leader.
+func untilAvailable(call func() error) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		err := call()
+		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// nextServed is callNext until the cluster answers, up to untilAvailable's
+// bound.
+func nextServed(conn *grpc.ClientConn) error {
+	return untilAvailable(func() error { return callNext(conn) })
+}
+
 // TestTLSRefusesCertificates: a client without a certificate, with one
 // from another CA, or with an expired one, gets nothing; each refusal is
 // logged with the subject presented; and the cluster keeps serving.
@@ -105,7 +125,7 @@ func TestTLSRefusesCertificates(t *testing.T) {
 			}
 		})
 	}
-	if err := callNext(c.conn(t, addr, c.pki.Client("good-client"))); err != nil {
+	if err := nextServed(c.conn(t, addr, c.pki.Client("good-client"))); err != nil {
 		t.Fatalf("a good client after the refusals: %v", err)
 	}
 }
@@ -124,17 +144,19 @@ func TestTLSAuthorizes(t *testing.T) {
 	// Removing an unknown node passes authorization and then fails with
 	// NotFound, so it tells the two apart without changing the cluster.
 	remove := func(ctx context.Context, conn *grpc.ClientConn) error {
-		ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-		_, err := api.NewAdminClient(conn).Remove(ctx, &api.RemoveRequest{Id: "nobody"})
-		return err
+		return untilAvailable(func() error {
+			ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			_, err := api.NewAdminClient(conn).Remove(ctx, &api.RemoveRequest{Id: "nobody"})
+			return err
+		})
 	}
 	for _, tt := range []struct {
 		name string
 		err  error
 		want codes.Code
 	}{
-		{"client asks for IDs", callNext(clientConn), codes.OK},
+		{"client asks for IDs", nextServed(clientConn), codes.OK},
 		{"client reads status", func() error {
 			_, err := api.NewAdminClient(clientConn).Status(context.Background(), &api.StatusRequest{})
 			return err
@@ -164,7 +186,7 @@ func TestTLSAuthorizes(t *testing.T) {
 	if !strings.Contains(c.logs.String(), "CN=ordo-client") {
 		t.Errorf("denials not logged with the caller's subject; logs:\n%s", c.logs)
 	}
-	if err := callNext(clientConn); err != nil {
+	if err := nextServed(clientConn); err != nil {
 		t.Fatalf("the cluster stopped serving after the denials: %v", err)
 	}
 }
@@ -239,7 +261,7 @@ func TestTLSRaftRefusesStrangers(t *testing.T) {
 		t.Fatalf("the follower took the intruder's term %d", term)
 	}
 	waitFor(t, "a log of refusing the raft peers", func() bool { return strings.Contains(c.logs.String(), "refused a TLS peer") })
-	if err := callNext(c.conn(t, leader.GRPCAddr(), c.pki.Client("ordo-client"))); err != nil {
+	if err := nextServed(c.conn(t, leader.GRPCAddr(), c.pki.Client("ordo-client"))); err != nil {
 		t.Fatalf("the cluster stopped serving: %v", err)
 	}
 }
