@@ -756,7 +756,9 @@ type NodeInfo struct {
 	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	RaftAddr string                 `protobuf:"bytes,2,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
 	GrpcAddr string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
-	// "leader", "follower", "candidate", "shutdown", or "unreachable".
+	// "leader", "follower", "candidate", "shutdown", "unreachable", or
+	// "starting" (the node runs its checks before Raft starts, and answers
+	// only NodeStatus).
 	Role  string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
 	Voter bool   `protobuf:"varint,5,opt,name=voter,proto3" json:"voter,omitempty"`
 	Term  uint64 `protobuf:"varint,6,opt,name=term,proto3" json:"term,omitempty"`
@@ -770,8 +772,14 @@ type NodeInfo struct {
 	// Set when the node could not be asked.
 	Error string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
 	// The id of the cluster this node's state belongs to, recorded by the
-	// cluster's first leader; empty until the node has applied it.
-	ClusterId     string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// cluster's first leader, as its data dir holds it: known from the
+	// node's start, before any leader is elected; empty when the data dir
+	// records none yet.
+	ClusterId string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
+	// Whether the node's data dir holds Raft state (a term, a log or a
+	// snapshot), read from its stores. A node of a cluster that lost its
+	// data dir answers false: see server.DecideStart.
+	HasState      bool `protobuf:"varint,13,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -888,6 +896,13 @@ func (x *NodeInfo) GetClusterId() string {
 		return x.ClusterId
 	}
 	return ""
+}
+
+func (x *NodeInfo) GetHasState() bool {
+	if x != nil {
+		return x.HasState
+	}
+	return false
 }
 
 type StatusResponse struct {
@@ -1540,7 +1555,7 @@ const file_ordo_proto_rawDesc = "" +
 	" \x01(\tR\n" +
 	"leaderAddr\"\x0f\n" +
 	"\rStatusRequest\"\x13\n" +
-	"\x11NodeStatusRequest\"\xd6\x02\n" +
+	"\x11NodeStatusRequest\"\xf3\x02\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -1556,7 +1571,8 @@ const file_ordo_proto_rawDesc = "" +
 	" \x01(\x04R\thighWater\x12\x14\n" +
 	"\x05error\x18\v \x01(\tR\x05error\x12\x1d\n" +
 	"\n" +
-	"cluster_id\x18\f \x01(\tR\tclusterId\"\xa5\x01\n" +
+	"cluster_id\x18\f \x01(\tR\tclusterId\x12\x1b\n" +
+	"\thas_state\x18\r \x01(\bR\bhasState\"\xa5\x01\n" +
 	"\x0eStatusResponse\x12'\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x11.ordo.v1.NodeInfoR\x05nodes\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1f\n" +

@@ -160,7 +160,7 @@ func TestLostDataDir(t *testing.T) {
 	}
 	c.mustRestart(lost) // the same command line, --bootstrap included
 	code, exited := c.waitExit(lost, exitTimeout)
-	if !exited || code == 0 || !strings.Contains(c.output(lost), "already serves this cluster") {
+	if !exited || code == 0 || !strings.Contains(c.output(lost), "holds Raft state") {
 		t.Fatalf("%s with an empty data dir and --bootstrap: exited %v code %d, want a refusal\n%s", lost.id, exited, code, c.output(lost))
 	}
 	w.mustAcks(phaseAcks, phaseTimeout, "while the node is refused")

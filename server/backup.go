@@ -35,7 +35,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -383,44 +382,37 @@ func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, ju
 }
 
 // CheckBackupAlive asks every member the backup names for its status,
-// briefly. A member that reports the backup's cluster id means the old
-// cluster still runs; so, as far as this host can tell, does a member
-// that accepts connections but cannot be asked (TLS without the flags,
-// for one): either is ErrClusterAlive. Members that refuse connections or
-// do not answer at all are taken to be gone.
+// briefly, and refuses (ErrClusterAlive) unless each one is gone or shown
+// not to be the old cluster. A member answers with the cluster id its data
+// dir holds, which it knows from its start, before any leader is elected:
+// so a restarted member of the old cluster that has no leader yet (a
+// minority of it up) still counts, although it hands out nothing until a
+// majority is back. A member that answers with Raft state but no cluster
+// id cannot be told apart, and neither can one that accepts connections
+// but cannot be asked (TLS without the flags, for one): both count as
+// alive. Members that refuse connections or do not answer at all are
+// taken to be gone: the operator must make sure they never start again
+// with their data (see the README).
 func CheckBackupAlive(ctx context.Context, b *BackupFile, t *secure.TLS) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
-	defer cancel()
-	problems := make(chan string, len(b.Members))
-	var wg sync.WaitGroup
-	for id, addr := range b.Members {
-		if addr == "" {
-			continue
+	ask := newAsker(t)
+	defer ask.close()
+	for id, a := range ask.nodeStatuses(ctx, b.Members) {
+		addr, info := b.Members[id], a.info
+		var problem string
+		switch {
+		case a.err == nil && info.ClusterId == b.ClusterID:
+			problem = fmt.Sprintf("member %s at %s holds cluster %s (role %s, term %d)", id, addr, info.ClusterId, info.Role, info.Term)
+		case a.err == nil && info.ClusterId == "" && peerHasState(info):
+			problem = fmt.Sprintf("member %s at %s holds Raft state of a cluster it cannot name (role %s, term %d)", id, addr, info.Role, info.Term)
+		case a.err == nil:
+			// Another cluster, or a node without state: not the old cluster.
+		case listens(ctx, addr):
+			problem = fmt.Sprintf("member %s at %s accepts connections but could not be asked (%v); if the cluster uses TLS, give --tls-ca, --tls-cert and --tls-key", id, addr, a.err)
 		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var info *api.NodeInfo
-			err := withAdmin(addr, t, func(a api.AdminClient) error {
-				var err error
-				info, err = a.NodeStatus(ctx, &api.NodeStatusRequest{})
-				return err
-			})
-			switch {
-			case err == nil && info.ClusterId == b.ClusterID:
-				problems <- fmt.Sprintf("member %s at %s answers for cluster %s (role %s, high-water %d)", id, addr, info.ClusterId, info.Role, info.HighWater)
-			case err == nil:
-				// Another cluster, or a new node: not the old cluster.
-			case listens(ctx, addr):
-				problems <- fmt.Sprintf("member %s at %s accepts connections but could not be asked (%v); if the cluster uses TLS, give --tls-ca, --tls-cert and --tls-key", id, addr, err)
-			}
-		}()
-	}
-	wg.Wait()
-	close(problems)
-	if p, ok := <-problems; ok {
-		return fmt.Errorf("%w: %s. Two clusters handing out IDs from one backup would hand out the same IDs: stop every node of cluster %s first, or give --force if you are sure it can never hand out IDs again",
-			ErrClusterAlive, p, b.ClusterID)
+		if problem != "" {
+			return fmt.Errorf("%w: %s. Two clusters handing out IDs from one backup would hand out the same IDs: stop every node of cluster %s first, or give --force if you are sure it can never hand out IDs again",
+				ErrClusterAlive, problem, b.ClusterID)
+		}
 	}
 	return nil
 }

@@ -62,7 +62,7 @@ func (n *Node) confirmLeadership(ctx context.Context) (uint64, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
-	cluster := n.fsm.ClusterID()
+	cluster := n.clusterID()
 	round := n.rounds.Add(1)
 	// Every voter asked puts exactly one answer here (a nil response when
 	// it cannot answer), straight from the goroutine that reads its
@@ -350,9 +350,9 @@ func (s *service) answerTerms(stream grpc.BidiStreamingServer[api.TermRequest, a
 		if err != nil {
 			return err
 		}
-		if req.NodeId != s.n.cfg.ID || req.ClusterId != s.n.fsm.ClusterID() {
+		if req.NodeId != s.n.cfg.ID || req.ClusterId != s.n.clusterID() {
 			return toStatus(stream.Context(), fmt.Errorf("%w: asked for node %q of cluster %q, this is node %q of cluster %q",
-				ErrBadRequest, req.NodeId, req.ClusterId, s.n.cfg.ID, s.n.fsm.ClusterID()), "")
+				ErrBadRequest, req.NodeId, req.ClusterId, s.n.cfg.ID, s.n.clusterID()), "")
 		}
 		if err := stream.Send(&api.TermResponse{Term: s.n.raft.CurrentTerm(), NodeId: s.n.cfg.ID, Round: req.Round}); err != nil {
 			return err

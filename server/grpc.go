@@ -189,7 +189,10 @@ func (n *Node) localStatus() *api.NodeInfo {
 		CommitIndex:  n.raft.CommitIndex(),
 		HighWater:    n.fsm.HighWater(),
 		Voter:        true,
-		ClusterId:    n.fsm.ClusterID(),
+		ClusterId:    n.clusterID(),
+		// Raft keeps the last index and the term it stored: nothing else
+		// gives a node either.
+		HasState: n.raft.LastIndex() > 0 || n.raft.CurrentTerm() > 0,
 	}
 	switch last := n.raft.LastContact(); {
 	case n.isLeader():
@@ -313,22 +316,8 @@ func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("read configuration: %w", err)
 	}
-	for _, srv := range f.Configuration().Servers {
-		sameID, sameAddr := string(srv.ID) == req.Id, string(srv.Address) == req.RaftAddr
-		switch {
-		case sameID && sameAddr:
-			// A member restarts from its data dir without joining, so a
-			// join under a member's name is a node that lost its data.
-			// Letting it in as it is would let a voter with an empty log
-			// vote, and elect a leader that missed committed
-			// reservations: duplicates. It must be removed first.
-			return fmt.Errorf("%w: %q is already a member at %s; if it lost its data, remove it first (ordo remove --id %s), then join again",
-				ErrNodeExists, req.Id, srv.Address, req.Id)
-		case sameID:
-			return fmt.Errorf("%w: id %q is in use by the member at %s", ErrNodeExists, req.Id, srv.Address)
-		case sameAddr:
-			return fmt.Errorf("%w: raft address %s is in use by member %q", ErrNodeExists, req.RaftAddr, srv.ID)
-		}
+	if err := checkJoinRequest(f.Configuration().Servers, req); err != nil {
+		return err
 	}
 	if err := s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, s.n.cfg.ApplyTimeout).Error(); err != nil {
 		return fmt.Errorf("add voter: %w", err)

@@ -79,6 +79,11 @@ type Node struct {
 	refused     chan struct{}
 	refuseErr   error
 
+	// storedClusterID is the cluster id the data dir held at Open, so the
+	// node can name its cluster before a leader is elected and the FSM
+	// applies the log (see clusterID).
+	storedClusterID string
+
 	// adminToken is Config.AdminToken, hashed for comparing.
 	adminToken *secure.Token
 	metrics    *metrics.Metrics
@@ -143,6 +148,11 @@ func (n *Node) openRaft() error {
 	if err := prepareDataDir(n.cfg.DataDir, n.logger); err != nil {
 		return err
 	}
+	stored, err := StoredState(n.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	n.storedClusterID = stored.ClusterID
 	store, snaps, err := openStores(n.cfg.DataDir, n.logger.Named("snapshot"))
 	if err != nil {
 		return err
@@ -685,6 +695,16 @@ func (n *Node) leader() (id, addr string) {
 	}
 	a, _ := n.fsm.NodeAddr(string(lid))
 	return string(lid), a
+}
+
+// clusterID is the id of the cluster this node belongs to: the FSM's once
+// it has applied it, else what the data dir held at Open; empty for a node
+// that has not yet seen its cluster's first leader record one.
+func (n *Node) clusterID() string {
+	if id := n.fsm.ClusterID(); id != "" {
+		return id
+	}
+	return n.storedClusterID
 }
 
 // isLeader reports whether Raft says this node leads.

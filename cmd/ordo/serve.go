@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -27,10 +26,12 @@ Runs one node of an Ordo cluster. The first start needs --bootstrap (create
 the cluster; give every initial node the same list) or --join (join an
 existing one); later starts need neither, the data dir holds the state.
 With both, a node named in --bootstrap creates the cluster with the others
-unless one of them already serves it, and then, like any node the list
-does not name, joins through --join: one command line for every node of a
-StatefulSet. A node that is still a member but lost its data is refused
-either way: remove it (ordo remove) and start it again.
+only when every other node of the list answers that it holds no Raft
+state; when one does, it joins through --join, like any node the list does
+not name: one command line for every node of a StatefulSet. A node that is
+still a member but lost its data is refused either way (remove it with
+ordo remove, and start it again), and so is one that cannot tell, after
+--join-timeout.
 SIGTERM or SIGINT stops the node, handing leadership over first if it leads.
 
 Each setting comes from its flag, else from its ORDO_ environment variable
@@ -43,40 +44,41 @@ func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	defaults := raft.DefaultConfig()
 	var (
-		_             = fs.String("config", "", "a file of settings, one 'name = value' a line (names as these flags, without dashes; # comments); flags and ORDO_ variables win over it")
-		id            = fs.String("id", "", "node id, stable across restarts (required)")
-		dataDir       = fs.String("data-dir", "", "directory for the raft log, stable store and snapshots (required)")
-		raftAddr      = fs.String("raft-addr", "127.0.0.1:7101", "raft address: bound and advertised to peers")
-		raftAdvertise = fs.String("raft-advertise", "", "raft address peers dial, if not --raft-addr (a proxy, NAT, or binding 0.0.0.0)")
-		grpcAddr      = fs.String("grpc-addr", "127.0.0.1:7001", "gRPC address for clients and peers")
-		grpcAdvertise = fs.String("grpc-advertise", "", "gRPC address other nodes and clients are told, if not --grpc-addr (NAT, or binding 0.0.0.0)")
-		httpAddr      = fs.String("http-addr", "", "HTTP/JSON address for health probes (/healthz, /readyz), IDs (/v1/ids) and status (/v1/status); empty: no HTTP. HTTPS with the TLS flags")
-		bootstrap     = fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state; with --join, a node it does not name joins)")
-		join          = fs.String("join", "", "join the cluster on first start through these gRPC addresses (members or a service in front of them; comma-separated, tried in turn)")
-		joinTimeout   = fs.Duration("join-timeout", time.Minute, "how long to keep trying to join")
-		recoverAlone  = fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see README)")
-		recoverJump   = fs.Duration("recover-jump", server.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out")
-		layoutSpec    = fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]")
-		group         = fs.Uint64("group", 0, "group field of every ID (names this cluster)")
-		window        = fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches")
-		maxCount      = fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for")
-		maxConns      = fs.Int("max-conns-per-host", server.DefaultMaxConnsPerHost, "gRPC connections one remote host may hold open (-1: no limit)")
-		rpcTimeout    = fs.Duration("rpc-timeout", server.DefaultRPCTimeout, "longest any unary call may run, whatever deadline the caller gave")
-		heartbeat     = fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, "raft heartbeat timeout")
-		election      = fs.Duration("election-timeout", defaults.ElectionTimeout, "raft election timeout")
-		lease         = fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, "raft leader lease timeout")
-		snapThreshold = fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots")
-		snapInterval  = fs.Duration("snapshot-interval", defaults.SnapshotInterval, "how often to check whether a snapshot is due")
-		trailingLogs  = fs.Uint64("trailing-logs", defaults.TrailingLogs, "log entries kept after a snapshot, so a slow follower can catch up without one")
-		clusterID     = fs.String("cluster-id", "", "refuse to start on a data dir of any other cluster (the id 'ordo status' shows); without it a node still refuses when its recorded peers report another cluster")
-		tlsFiles      = addTLSFlags(fs, "this node's")
-		insecure      = fs.Bool("insecure", false, "serve plaintext even on addresses that are not loopback (anyone who reaches the raft port can then rewrite the cluster)")
-		adminSubjects = fs.String("admin-subject", "", "certificate subjects allowed to call admin RPCs (join, remove, transfer-leader), as Go prints them (CN=ordo-admin,O=Example); several are separated by ';'")
-		adminToken    = fs.String("admin-token-file", "", "file holding a token that grants admin RPCs to whoever presents it (compared in constant time)")
-		logLevel      = fs.String("log-level", "info", "trace, debug, info, warn or error")
-		logJSON       = fs.Bool("log-json", false, "log as JSON")
-		unsafeTrust   = fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it")
-		clockFile     = fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock")
+		_              = fs.String("config", "", "a file of settings, one 'name = value' a line (names as these flags, without dashes; # comments); flags and ORDO_ variables win over it")
+		id             = fs.String("id", "", "node id, stable across restarts (required)")
+		dataDir        = fs.String("data-dir", "", "directory for the raft log, stable store and snapshots (required)")
+		raftAddr       = fs.String("raft-addr", "127.0.0.1:7101", "raft address: bound and advertised to peers")
+		raftAdvertise  = fs.String("raft-advertise", "", "raft address peers dial, if not --raft-addr (a proxy, NAT, or binding 0.0.0.0)")
+		grpcAddr       = fs.String("grpc-addr", "127.0.0.1:7001", "gRPC address for clients and peers")
+		grpcAdvertise  = fs.String("grpc-advertise", "", "gRPC address other nodes and clients are told, if not --grpc-addr (NAT, or binding 0.0.0.0)")
+		httpAddr       = fs.String("http-addr", "", "HTTP/JSON address for health probes (/healthz, /readyz), IDs (/v1/ids) and status (/v1/status); empty: no HTTP. HTTPS with the TLS flags")
+		bootstrap      = fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state; with --join, a node it does not name joins)")
+		join           = fs.String("join", "", "join the cluster on first start through these gRPC addresses (members or a service in front of them; comma-separated, tried in turn)")
+		joinTimeout    = fs.Duration("join-timeout", time.Minute, "how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join")
+		forceBootstrap = fs.Bool("force-bootstrap", false, "DISASTER RECOVERY: with an empty data dir, bootstrap the --bootstrap list without asking its peers whether they hold the cluster's state; only if no listed node ever held it, or it is gone for good (see README)")
+		recoverAlone   = fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see README)")
+		recoverJump    = fs.Duration("recover-jump", server.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out")
+		layoutSpec     = fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]")
+		group          = fs.Uint64("group", 0, "group field of every ID (names this cluster)")
+		window         = fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches")
+		maxCount       = fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for")
+		maxConns       = fs.Int("max-conns-per-host", server.DefaultMaxConnsPerHost, "gRPC connections one remote host may hold open (-1: no limit)")
+		rpcTimeout     = fs.Duration("rpc-timeout", server.DefaultRPCTimeout, "longest any unary call may run, whatever deadline the caller gave")
+		heartbeat      = fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, "raft heartbeat timeout")
+		election       = fs.Duration("election-timeout", defaults.ElectionTimeout, "raft election timeout")
+		lease          = fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, "raft leader lease timeout")
+		snapThreshold  = fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots")
+		snapInterval   = fs.Duration("snapshot-interval", defaults.SnapshotInterval, "how often to check whether a snapshot is due")
+		trailingLogs   = fs.Uint64("trailing-logs", defaults.TrailingLogs, "log entries kept after a snapshot, so a slow follower can catch up without one")
+		clusterID      = fs.String("cluster-id", "", "refuse to start on a data dir of any other cluster (the id 'ordo status' shows); without it a node still refuses when its recorded peers report another cluster")
+		tlsFiles       = addTLSFlags(fs, "this node's")
+		insecure       = fs.Bool("insecure", false, "serve plaintext even on addresses that are not loopback (anyone who reaches the raft port can then rewrite the cluster)")
+		adminSubjects  = fs.String("admin-subject", "", "certificate subjects allowed to call admin RPCs (join, remove, transfer-leader), as Go prints them (CN=ordo-admin,O=Example); several are separated by ';'")
+		adminToken     = fs.String("admin-token-file", "", "file holding a token that grants admin RPCs to whoever presents it (compared in constant time)")
+		logLevel       = fs.String("log-level", "info", "trace, debug, info, warn or error")
+		logJSON        = fs.Bool("log-json", false, "log as JSON")
+		unsafeTrust    = fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it")
+		clockFile      = fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock")
 	)
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
@@ -151,28 +153,27 @@ func runServe(args []string) error {
 		logger.Warn("recovered: start this node again WITHOUT --recover; restart the other nodes only with wiped data dirs and --join", "high_water", hw)
 		return nil
 	}
-	var joinAddrs []string
+	// Like --recover: a --force-bootstrap left in an environment or config
+	// file would bootstrap again whenever the data dir is lost, which is
+	// exactly what the check it skips prevents.
+	if *forceBootstrap {
+		if _, inEnv := os.LookupEnv(envName("force-bootstrap")); inEnv || !onCommandLine(args, "force-bootstrap") {
+			return fmt.Errorf("%w: --force-bootstrap must be given on the command line, not in $%s or --config", errUsage, envName("force-bootstrap"))
+		}
+	}
+	entry := server.Entry{Bootstrap: peers, ClusterID: *clusterID, ForceBootstrap: *forceBootstrap}
 	if *join != "" {
-		joinAddrs = strings.Split(*join, ",")
+		entry.Join = strings.Split(*join, ",")
 	}
-	// A node with an empty data dir is checked before Raft starts: if it
-	// lost its data, Raft must not run it as the member it was.
-	hasState, err := server.HasState(*dataDir)
-	if err != nil {
-		return err
-	}
-	var bootstrapping bool
-	checkTime := 10 * time.Second
-	if !hasState && len(joinAddrs) > 0 {
-		checkTime = *joinTimeout // joining waits for the cluster to answer
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), checkTime)
-	if hasState {
-		err = server.CheckCluster(ctx, *id, *dataDir, *clusterID, cfg.TLS)
-	} else {
-		bootstrapping, err = firstStart(ctx, *id, peers, joinAddrs, cfg.TLS, logger)
-	}
+	// How the node enters its cluster is decided before Raft starts, from
+	// what its data dir and its peers' hold: if it lost its data, Raft
+	// must not run it as the member it was.
+	ctx, cancel := context.WithTimeout(context.Background(), *joinTimeout)
+	start, err := server.DecideStart(ctx, cfg, entry)
 	cancel()
+	if errors.Is(err, server.ErrBadConfig) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
 	if err != nil {
 		return err
 	}
@@ -186,20 +187,19 @@ func runServe(args []string) error {
 	if err := node.Metrics().CollectRaft(); err != nil {
 		logger.Warn("raft metrics unavailable", "error", err)
 	}
-	switch {
-	case hasState:
-	case bootstrapping:
+	switch start {
+	case server.StartBootstrap:
 		err = node.Bootstrap(peers)
-	default:
+	case server.StartJoin:
 		ctx, cancel := context.WithTimeout(context.Background(), *joinTimeout)
-		err = node.Join(ctx, joinAddrs...)
+		err = node.Join(ctx, entry.Join...)
 		cancel()
 	}
 	if err != nil {
 		node.Close()
 		return err
 	}
-	logger.Info("serving", "id", *id, "grpc_addr", node.GRPCAddr(), "raft_addr", node.RaftAddr(), "http_addr", node.HTTPAddr(), "layout", l.String(), "group", *group)
+	logger.Info("serving", "start", start.String(), "id", *id, "grpc_addr", node.GRPCAddr(), "raft_addr", node.RaftAddr(), "http_addr", node.HTTPAddr(), "layout", l.String(), "group", *group)
 
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
@@ -277,39 +277,4 @@ func offsetClock(path string, logger hclog.Logger) (func() time.Time, func()) {
 		}
 	}()
 	return func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }, func() { close(done) }
-}
-
-// firstStart decides how a node with an empty data dir enters its cluster,
-// before Raft starts: it bootstraps when --bootstrap names it and no peer
-// listed there serves yet; otherwise it joins through --join. Joining
-// first asks the cluster (through --join and the listed peers) whether
-// the node is still a member, and refuses if it is (it lost its data) or
-// if no one can tell. So one command line serves every start of every
-// node of a StatefulSet: the first members create the cluster, and a node
-// added later, or one that starts after the others created it, joins.
-func firstStart(ctx context.Context, id string, peers []server.Peer, joinAddrs []string, t *secure.TLS, logger hclog.Logger) (bootstrap bool, err error) {
-	listed := slices.ContainsFunc(peers, func(p server.Peer) bool { return p.ID == id })
-	if listed {
-		err := server.CheckBootstrap(ctx, id, peers, t)
-		if err == nil {
-			return true, nil
-		}
-		if !errors.Is(err, server.ErrClusterExists) || len(joinAddrs) == 0 {
-			return false, err
-		}
-		logger.Info("the cluster of the bootstrap list already serves: joining it", "reason", err)
-	}
-	if len(joinAddrs) == 0 {
-		if len(peers) > 0 {
-			return false, fmt.Errorf("%w: --bootstrap does not name this node %q: give --join to join the cluster", errUsage, id)
-		}
-		return false, fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", errUsage)
-	}
-	ask := slices.Clone(joinAddrs)
-	for _, p := range peers {
-		if p.ID != id {
-			ask = append(ask, p.GRPCAddr)
-		}
-	}
-	return false, server.CheckJoin(ctx, id, ask, t)
 }

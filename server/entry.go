@@ -1,0 +1,546 @@
+package server
+
+// How a node enters its cluster: the one home of the rule "a node that
+// lost its data must not come back as the member it was".
+//
+// Why the rule. A voter that lost its data dir and comes back under its
+// old id has an empty log, but the others count its vote as that of the
+// member it was. With it, a candidate that missed committed reservations
+// can win an election (its log is as new as an empty one), and hand out
+// again IDs an earlier leader handed out. Raft itself cannot tell: a
+// member is a name and an address. So the decision is taken here, before
+// Raft starts, and only from state that is on disk before it is needed:
+// this node's data dir, and what each peer reads from its own data dir
+// (NodeInfo.has_state and cluster_id), never from replicated fields a
+// restart empties until a leader commits. When the answer cannot be
+// known, the node refuses to start and says what the operator can do.
+//
+// The cases, in the order DecideStart checks them:
+//
+//	data dir     --bootstrap      what the others say                --join  start
+//	-----------  ---------------  ---------------------------------  ------  ------------------------------------------
+//	holds state  (ignored)        a recorded member: another cluster   any   refuse (ErrOtherCluster)
+//	holds state  (ignored)        otherwise                            any   restart from the data dir
+//	empty        --force-bootstrap                                     any   bootstrap without asking (disaster only)
+//	empty        names this node  every listed peer: no state          any   bootstrap, after bootstrapSettle
+//	empty        names this node  a listed peer holds state            none  refuse (ErrClusterExists)
+//	empty        names this node  a listed peer holds state            given as for a node the list does not name
+//	empty        names this node  a peer cannot be asked, none holds   any   keep asking; at the deadline refuse
+//	                              state                                      (ErrClusterUnknown)
+//	empty        does not name    a leader lists this node             given refuse (ErrNodeExists): remove it first
+//	empty        does not name    a leader lists its members, not it   given join
+//	empty        does not name    no leader can be asked               given keep asking; at the deadline refuse
+//	                                                                         (ErrClusterUnknown)
+//	empty        does not name                                         none  refuse (usage)
+//
+// A listed peer counts as "no state" only when the node at its address
+// answers under its id and reports no Raft state; "cannot be asked"
+// covers a peer that is down, one that answers under another id, and a
+// node of an older version whose answer does not say. A node that lost
+// its data while every other member is down therefore waits, and is
+// refused once they are back (they hold state). A node whose whole list
+// lost its data is indistinguishable from a new cluster: that is a new
+// cluster, and only a restore from a backup keeps its IDs above the old
+// ones.
+//
+// Nodes answer these questions before Raft starts too (startResponder),
+// so the nodes of a new cluster, all checking at once, can see each
+// other. A node that found every peer without state keeps answering "no
+// state" for bootstrapSettle before it bootstraps, so that each peer
+// checking at the same time sees it that way too, and they all bootstrap
+// the same configuration, instead of the last to look finding the
+// others' new state and being refused as a member that lost its data.
+//
+// The leader enforces the same rule on its side (checkJoinRequest): a
+// join under a member's id is refused until the member is removed.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"net"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/secure"
+)
+
+// Start says how a node enters its cluster; DecideStart chooses it.
+type Start int
+
+const (
+	// StartRestart resumes from the Raft state in the data dir.
+	StartRestart Start = iota
+	// StartBootstrap creates the cluster of the bootstrap list
+	// (Node.Bootstrap).
+	StartBootstrap
+	// StartJoin asks the cluster to add this node (Node.Join).
+	StartJoin
+)
+
+func (s Start) String() string {
+	switch s {
+	case StartRestart:
+		return "restart"
+	case StartBootstrap:
+		return "bootstrap"
+	default:
+		return "join"
+	}
+}
+
+// Entry is what a node is told about its cluster on its command line.
+type Entry struct {
+	// Bootstrap is the initial members (--bootstrap); may be empty.
+	Bootstrap []Peer
+	// Join is where to ask to join (--join): members' gRPC addresses or a
+	// service in front of them; may be empty.
+	Join []string
+	// ClusterID, when set, is the only cluster whose data dir this node
+	// starts on (--cluster-id).
+	ClusterID string
+	// ForceBootstrap bootstraps the list without asking its peers
+	// (--force-bootstrap): for an operator who knows the cluster of the
+	// list never ran, or is gone for good with every copy of its data.
+	ForceBootstrap bool
+}
+
+// bootstrapSettle is how long a node that found every listed peer without
+// state goes on answering "no state" before it bootstraps: several of
+// startPoll, so that a peer checking at the same time asks it again
+// meanwhile.
+const bootstrapSettle = 2 * time.Second
+
+// startPoll spaces out the rounds of questions a starting node asks.
+const startPoll = 200 * time.Millisecond
+
+// DecideStart decides, before Raft starts, how the node of cfg enters its
+// cluster (see the table at the top of this file), asking its peers until
+// ctx ends when it must. While it runs, the node answers NodeStatus on its
+// gRPC address with what its data dir holds, so that peers deciding at
+// the same time can count it. The caller then calls Open and, as
+// returned, Bootstrap, Join, or neither.
+func DecideStart(ctx context.Context, cfg Config, e Entry) (Start, error) {
+	if err := cfg.Validate(); err != nil {
+		return 0, err
+	}
+	cfg = cfg.withDefaults()
+	has, err := HasState(cfg.DataDir)
+	if err != nil {
+		return 0, err
+	}
+	var stored fsm.State
+	if has {
+		if stored, err = StoredState(cfg.DataDir); err != nil {
+			return 0, err
+		}
+	}
+	stop, err := startResponder(cfg, has, stored.ClusterID)
+	if err != nil {
+		return 0, err
+	}
+	defer stop()
+	if has {
+		return StartRestart, checkCluster(ctx, cfg.ID, cfg.DataDir, stored, e.ClusterID, cfg.TLS)
+	}
+	listed := slices.ContainsFunc(e.Bootstrap, func(p Peer) bool { return p.ID == cfg.ID })
+	switch {
+	case e.ForceBootstrap && !listed:
+		return 0, fmt.Errorf("%w: --force-bootstrap needs a --bootstrap list that names this node %q", ErrBadConfig, cfg.ID)
+	case e.ForceBootstrap:
+		cfg.Logger.Warn("bootstrapping without asking the peers of the list (--force-bootstrap): if they hold a cluster's state, both clusters hand out the same IDs")
+		return StartBootstrap, nil
+	case listed:
+		err := checkBootstrap(ctx, cfg.ID, e.Bootstrap, cfg.TLS, cfg.Logger)
+		if err == nil {
+			return StartBootstrap, nil
+		}
+		if !errors.Is(err, ErrClusterExists) || len(e.Join) == 0 {
+			return 0, err
+		}
+		cfg.Logger.Info("the cluster of the bootstrap list exists: asking it whether this node is a member", "reason", err)
+	case len(e.Join) == 0 && len(e.Bootstrap) > 0:
+		return 0, fmt.Errorf("%w: --bootstrap does not name this node %q: give --join to join the cluster", ErrBadConfig, cfg.ID)
+	case len(e.Join) == 0:
+		return 0, fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", ErrBadConfig)
+	}
+	ask := slices.Clone(e.Join)
+	for _, p := range e.Bootstrap {
+		if p.ID != cfg.ID {
+			ask = append(ask, p.GRPCAddr)
+		}
+	}
+	return StartJoin, checkJoin(ctx, cfg.ID, ask, cfg.TLS)
+}
+
+// HasState reports whether dataDir holds Raft state, without starting Raft.
+func HasState(dataDir string) (bool, error) {
+	if _, err := os.Stat(dataDir); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	store, snaps, err := openStores(dataDir, hclog.NewNullLogger())
+	if err != nil {
+		return false, err
+	}
+	defer store.Close()
+	return raft.HasExistingState(store, store, snaps)
+}
+
+// peerHasState reports whether a NodeStatus answer says the node holds
+// Raft state. Besides has_state, anything only state gives counts: an
+// older version's answer lacks has_state.
+func peerHasState(info *api.NodeInfo) bool {
+	return info.HasState || info.Term > 0 || info.CommitIndex > 0 || info.AppliedIndex > 0 ||
+		info.HighWater > 0 || info.ClusterId != ""
+}
+
+// checkBootstrap asks every other peer of the bootstrap list, until each
+// has answered or ctx ends, whether it holds Raft state: nil when none
+// does (then it waits bootstrapSettle), ErrClusterExists when one does,
+// ErrClusterUnknown when some could not be asked by the end.
+func checkBootstrap(ctx context.Context, self string, peers []Peer, t *secure.TLS, logger hclog.Logger) error {
+	ask := newAsker(t)
+	defer ask.close()
+	pending := map[string]Peer{}
+	for _, p := range peers {
+		if p.ID != self {
+			pending[p.ID] = p
+		}
+	}
+	problems := map[string]string{} // why each pending peer could not be counted, last round
+	for len(pending) > 0 {
+		var holder string
+		addrs := map[string]string{}
+		for id, p := range pending {
+			addrs[id] = p.GRPCAddr
+		}
+		for id, a := range ask.nodeStatuses(ctx, addrs) {
+			switch {
+			case a.err != nil:
+				problems[id] = a.err.Error()
+			case a.info.Id != id:
+				problems[id] = fmt.Sprintf("the node at %s is %q", addrs[id], a.info.Id)
+			case peerHasState(a.info):
+				holder = fmt.Sprintf("%s at %s (cluster %q, term %d)", id, addrs[id], a.info.ClusterId, a.info.Term)
+			default:
+				delete(pending, id)
+				delete(problems, id)
+			}
+		}
+		if holder != "" {
+			return fmt.Errorf("%w: peer %s holds Raft state, but this node's data dir is empty; "+
+				"if this node lost its data, it must not come back as the member it was: remove it (ordo remove --id %s) and start it with --join",
+				ErrClusterExists, holder, self)
+		}
+		if len(pending) == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			var why []string
+			for id, p := range problems {
+				why = append(why, id+": "+p)
+			}
+			slices.Sort(why)
+			return fmt.Errorf("%w: cannot tell whether the cluster of the bootstrap list exists, and this node's data dir is empty (%s). "+
+				"If the cluster exists and this node lost its data, it must not bootstrap: start the other nodes, and it will be told to rejoin. "+
+				"If the cluster is new, start every listed node. Only if no listed node ever held this cluster's data, give --force-bootstrap",
+				ErrClusterUnknown, strings.Join(why, "; "))
+		case <-time.After(startPoll):
+		}
+	}
+	if len(peers) > 1 {
+		logger.Info("no peer of the bootstrap list holds Raft state: bootstrapping", "settle", bootstrapSettle)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: %w", ErrClusterUnknown, ctx.Err())
+		case <-time.After(bootstrapSettle):
+		}
+	}
+	return nil
+}
+
+// checkJoin asks the cluster, through addrs, whether self is already a
+// member: a member with an empty data dir lost its data and must be
+// removed first. It fails closed: until one of addrs answers with the
+// members (which takes a leader), it keeps asking, and when ctx ends
+// first it refuses, because a node that cannot tell must not start Raft.
+func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS) error {
+	ask := newAsker(t)
+	defer ask.close()
+	var last error
+	for {
+		for _, addr := range addrs {
+			st, err := ask.status(ctx, addr)
+			if err == nil && st.LeaderId == "" {
+				err = errors.New("no leader known")
+			}
+			if err != nil {
+				last = fmt.Errorf("%s: %w", addr, err)
+				continue
+			}
+			for _, m := range st.Nodes {
+				if m.Id == self {
+					return fmt.Errorf("%w: %q is already a member at %s, but its data dir is empty; "+
+						"if it lost its data, remove it first (ordo remove --id %s), then join again", ErrNodeExists, self, m.RaftAddr, self)
+				}
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w: cannot ask the cluster whether %q is already a member, so it must not start with an empty data dir (last error: %v)",
+				ErrClusterUnknown, self, last)
+		case <-time.After(startPoll):
+		}
+	}
+}
+
+// checkJoinRequest is the leader's side of the rule: given the cluster's
+// configuration, it refuses a join under a member's id or Raft address.
+// A member restarts from its data dir without joining, so a join under a
+// member's name is a node that lost its data: it must be removed first.
+func checkJoinRequest(servers []raft.Server, req *api.JoinRequest) error {
+	for _, srv := range servers {
+		sameID, sameAddr := string(srv.ID) == req.Id, string(srv.Address) == req.RaftAddr
+		switch {
+		case sameID && sameAddr:
+			return fmt.Errorf("%w: %q is already a member at %s; if it lost its data, remove it first (ordo remove --id %s), then join again",
+				ErrNodeExists, req.Id, srv.Address, req.Id)
+		case sameID:
+			return fmt.Errorf("%w: id %q is in use by the member at %s", ErrNodeExists, req.Id, srv.Address)
+		case sameAddr:
+			return fmt.Errorf("%w: raft address %s is in use by member %q", ErrNodeExists, req.RaftAddr, srv.ID)
+		}
+	}
+	return nil
+}
+
+// checkCluster refuses to start on a data dir that belongs to another
+// cluster: one whose recorded cluster id (in st, read from dataDir)
+// differs from expected (when given), or from the id any of its recorded
+// members reports. A node started on another cluster's data could
+// otherwise take part in this cluster's elections with that cluster's
+// log, and its high-water mark. Members that do not answer, or have no id
+// yet, prove nothing.
+func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, expected string, t *secure.TLS) error {
+	if st.ClusterID == "" {
+		return nil // the first leader has not recorded one yet
+	}
+	if expected != "" && st.ClusterID != expected {
+		return fmt.Errorf("%w: the data dir %s holds cluster %s, this node is configured for cluster %s",
+			ErrOtherCluster, dataDir, st.ClusterID, expected)
+	}
+	ask := newAsker(t)
+	defer ask.close()
+	others := maps.Clone(st.Nodes)
+	delete(others, self)
+	for id, a := range ask.nodeStatuses(ctx, others) {
+		if a.err == nil && a.info.ClusterId != "" && a.info.ClusterId != st.ClusterID {
+			return fmt.Errorf("%w: the data dir %s holds cluster %s, but member %s at %s reports cluster %s; was the data dir copied from another cluster?",
+				ErrOtherCluster, dataDir, st.ClusterID, id, others[id], a.info.ClusterId)
+		}
+	}
+	return nil
+}
+
+// CheckCluster is checkCluster on what dataDir holds: see DecideStart.
+func CheckCluster(ctx context.Context, self, dataDir, expected string, t *secure.TLS) error {
+	st, err := StoredState(dataDir)
+	if err != nil {
+		return err
+	}
+	return checkCluster(ctx, self, dataDir, st, expected, t)
+}
+
+// asker asks other nodes for their status, keeping one connection to each
+// address while a decision is being taken.
+type asker struct {
+	creds credentials.TransportCredentials
+	mu    sync.Mutex
+	conns map[string]*grpc.ClientConn
+}
+
+func newAsker(t *secure.TLS) *asker {
+	return &asker{creds: transportCredentials(t), conns: map[string]*grpc.ClientConn{}}
+}
+
+func (a *asker) admin(addr string) (api.AdminClient, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c, ok := a.conns[addr]
+	if !ok {
+		var err error
+		// Redial at the pace of the questions, not after gRPC's growing
+		// backoff: a peer that was not up yet must be seen as soon as it
+		// is, while it still answers before its own start (see
+		// bootstrapSettle).
+		retry := grpc.ConnectParams{
+			Backoff:           backoff.Config{BaseDelay: startPoll / 2, Multiplier: 1.6, Jitter: 0.2, MaxDelay: startPoll},
+			MinConnectTimeout: nodeStatusTimeout,
+		}
+		if c, err = grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(a.creds), grpc.WithConnectParams(retry)); err != nil {
+			return nil, fmt.Errorf("dial %s: %w", addr, err)
+		}
+		a.conns[addr] = c
+	}
+	return api.NewAdminClient(c), nil
+}
+
+func (a *asker) nodeStatus(ctx context.Context, addr string) (*api.NodeInfo, error) {
+	c, err := a.admin(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, nodeStatusTimeout)
+	defer cancel()
+	return c.NodeStatus(ctx, &api.NodeStatusRequest{})
+}
+
+// nodeAnswer is one node's NodeStatus answer, or why there is none.
+type nodeAnswer struct {
+	info *api.NodeInfo
+	err  error
+}
+
+// nodeStatuses asks every node of addrs (gRPC addresses by node id; empty
+// ones are skipped) for its status at once.
+func (a *asker) nodeStatuses(ctx context.Context, addrs map[string]string) map[string]nodeAnswer {
+	answers := make(map[string]nodeAnswer, len(addrs))
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for id, addr := range addrs {
+		if addr == "" {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			info, err := a.nodeStatus(ctx, addr)
+			mu.Lock()
+			answers[id] = nodeAnswer{info, err}
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return answers
+}
+
+func (a *asker) status(ctx context.Context, addr string) (*api.StatusResponse, error) {
+	c, err := a.admin(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
+	defer cancel()
+	return c.Status(ctx, &api.StatusRequest{})
+}
+
+func (a *asker) close() {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, c := range a.conns {
+		c.Close()
+	}
+	a.conns = nil
+}
+
+// startResponder answers NodeStatus on cfg.GRPCAddr while a node decides
+// how to start, with what its data dir holds, and every other call with
+// Unavailable ("starting"), so that clients move on to another node. It
+// returns the function that stops it. A node on port 0 has no address
+// peers could know, and answers nothing.
+func startResponder(cfg Config, hasState bool, clusterID string) (stop func(), err error) {
+	if strings.HasSuffix(cfg.GRPCAddr, ":0") {
+		return func() {}, nil
+	}
+	lis, err := net.Listen("tcp", cfg.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("listen for gRPC: %w", err)
+	}
+	info := &api.NodeInfo{Id: cfg.ID, Role: "starting", Voter: true, HasState: hasState, ClusterId: clusterID, LastContactMs: -1}
+	nodeStatus := "/" + api.Admin_ServiceDesc.ServiceName + "/NodeStatus"
+	answer := func(_ any, stream grpc.ServerStream) error {
+		method, _ := grpc.MethodFromServerStream(stream)
+		if method != nodeStatus {
+			return status.Errorf(codes.Unavailable, "node %s is starting: it checks its cluster before it serves", cfg.ID)
+		}
+		if err := stream.RecvMsg(&api.NodeStatusRequest{}); err != nil {
+			return err
+		}
+		return stream.SendMsg(info)
+	}
+	opts := append(serverLimits(), grpc.UnknownServiceHandler(answer))
+	if cfg.TLS != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS.ServerConfig(cfg.Logger.Named("grpc"), false))))
+	}
+	srv := grpc.NewServer(opts...)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = srv.Serve(lis)
+	}()
+	return func() {
+		srv.Stop() // closes the listener, so Open can bind the address
+		<-done
+	}, nil
+}
+
+// StoredState replays what dataDir holds, the latest snapshot and the log
+// after it, into a scratch FSM, without starting Raft: which cluster the
+// data belongs to, and its members' gRPC addresses.
+func StoredState(dataDir string) (fsm.State, error) {
+	store, snaps, err := openStores(dataDir, hclog.NewNullLogger())
+	if err != nil {
+		return fsm.State{}, err
+	}
+	defer store.Close()
+	scratch := fsm.New(nil)
+	var after uint64
+	if metas, err := snaps.List(); err != nil {
+		return fsm.State{}, fmt.Errorf("list snapshots: %w", err)
+	} else if len(metas) > 0 {
+		_, rc, err := snaps.Open(metas[0].ID)
+		if err != nil {
+			return fsm.State{}, fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
+		}
+		err = scratch.Restore(rc)
+		if err != nil {
+			return fsm.State{}, fmt.Errorf("snapshot %s: %w", metas[0].ID, err)
+		}
+		after = metas[0].Index
+	}
+	first, err := store.FirstIndex()
+	if err != nil {
+		return fsm.State{}, fmt.Errorf("read raft log: %w", err)
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return fsm.State{}, fmt.Errorf("read raft log: %w", err)
+	}
+	for i := max(first, after+1); first > 0 && i <= last; i++ {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return fsm.State{}, fmt.Errorf("read raft log entry %d: %w", i, err)
+		}
+		if l.Type == raft.LogCommand {
+			scratch.Apply(&l) // a command it refuses changes nothing, as in Raft
+		}
+	}
+	return scratch.State(), nil
+}
