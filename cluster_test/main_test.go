@@ -201,6 +201,12 @@ type clusterOpts struct {
 	// nodeTLS gives a node other files than tls.Node (its own copy, to
 	// be replaced on disk by a test of rotation).
 	nodeTLS map[string]secure.Files
+	// joinTimeout, if set, gives every node --join with the three gRPC
+	// addresses and this --join-timeout besides --bootstrap: one command
+	// line for every start of every node, as the Kubernetes example runs.
+	joinTimeout time.Duration
+	// args are more serve flags for every node.
+	args []string
 }
 
 // tlsArgs are the serve or client flags naming files.
@@ -260,6 +266,10 @@ func mustNewCluster(t *testing.T, opts clusterOpts) *cluster {
 	}
 	for _, n := range c.nodes {
 		n.args = append([]string{"--bootstrap", strings.Join(peers, ",")}, fastTimers...)
+		if opts.joinTimeout > 0 {
+			n.args = append(n.args, "--join", c.addrList(), "--join-timeout", opts.joinTimeout.String())
+		}
+		n.args = append(n.args, opts.args...)
 		if opts.tls != nil {
 			files, ok := opts.nodeTLS[n.id]
 			if !ok {

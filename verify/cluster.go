@@ -81,6 +81,8 @@ type Cluster struct {
 	// extra are nodes a fault added for a while (grow-shrink); they are
 	// not among Nodes, so no other fault picks them.
 	extra []*Node
+	// bootstrap is the --bootstrap list the nodes were created with.
+	bootstrap string
 
 	// tlsArgs are the serve flags of TLS; adminTLS is how the cluster's
 	// own calls dial. Both nil for plaintext.
@@ -120,9 +122,9 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		c.Net.Add(n.Name, n.IP, n.proxy)
 		peers = append(peers, fmt.Sprintf("%s=%s@%s", n.Name, n.Advertise, n.GRPCAddr))
 	}
-	bootstrap := strings.Join(peers, ",")
+	c.bootstrap = strings.Join(peers, ",")
 	for _, n := range c.Nodes {
-		if err := c.start(n, "--bootstrap", bootstrap); err != nil {
+		if err := c.start(n, "--bootstrap", c.bootstrap); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -222,6 +224,33 @@ func NodeEnv() []string {
 
 // Start restarts a stopped node with its data dir.
 func (c *Cluster) Start(n *Node) error { return c.start(n) }
+
+// everyStartArgs are the flags a StatefulSet gives every start of every
+// node (the Kubernetes example): the bootstrap list and the members to
+// join through, with joinTimeout. A node whose data dir holds state
+// ignores them.
+func (c *Cluster) everyStartArgs(joinTimeout time.Duration) []string {
+	return []string{"--bootstrap", c.bootstrap, "--join", strings.Join(c.Addrs(), ","), "--join-timeout", joinTimeout.String()}
+}
+
+// waitExit waits up to d for n's process to end by itself and returns its
+// exit code; exited is false if it still runs (or was never started).
+func (n *Node) waitExit(d time.Duration) (code int, exited bool) {
+	n.mu.Lock()
+	cmd, done := n.cmd, n.done
+	n.mu.Unlock()
+	if cmd == nil {
+		return 0, false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-done:
+		return cmd.ProcessState.ExitCode(), true
+	case <-t.C:
+		return 0, false
+	}
+}
 
 // Kill sends SIGKILL and waits for the process to go.
 func (c *Cluster) Kill(n *Node) error {

@@ -2,8 +2,10 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net"
 	"os"
 	"slices"
 	"sort"
@@ -15,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // A fault breaks something and returns how to mend it.
@@ -45,6 +48,8 @@ var faults = map[string]fault{
 	"restart-all":     {1, restartAll},
 	"rolling-restart": {1, rollingRestart},
 	"grow-shrink":     {1, growShrink},
+	// A lost disk in a whole-cluster restart (issue 12).
+	"lose-data-restart": {3, loseDataRestart},
 }
 
 // FaultNames lists every fault kind, sorted.
@@ -408,4 +413,231 @@ func growShrink(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(con
 		}
 		return nil
 	}, nil
+}
+
+// Timings of lose-data-restart.
+const (
+	// lostJoinTimeout is the --join-timeout of the restart's command
+	// line: how long the wiped node may ask before it gives up.
+	lostJoinTimeout = 10 * time.Second
+	// laggardChance is how long the laggards, restarted beside the wiped
+	// node, may take to elect one of them before the others come back.
+	laggardChance = 3 * time.Second
+	// markTimeout bounds passMark; markCount is how many IDs it asks
+	// for at a time.
+	markTimeout = 5 * time.Second
+	markCount   = 10_000
+)
+
+// loseDataRestart is a lost disk in a whole-cluster restart (issue 12).
+// Followers are killed (the laggards, a minority; their clocks set a
+// minute back, as after a host's clock reset) and the others hand out IDs
+// past what the laggards saw. Then the whole cluster goes down, one more
+// follower loses its data dir, and every node starts again with the one
+// command line a StatefulSet gives all of them (--bootstrap and --join):
+// the wiped node first, then the laggards, then the rest. The wiped node
+// is picked among the nodes that hold the latest IDs, not among the
+// laggards, because that is the dangerous loss: if it came back as the
+// voter it was, with an empty log, it would vote a laggard in, and the
+// laggard would hand out IDs the others handed out before.
+//
+// The wiped node must refuse to start (exit non-zero by itself), and the
+// others must serve without it. Then the operator's remedy: remove it
+// through the cluster and start it again, data dir empty, same command
+// line: it joins as a new member, and the fault is over when it is back
+// in the cluster.
+func loseDataRestart(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
+	l, fs, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	lay, err := clusterLayout(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+	m := (len(c.Nodes) - 1) / 2
+	laggards, wiped := fs[:m], fs[m]
+	rest := append([]*Node{l}, fs[m+1:]...)
+	for _, n := range laggards {
+		if err := c.SetClockOffset(n, -time.Minute); err != nil {
+			return "", nil, err
+		}
+		if err := c.Kill(n); err != nil {
+			return "", nil, err
+		}
+	}
+	// The leader's mark, read after the laggards went down, is at least
+	// what they saw.
+	var mark uint64
+	err = c.nodeAdmin(ctx, l, func(ctx context.Context, a api.AdminClient) error {
+		info, err := a.NodeStatus(ctx, &api.NodeStatusRequest{})
+		if err == nil {
+			mark = info.HighWater
+		}
+		return err
+	})
+	if err != nil {
+		// Leave the cluster as the fault found it.
+		for _, n := range laggards {
+			c.SetClockOffset(n, 0)
+			c.Start(n)
+		}
+		return "", nil, fmt.Errorf("ask leader %s for its mark: %w", l.Name, err)
+	}
+	target := fmt.Sprintf("%v behind, %s wiped", names(laggards), wiped.Name)
+	return target, func(ctx context.Context) error {
+		passMark(ctx, c, l, lay, mark)
+		for _, n := range append(rest, wiped) {
+			if err := c.Kill(n); err != nil {
+				return err
+			}
+		}
+		if err := os.RemoveAll(wiped.DataDir); err != nil {
+			return fmt.Errorf("wipe %s: %w", wiped.Name, err)
+		}
+		line := c.everyStartArgs(lostJoinTimeout)
+		if err := c.start(wiped, line...); err != nil {
+			return err
+		}
+		waitListening(ctx, wiped, 2*time.Second)
+		for _, n := range laggards {
+			if err := c.start(n, line...); err != nil {
+				return err
+			}
+		}
+		giveLaggardsAChance(ctx, c, wiped)
+		for _, n := range rest {
+			if err := c.start(n, line...); err != nil {
+				return err
+			}
+		}
+		var refusal error
+		switch code, exited := wiped.waitExit(lostJoinTimeout + 5*time.Second); {
+		case !exited:
+			refusal = fmt.Errorf("%s, started with an empty data dir, was not refused: it runs as the member it was, with an empty log", wiped.Name)
+		case code == 0:
+			refusal = fmt.Errorf("%s, started with an empty data dir, exited 0; want a refusal (non-zero)", wiped.Name)
+		default:
+			c.cfg.Logf("%s refused to start with an empty data dir: %s", wiped.Name, lastLine(wiped.LogFile))
+		}
+		for _, n := range laggards {
+			if err := c.SetClockOffset(n, 0); err != nil {
+				return err
+			}
+		}
+		if err := removeMember(ctx, c, wiped); err != nil {
+			return errors.Join(refusal, err)
+		}
+		if err := c.Kill(wiped); err != nil { // reaps the refused process
+			return errors.Join(refusal, err)
+		}
+		if err := os.RemoveAll(wiped.DataDir); err != nil {
+			return errors.Join(refusal, fmt.Errorf("wipe %s: %w", wiped.Name, err))
+		}
+		if err := c.start(wiped, line...); err != nil {
+			return errors.Join(refusal, err)
+		}
+		return errors.Join(refusal, waitInCluster(ctx, c, wiped, 20*time.Second))
+	}, nil
+}
+
+// passMark asks leader l for IDs until it hands out one past mark, the
+// laggards' high-water mark, so that what the laggards missed includes
+// IDs handed out; up to markTimeout. The mark may be a reserve window
+// ahead of the clock, or more after a clock jump, so the nemesis asks for
+// many IDs at a time rather than wait for the clock. Failing that, the
+// fault goes on: it is then only less likely to catch a bug.
+func passMark(ctx context.Context, c *Cluster, l *Node, lay layout.Layout, mark uint64) {
+	ctx, cancel := context.WithTimeout(ctx, markTimeout)
+	defer cancel()
+	count := uint32(markCount)
+	var err error
+	for {
+		var last uint64
+		err = c.onNode(ctx, l, func(ctx context.Context, conn *grpc.ClientConn) error {
+			resp, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: count})
+			if err == nil {
+				if ids := resp.IDs(); len(ids) > 0 {
+					last = ids[len(ids)-1]
+				}
+			}
+			return err
+		})
+		switch {
+		case err == nil && lay.Tick(last) > mark:
+			return
+		case status.Code(err) == codes.InvalidArgument && count > 1:
+			count = 1 // a --max-count below markCount
+			continue
+		}
+		if !sleep(ctx, 10*time.Millisecond) {
+			c.cfg.Logf("%s did not hand out IDs past the laggards' mark within %s (last error: %v)", l.Name, markTimeout, err)
+			return
+		}
+	}
+}
+
+// clusterLayout asks the cluster for its ID layout.
+func clusterLayout(ctx context.Context, c *Cluster) (layout.Layout, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var spec string
+	err := c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+		st, err := a.Status(ctx, &api.StatusRequest{}, opts...)
+		if err == nil {
+			spec = st.Layout
+		}
+		return err
+	})
+	if err != nil {
+		return layout.Layout{}, fmt.Errorf("ask the cluster for its layout: %w", err)
+	}
+	return layout.Parse(spec)
+}
+
+// waitListening waits, up to d, until n accepts connections on its gRPC
+// address, or its process has ended.
+func waitListening(ctx context.Context, n *Node, d time.Duration) {
+	ctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	var dialer net.Dialer
+	for n.Running() {
+		conn, err := dialer.DialContext(ctx, "tcp", n.GRPCAddr)
+		if err == nil {
+			conn.Close()
+			return
+		}
+		if !sleep(ctx, 50*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// giveLaggardsAChance waits until some running node hands out IDs, the
+// wiped node has stopped, or laggardChance has passed. Only the wiped
+// node's vote can elect a laggard: a cluster that keeps it out serves
+// nothing until the others are back.
+func giveLaggardsAChance(ctx context.Context, c *Cluster, wiped *Node) {
+	ctx, cancel := context.WithTimeout(ctx, laggardChance)
+	defer cancel()
+	for wiped.Running() && ctx.Err() == nil {
+		for _, n := range c.Nodes {
+			if n.Running() && c.askLeader(ctx, n) != nil {
+				return
+			}
+		}
+		sleep(ctx, 50*time.Millisecond)
+	}
+}
+
+// removeMember removes n from the cluster, retrying while the cluster
+// elects a leader, up to 10 s.
+func removeMember(ctx context.Context, c *Cluster, n *Node) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+		_, err := a.Remove(ctx, &api.RemoveRequest{Id: n.Name}, opts...)
+		return err
+	})
 }
