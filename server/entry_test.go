@@ -117,7 +117,9 @@ func TestDecideStart(t *testing.T) {
 		return answering(id, &fakeAdmin{info: &api.NodeInfo{Id: id, Role: "starting", HasState: true, ClusterId: "c1"}})
 	}
 	// A node of an earlier version: no has_state, but a term.
-	older := func(id string) Peer { return answering(id, &fakeAdmin{info: &api.NodeInfo{Id: id, Role: "follower", Term: 3}}) }
+	older := func(id string) Peer {
+		return answering(id, &fakeAdmin{info: &api.NodeInfo{Id: id, Role: "follower", Term: 3}})
+	}
 	// Whatever listens at the address is another node, without state.
 	imposter := func(id string) Peer { return answering(id, &fakeAdmin{info: &api.NodeInfo{Id: "x", Role: "starting"}}) }
 	self := func() Peer { return dead("a") }

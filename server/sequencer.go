@@ -81,6 +81,11 @@ type Sequencer struct {
 	mu sync.Mutex
 	// term is the Raft term this sequencer serves in; 0 when not serving.
 	term uint64
+	// period counts the calls to Lead. A node may lose a round, step down
+	// and lead again in the same term, so what a round or a renewal
+	// started in an earlier serving period finds out must not end the
+	// current one: they compare periods, not terms.
+	period uint64
 	// next is the next tick to hand out; limit is the exclusive end of the
 	// committed reservation.
 	next, limit uint64
@@ -113,9 +118,9 @@ type Sequencer struct {
 }
 
 type confirmBatch struct {
-	term uint64
-	done chan struct{}
-	err  error
+	term, period uint64
+	done         chan struct{}
+	err          error
 }
 
 // minMaxLead is the least Sequencer.maxLead may be.
@@ -175,6 +180,7 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	defer s.mu.Unlock()
 	s.stopServingLocked()
 	s.serving = make(chan struct{})
+	s.period++
 	// Tick 0 is never handed out, so 0 can mean "no ID" to clients.
 	s.term, s.next, s.limit = res.Term, max(res.Prev, 1), res.HighWater
 	s.stretch, s.handed = s.slack, 0
@@ -207,11 +213,12 @@ func (s *Sequencer) Serving() bool {
 	return s.term != 0
 }
 
-// stepDownFrom stops serving if still serving term; a newer Lead is kept.
-func (s *Sequencer) stepDownFrom(term uint64) {
+// stepDownFrom stops serving if still in serving period; a newer Lead is
+// kept, even in the same term.
+func (s *Sequencer) stepDownFrom(period uint64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.term == term {
+	if s.term != 0 && s.period == period {
 		s.stopServingLocked()
 	}
 }
@@ -390,7 +397,7 @@ func (s *Sequencer) reach(need, now, stretch uint64) uint64 {
 func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 	done := make(chan struct{})
 	s.renewDone = done
-	term := s.term
+	term, period := s.term, s.period
 	now := s.layout.TickAt(s.clock())
 	// Renewals start at half the stretch, so demand that keeps up hands
 	// out about half of it in between: four times that doubles it.
@@ -409,7 +416,7 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 		defer s.mu.Unlock()
 		switch {
 		case err != nil:
-		case s.term != term:
+		case s.term == 0 || s.period != period:
 			// Leadership changed meanwhile; Lead set new bounds.
 		case res.Term != term:
 			// Appended in another term: this node lost leadership and
@@ -427,7 +434,7 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 
 func (s *Sequencer) joinBatchLocked() *confirmBatch {
 	if s.batch == nil {
-		s.batch = &confirmBatch{term: s.term, done: make(chan struct{})}
+		s.batch = &confirmBatch{term: s.term, period: s.period, done: make(chan struct{})}
 		select {
 		case s.kick <- struct{}{}:
 		default:
@@ -497,7 +504,7 @@ func (s *Sequencer) confirm(b *confirmBatch) {
 	}
 	if b.err != nil {
 		s.logger.Warn("leadership not confirmed; stepping down", "term", b.term, "error", b.err)
-		s.stepDownFrom(b.term)
+		s.stepDownFrom(b.period)
 	}
 	close(b.done)
 }

@@ -902,6 +902,34 @@ func TestSequencerConfirmFailure(t *testing.T) {
 	}
 }
 
+// TestSequencerStaleRoundKeepsNewPeriod: a node that stepped down after a
+// failed round and leads again in the same term keeps serving when a round
+// sent before then fails too: that round says nothing about the new
+// serving period, whose own rounds confirm it.
+func TestSequencerStaleRoundKeepsNewPeriod(t *testing.T) {
+	h := newSeqHarnessRounds(t, mustPreset(t, "default"), time.Second, seqTestStart, 2)
+	h.lead(0)
+	gate, r0 := h.holdFirstRound()
+	r1 := h.goNext(1)
+	entered(t, h.log.confirmEntered, "Confirm", 2)
+	h.log.set(func(f *seqFakeLog) { f.confirmErr = errors.New("no majority answered") })
+	release(t, gate) // one of the two rounds fails
+	waitFor(t, "a step-down after the failed round", func() bool { return !h.s.Serving() })
+	h.lead(0)        // the same term: the fake's term stays 1
+	release(t, gate) // the other round, from the first period, fails
+	for i, ch := range []<-chan nextResult{r0, r1} {
+		if r := await(t, ch); !errors.Is(r.err, ErrNotLeader) {
+			t.Errorf("request %d of the first period: %+v, %v; want ErrNotLeader", i, r.b, r.err)
+		}
+	}
+	if !h.s.Serving() {
+		t.Fatal("a round from the first serving period ended the second")
+	}
+	h.log.set(func(f *seqFakeLog) { f.confirmErr = nil })
+	close(gate)
+	h.next(5)
+}
+
 // TestSequencerPipelinesRounds: with two rounds allowed, requests that
 // arrive while one round is in flight get a round of their own at once;
 // those that arrive while both are in flight wait for the next, together.
