@@ -171,8 +171,13 @@ func (n *Node) openRaft() error {
 		n.logger.Warn("serving PLAINTEXT on a non-loopback address (--insecure): anyone who can reach the raft port can rewrite the cluster's state",
 			"raft", n.cfg.RaftAddr, "grpc", n.cfg.GRPCAddr)
 	}
+	// MaxRPCsInFlight 1 turns off pipelined replication. In hashicorp/raft
+	// v1.7.3 a pipeline whose follower rejects an entry (a log that lost
+	// entries) or stops answering can deadlock its replication goroutine,
+	// and with it the leader's shutdown; the sequencer commits a few
+	// reservations a second, which needs no pipeline.
 	n.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: n.logger.Named("transport"),
+		Stream: stream, MaxPool: 3, MaxRPCsInFlight: 1, Timeout: 10 * time.Second, Logger: n.logger.Named("transport"),
 	})
 	// The sequencer exists before Raft starts: NewRaft may restore a
 	// snapshot, and a layout mismatch found then stops the sequencer.
@@ -317,8 +322,19 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 	}
 }
 
+// Close bounds: the hand-over, and Raft's shutdown with everything that
+// waits on it. Peers that stop answering must not keep a node from
+// stopping (a SIGTERM, a test's cleanup).
+const (
+	closeTransferTimeout = 5 * time.Second
+	closeRaftTimeout     = 10 * time.Second
+)
+
 // Close stops the node, handing leadership to another voter first when it
 // leads, so clients see a short handover instead of an election timeout.
+// It returns within about closeTransferTimeout + closeRaftTimeout whatever
+// the peers do; if Raft has not stopped by then, it says so, and leaves
+// the log store open rather than close it under a running goroutine.
 func (n *Node) Close() error {
 	first := false
 	n.closeOnce.Do(func() { first = true })
@@ -326,7 +342,8 @@ func (n *Node) Close() error {
 		return nil
 	}
 	if n.raft.State() == raft.Leader && n.voters() > 1 {
-		if err := n.raft.LeadershipTransfer().Error(); err != nil {
+		err := waitBounded(closeTransferTimeout, func() error { return n.raft.LeadershipTransfer().Error() })
+		if err != nil {
 			n.logger.Warn("leadership transfer on close failed", "error", err)
 		}
 	}
@@ -341,16 +358,45 @@ func (n *Node) Close() error {
 	case <-time.After(2 * time.Second):
 		n.grpcServer.Stop()
 	}
-	n.seq.Close()
-	err := n.raft.Shutdown().Error()
-	n.wg.Wait()
+	shutdown := n.raft.Shutdown()
+	// Closing the transport's connections ends replication and term
+	// rounds blocked on a peer that stopped answering.
+	n.transport.Close()
+	err := waitBounded(closeRaftTimeout, func() error {
+		err := shutdown.Error()
+		n.seq.Close()
+		n.wg.Wait()
+		return err
+	})
 	n.terms.close()
 	n.peers.close()
+	if errors.Is(err, errWaitTimedOut) {
+		n.logger.Error("raft did not stop in time; leaving its log store open", "waited", closeRaftTimeout)
+		return fmt.Errorf("shut down raft: %w", err)
+	}
 	n.closeStores()
 	if err != nil {
 		return fmt.Errorf("shut down raft: %w", err)
 	}
 	return nil
+}
+
+// errWaitTimedOut is waitBounded's error when fn has not returned in time.
+var errWaitTimedOut = errors.New("timed out")
+
+// waitBounded runs fn and returns its error, or errWaitTimedOut after d,
+// leaving fn to finish in the background.
+func waitBounded(d time.Duration, fn func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- fn() }()
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return fmt.Errorf("%w after %s", errWaitTimedOut, d)
+	}
 }
 
 func (n *Node) voters() int {

@@ -18,6 +18,11 @@ import (
 // With TLS, every connection is mutual TLS between node certificates: a
 // peer that cannot present one is refused before Raft reads a byte from
 // it, so it can neither replicate, vote nor ask for votes.
+//
+// It keeps the connections it dialed and accepted, and Close closes them
+// too: Raft's transport closes only the listener, and a replication or
+// connection goroutine blocked on a peer that stopped answering would hold
+// up Raft's shutdown until that peer went away.
 type streamLayer struct {
 	net.Listener
 	advertise net.Addr
@@ -26,6 +31,52 @@ type streamLayer struct {
 	serverTLS, clientTLS *tls.Config
 	// handshakeTimeout bounds an accepted connection's TLS handshake.
 	handshakeTimeout time.Duration
+
+	mu     sync.Mutex
+	conns  map[*trackedConn]struct{}
+	closed bool
+}
+
+// trackedConn is a connection the layer closes on Close.
+type trackedConn struct {
+	net.Conn
+	layer *streamLayer
+}
+
+func (c *trackedConn) Close() error {
+	c.layer.mu.Lock()
+	delete(c.layer.conns, c)
+	c.layer.mu.Unlock()
+	return c.Conn.Close()
+}
+
+// track adds c to the connections Close closes; after Close it closes c
+// at once.
+func (l *streamLayer) track(c net.Conn) (net.Conn, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		c.Close()
+		return nil, fmt.Errorf("raft stream layer closed")
+	}
+	t := &trackedConn{Conn: c, layer: l}
+	l.conns[t] = struct{}{}
+	return t, nil
+}
+
+// Close implements net.Listener: it stops accepting and closes every
+// connection still open.
+func (l *streamLayer) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	conns := l.conns
+	l.conns = nil
+	l.mu.Unlock()
+	err := l.Listener.Close()
+	for c := range conns {
+		c.Conn.Close()
+	}
+	return err
 }
 
 // useTLS makes the layer speak mutual TLS with server (for accepted
@@ -42,7 +93,10 @@ func (l *streamLayer) useTLS(server, client *tls.Config) {
 // that connects and sends nothing would otherwise hold it for good.
 func (l *streamLayer) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
-	if err != nil || l.serverTLS == nil {
+	if err != nil {
+		return nil, err
+	}
+	if c, err = l.track(c); err != nil || l.serverTLS == nil {
 		return c, err
 	}
 	return &boundedHandshake{Conn: tls.Server(c, l.serverTLS), timeout: l.handshakeTimeout}, nil
@@ -87,7 +141,7 @@ func newStreamLayer(bind, advertise string) (*streamLayer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for raft: %w", err)
 	}
-	l := &streamLayer{Listener: lis, advertise: lis.Addr()}
+	l := &streamLayer{Listener: lis, advertise: lis.Addr(), conns: map[*trackedConn]struct{}{}}
 	if advertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", advertise)
 		if err != nil || a.IP == nil || a.IP.IsUnspecified() || a.Port == 0 {
@@ -115,7 +169,10 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	d := l.dialer
 	d.Timeout = timeout
 	c, err := d.Dial("tcp", string(address))
-	if err != nil || l.clientTLS == nil {
+	if err != nil {
+		return nil, err
+	}
+	if c, err = l.track(c); err != nil || l.clientTLS == nil {
 		return c, err
 	}
 	host, _, err := net.SplitHostPort(string(address))
