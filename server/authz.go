@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net"
 	"slices"
@@ -117,7 +118,12 @@ func (n *Node) authorize(ctx context.Context, method string, req any) error {
 			err = fmt.Errorf("%w: %s needs an admin certificate or the admin token", ErrPermissionDenied, method)
 		}
 	}
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrNotLeader):
+		// A redirect, not a denial: the caller is sent to the leader,
+		// where the call is checked.
+		n.logger.Named("grpc").Debug("sent to the leader", "method", method, "subject", c.subject(), "from", c.addr, "reason", err)
+	case err != nil:
 		n.logger.Named("grpc").Warn("denied", "method", method, "subject", c.subject(), "from", c.addr, "reason", err)
 	}
 	return err

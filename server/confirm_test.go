@@ -149,8 +149,16 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 // TestConfirmRoundsAtOnce: rounds in flight at the same time share each
 // voter's stream, and every one of them is confirmed; none is taken for a
 // stuck stream.
+// calmRaft gives a test's nodes calmer timers than the other tests': on a
+// loaded machine the usual 100 ms lease can lapse, and a node that lost
+// leadership rightly confirms nothing, which a test of rounds must not
+// take for a failure.
+func calmRaft(c *Config) {
+	c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout, c.Raft.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
+}
+
 func TestConfirmRoundsAtOnce(t *testing.T) {
-	nodes := mustCluster(t)
+	nodes := mustClusterWith(t, calmRaft)
 	leader := mustLeader(t, nodes)
 	term := leader.raft.CurrentTerm()
 	var wg sync.WaitGroup
@@ -162,6 +170,10 @@ func TestConfirmRoundsAtOnce(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				got, err := leader.confirmLeadership(ctx)
 				cancel()
+				if err != nil && (leader.raft.CurrentTerm() != term || !leader.isLeader()) {
+					t.Logf("goroutine %d round %d: leadership moved on under load (%v); stopping", g, i, err)
+					return
+				}
 				if err != nil || got != term {
 					t.Errorf("goroutine %d round %d: confirm = %d, %v; want term %d", g, i, got, err, term)
 					return
@@ -232,7 +244,7 @@ func TestConfirmGivesUpAStreamThatStopsReading(t *testing.T) {
 // opens a new one, and every round is confirmed by the majority that
 // answers.
 func TestConfirmGivesUpAPeerThatStopsAnswering(t *testing.T) {
-	nodes := mustCluster(t)
+	nodes := mustClusterWith(t, calmRaft)
 	leader := mustLeader(t, nodes)
 	term := leader.raft.CurrentTerm()
 	var opened atomic.Int64
@@ -249,7 +261,11 @@ func TestConfirmGivesUpAPeerThatStopsAnswering(t *testing.T) {
 			i++
 		}
 	}
-	for round := range maxUnanswered + 10 {
+	// The new stream reaches the peer's handler some time after the round
+	// that dropped the old one: rounds go on until it does, or a deadline.
+	deadline := time.Now().Add(30 * time.Second)
+	round := 0
+	for ; round < maxUnanswered+10 || (opened.Load() < 2 && time.Now().Before(deadline)); round++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		got, err := leader.confirmLeadership(ctx)
 		cancel()
@@ -272,7 +288,7 @@ func TestConfirmGivesUpAPeerThatStopsAnswering(t *testing.T) {
 		}
 	}
 	if opened.Load() < 2 {
-		t.Fatalf("the silent peer has had %d streams opened after %d rounds, want a second one", opened.Load(), maxUnanswered+10)
+		t.Fatalf("the silent peer has had %d streams opened after %d rounds, want a second one", opened.Load(), round)
 	}
 }
 

@@ -357,6 +357,11 @@ func TestTLSNodeJoinsThroughAFollower(t *testing.T) {
 	if member, known := leader.isMember("n4"); !known || !member {
 		t.Fatalf("n4 is not a member after joining: member %v, known %v", member, known)
 	}
+	// Being sent on to the leader is no denial: operators (and
+	// TestVerifyTLS) read "denied" as a call refused for who made it.
+	if strings.Contains(c.logs.String(), "denied") {
+		t.Fatalf("a join sent on to the leader was logged as denied:\n%s", c.logs)
+	}
 }
 
 // TestTLSRaftHandshakeIsBounded: a connection to the Raft port that never
