@@ -103,6 +103,9 @@ func (n *Node) authorize(ctx context.Context, method string, req any) error {
 			err = fmt.Errorf("%w: %s needs a node certificate", ErrPermissionDenied, method)
 		} else if reg, ok := req.(*api.RegisterRequest); ok && tls {
 			err = checkNodeAddrs(c, reg.GrpcAddr)
+		} else if ok && n.adminToken != nil && !tokenOK {
+			// Members hold the admin token too, and present it.
+			err = fmt.Errorf("%w: %s needs the admin token", ErrPermissionDenied, method)
 		}
 	case accessAdmin:
 		switch {

@@ -331,12 +331,18 @@ func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
 
 // Register implements api.AdminServer.
 func (s *service) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
-	err := s.register(req)
+	err := s.register(ctx, req)
 	_, leaderAddr := s.n.leader()
 	return &api.RegisterResponse{}, toStatus(ctx, err, leaderAddr)
 }
 
-func (s *service) register(req *api.RegisterRequest) error {
+// register records a member's new gRPC address, where followers forward
+// calls and every leader hint points: so only the member itself may move
+// it. authorize has checked the caller (a node certificate naming the new
+// address, or the admin token in plaintext when one is set); here, on the
+// leader, the certificate must also name the member's Raft address, and
+// the node at the new address must answer as that member of this cluster.
+func (s *service) register(ctx context.Context, req *api.RegisterRequest) error {
 	if err := checkNodeID(req.Id); err != nil {
 		return err
 	}
@@ -347,11 +353,23 @@ func (s *service) register(req *api.RegisterRequest) error {
 	if !s.n.isLeader() {
 		return fmt.Errorf("%w: a member registers with the leader", ErrNotLeader)
 	}
-	if member, _ := s.n.isMember(req.Id); !member {
+	if req.Id == s.n.cfg.ID {
+		return fmt.Errorf("%w: %q is the leader, which records its own address", ErrBadRequest, req.Id)
+	}
+	raftAddr, member := s.n.memberRaftAddr(req.Id)
+	if !member {
 		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
 	}
 	if addr, _ := s.n.fsm.NodeAddr(req.Id); addr == req.GrpcAddr {
 		return nil
+	}
+	if s.n.cfg.TLS != nil {
+		if err := checkNodeAddrs(callerOf(ctx), raftAddr); err != nil {
+			return err
+		}
+	}
+	if err := s.n.checkAnswersAs(ctx, req.GrpcAddr, req.Id); err != nil {
+		return err
 	}
 	if _, err := s.n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr}); err != nil {
 		return fmt.Errorf("record address: %w", err)

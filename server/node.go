@@ -429,6 +429,37 @@ func (n *Node) isMember(id string) (member, known bool) {
 	return false, len(servers) > 0
 }
 
+// memberRaftAddr returns the Raft address of member id in the Raft
+// configuration, and whether id is a member.
+func (n *Node) memberRaftAddr(id string) (string, bool) {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return "", false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return string(s.Address), true
+		}
+	}
+	return "", false
+}
+
+// checkAnswersAs asks the node at grpcAddr who it is, and returns nil only
+// if it is member id of this node's cluster.
+func (n *Node) checkAnswersAs(ctx context.Context, grpcAddr, id string) error {
+	a := newAsker(n.cfg.TLS)
+	defer a.close()
+	info, err := a.nodeStatus(ctx, grpcAddr)
+	if err != nil {
+		return fmt.Errorf("%w: %s cannot be asked who it is: %v", ErrBadRequest, grpcAddr, err)
+	}
+	if info.Id != id || info.ClusterId != n.clusterID() {
+		return fmt.Errorf("%w: %s answers as %q of cluster %q, not as member %q of cluster %q",
+			ErrPermissionDenied, grpcAddr, info.Id, info.ClusterId, id, n.clusterID())
+	}
+	return nil
+}
+
 // leaderConfirmsRemoved asks the other nodes it knows for the cluster's
 // status (which a follower passes to the leader) and reports whether a
 // leader answered with a membership that lacks this node.

@@ -19,6 +19,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -785,4 +786,42 @@ func TestRestartedFollowerRegistersNewAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustIncrease(t, last, mustNext(t, leader.GRPCAddr(), 10))
+}
+
+// TestRegisterOnlyForItself: only a member may move its own gRPC address,
+// where followers forward calls and leader hints point. In plaintext with
+// an admin token, Register needs the token; no caller may move the
+// leader's address, nor point a member at an address that answers as
+// another node or not at all.
+func TestRegisterOnlyForItself(t *testing.T) {
+	nodes := mustClusterWith(t, func(c *Config) { c.AdminToken = "s3cret" })
+	leader := mustLeader(t, nodes)
+	member := followerOf(nodes, leader)
+	admin := api.NewAdminClient(mustConn(t, leader.GRPCAddr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	withToken := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")
+	for _, tt := range []struct {
+		name string
+		ctx  context.Context
+		req  *api.RegisterRequest
+		want codes.Code
+	}{
+		{"no token", ctx, &api.RegisterRequest{Id: member.ID(), GrpcAddr: leader.GRPCAddr()}, codes.PermissionDenied},
+		{"the leader's id", withToken, &api.RegisterRequest{Id: leader.ID(), GrpcAddr: member.GRPCAddr()}, codes.InvalidArgument},
+		{"an address that answers as another node", withToken, &api.RegisterRequest{Id: member.ID(), GrpcAddr: leader.GRPCAddr()}, codes.PermissionDenied},
+		{"an address where nothing answers", withToken, &api.RegisterRequest{Id: member.ID(), GrpcAddr: "127.0.0.1:1"}, codes.InvalidArgument},
+		{"its own address", withToken, &api.RegisterRequest{Id: member.ID(), GrpcAddr: member.GRPCAddr()}, codes.OK},
+	} {
+		_, err := admin.Register(tt.ctx, tt.req)
+		if got := status.Code(err); got != tt.want {
+			t.Errorf("register, %s: %v, want %s", tt.name, err, tt.want)
+		}
+	}
+	if got, _ := leader.fsm.NodeAddr(member.ID()); got != member.GRPCAddr() {
+		t.Errorf("%s recorded at %s after the refused registrations, want %s", member.ID(), got, member.GRPCAddr())
+	}
+	if got, _ := leader.fsm.NodeAddr(leader.ID()); got != leader.GRPCAddr() {
+		t.Errorf("the leader recorded at %s, want %s", got, leader.GRPCAddr())
+	}
 }

@@ -216,6 +216,8 @@ func TestTLSJoinOnlyAtOwnAddresses(t *testing.T) {
 		{"node certificate, an address it does not name", c.pki.Node("ordo-node-elsewhere", "10.9.9.9"), &api.RegisterRequest{Id: member.ID(), GrpcAddr: "127.0.0.1:2"}, codes.PermissionDenied},
 		{"client certificate", c.pki.Client("ordo-client"), &api.RegisterRequest{Id: member.ID(), GrpcAddr: member.GRPCAddr()}, codes.PermissionDenied},
 		{"not a member", c.pki.Node("ordo-node"), &api.RegisterRequest{Id: "n9", GrpcAddr: "127.0.0.1:2"}, codes.NotFound},
+		{"another member's address", c.pki.Node("ordo-node"), &api.RegisterRequest{Id: member.ID(), GrpcAddr: addr}, codes.PermissionDenied},
+		{"the leader's id", c.pki.Node("ordo-node"), &api.RegisterRequest{Id: leader.ID(), GrpcAddr: member.GRPCAddr()}, codes.InvalidArgument},
 	} {
 		_, err := api.NewAdminClient(c.conn(t, addr, tt.files)).Register(ctx, tt.req)
 		if got := status.Code(err); got != tt.want {
