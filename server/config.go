@@ -164,6 +164,12 @@ func (c Config) Validate() error {
 	if c.ReserveWindow < time.Duration(c.Layout.UnitMs)*time.Millisecond {
 		return fmt.Errorf("%w: reserve window %s is shorter than one time unit (%d ms)", ErrBadConfig, c.ReserveWindow, c.Layout.UnitMs)
 	}
+	// A request's last ID may be at most the lead bound ahead of the
+	// clock, so a larger count could never be served.
+	if lead := maxLeadTicks(c.Layout, c.ReserveWindow); c.MaxCount > lead+1 {
+		return fmt.Errorf("%w: max count %d is more IDs than the layout hands out in the lead bound (%d, %s of its capacity); lower --max-count or widen --reserve-window",
+			ErrBadConfig, c.MaxCount, lead+1, time.Duration(lead>>c.Layout.SeqBits)*time.Duration(c.Layout.UnitMs)*time.Millisecond)
+	}
 	if err := c.Layout.Validate(c.Clock()); err != nil {
 		return fmt.Errorf("%w: %w", ErrBadConfig, err)
 	}

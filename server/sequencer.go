@@ -292,6 +292,7 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 	if n == 0 {
 		return Ticket{}, fmt.Errorf("%w: count 0", ErrBadCount)
 	}
+
 	s.mu.Lock()
 	for {
 		if s.term == 0 {
@@ -305,11 +306,18 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 			s.mu.Unlock()
 			return Ticket{}, fmt.Errorf("%w: tick %d is past the layout's last tick %d", ErrTimeExhausted, end-1, s.layout.MaxTick())
 		}
-		s.clockHigh = max(s.clockHigh, now)
-		if start > s.clockHigh+s.maxLead {
+		if n-1 > s.maxLead {
 			s.mu.Unlock()
-			return Ticket{}, fmt.Errorf("%w: the next ID is %s ahead of this leader's clock, the most allowed is %s; more IDs are asked for than the layout's %d per second",
-				ErrAhead, s.span(start-s.clockHigh), s.span(s.maxLead), s.layout.TicksIn(time.Second))
+			return Ticket{}, fmt.Errorf("%w: count %d is more IDs than the lead bound holds (%d)", ErrBadCount, n, s.maxLead+1)
+		}
+		s.clockHigh = max(s.clockHigh, now)
+		// The request's last tick, not its first, is bounded: so no
+		// request, however large, carries the time field past the bound
+		// that a restore's margin counts on.
+		if end-1 > s.clockHigh+s.maxLead {
+			s.mu.Unlock()
+			return Ticket{}, fmt.Errorf("%w: the last ID asked for is %s ahead of this leader's clock, the most allowed is %s; more IDs are asked for than the layout's %d per second",
+				ErrAhead, s.span(end-1-s.clockHigh), s.span(s.maxLead), s.layout.TicksIn(time.Second))
 		}
 		if end <= s.limit {
 			s.next = end

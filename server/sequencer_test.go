@@ -1323,6 +1323,15 @@ func TestSequencerBoundsTheLead(t *testing.T) {
 	if !errors.Is(err, ErrAhead) {
 		t.Fatalf("after %s of IDs asked in no time: %v, want ErrAhead", minMaxLead, err)
 	}
+	// The request refused began within the bound and ended past it: a
+	// request is refused whole, by its last tick. What is left fits.
+	last := h.now() + lead
+	if h.nextTick()-1 > last {
+		t.Fatalf("tick %d handed out, %d past the bound %d", h.nextTick()-1, h.nextTick()-1-last, last)
+	}
+	if h.nextTick() <= last {
+		h.next(last - h.nextTick() + 1)
+	}
 	before := h.assigned()
 	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrAhead) {
 		t.Fatalf("Next(1) past the bound: %v, want ErrAhead", err)
