@@ -1403,9 +1403,16 @@ type BackupResponse struct {
 	Term         uint64 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
 	AppliedIndex uint64 `protobuf:"varint,8,opt,name=applied_index,json=appliedIndex,proto3" json:"applied_index,omitempty"`
 	// The leader's wall clock when it took the copy, in Unix milliseconds.
-	TakenUnixMs   int64 `protobuf:"varint,9,opt,name=taken_unix_ms,json=takenUnixMs,proto3" json:"taken_unix_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TakenUnixMs int64 `protobuf:"varint,9,opt,name=taken_unix_ms,json=takenUnixMs,proto3" json:"taken_unix_ms,omitempty"`
+	// The leader's settings that bound how far past the mark the cluster
+	// may hand out IDs after the copy: its reserve window, its lead bound
+	// (ticks a request's last ID may be ahead of the highest clock reading)
+	// and its largest count per request. A restore adds them to its margin.
+	ReserveWindowMs int64  `protobuf:"varint,10,opt,name=reserve_window_ms,json=reserveWindowMs,proto3" json:"reserve_window_ms,omitempty"`
+	LeadBoundTicks  uint64 `protobuf:"varint,11,opt,name=lead_bound_ticks,json=leadBoundTicks,proto3" json:"lead_bound_ticks,omitempty"`
+	MaxCount        uint64 `protobuf:"varint,12,opt,name=max_count,json=maxCount,proto3" json:"max_count,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BackupResponse) Reset() {
@@ -1497,6 +1504,27 @@ func (x *BackupResponse) GetAppliedIndex() uint64 {
 func (x *BackupResponse) GetTakenUnixMs() int64 {
 	if x != nil {
 		return x.TakenUnixMs
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetReserveWindowMs() int64 {
+	if x != nil {
+		return x.ReserveWindowMs
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetLeadBoundTicks() uint64 {
+	if x != nil {
+		return x.LeadBoundTicks
+	}
+	return 0
+}
+
+func (x *BackupResponse) GetMaxCount() uint64 {
+	if x != nil {
+		return x.MaxCount
 	}
 	return 0
 }
@@ -1598,7 +1626,7 @@ const file_ordo_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
 	"\x16TransferLeaderResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x0f\n" +
-	"\rBackupRequest\"\xf2\x02\n" +
+	"\rBackupRequest\"\xe5\x03\n" +
 	"\x0eBackupResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -1610,7 +1638,11 @@ const file_ordo_proto_rawDesc = "" +
 	"\tleader_id\x18\x06 \x01(\tR\bleaderId\x12\x12\n" +
 	"\x04term\x18\a \x01(\x04R\x04term\x12#\n" +
 	"\rapplied_index\x18\b \x01(\x04R\fappliedIndex\x12\"\n" +
-	"\rtaken_unix_ms\x18\t \x01(\x03R\vtakenUnixMs\x1a:\n" +
+	"\rtaken_unix_ms\x18\t \x01(\x03R\vtakenUnixMs\x12*\n" +
+	"\x11reserve_window_ms\x18\n" +
+	" \x01(\x03R\x0freserveWindowMs\x12(\n" +
+	"\x10lead_bound_ticks\x18\v \x01(\x04R\x0eleadBoundTicks\x12\x1b\n" +
+	"\tmax_count\x18\f \x01(\x04R\bmaxCount\x1a:\n" +
 	"\fMembersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xc6\x01\n" +

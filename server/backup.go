@@ -103,11 +103,19 @@ func (n *Node) backup(ctx context.Context) (*api.BackupResponse, error) {
 		Term:         term,
 		AppliedIndex: applied,
 		TakenUnixMs:  taken.UnixMilli(),
+		// What bounds the IDs handed out after the copy, as this
+		// leader sees it (per-node settings: a restore takes the larger of
+		// these and its own).
+		ReserveWindowMs: n.cfg.ReserveWindow.Milliseconds(),
+		LeadBoundTicks:  n.seq.maxLead,
+		MaxCount:        n.cfg.MaxCount,
 	}, nil
 }
 
-// BackupVersion is the backup file format this Ordo writes and reads.
-const BackupVersion = 1
+// BackupVersion is the backup file format this Ordo writes. It reads
+// version 1 too, which lacks the old leader's bounds: a restore then takes
+// its own --reserve-window for the old cluster's, as before.
+const BackupVersion = 2
 
 // BackupFile is a backup as written to disk: versioned JSON, with a
 // SHA-256 checksum of its content.
@@ -129,6 +137,12 @@ type BackupFile struct {
 	LeaderID string            `json:"leader_id"`
 	Term     uint64            `json:"term"`
 	Index    uint64            `json:"index"`
+	// ReserveWindowMs, LeadBound (ticks, in decimal) and MaxCount are the
+	// leader's settings that bound how far past HighWater the old cluster
+	// could hand out IDs after the copy (version 2 on).
+	ReserveWindowMs int64  `json:"reserve_window_ms,omitempty"`
+	LeadBound       string `json:"lead_bound,omitempty"`
+	MaxCount        uint64 `json:"max_count,omitempty"`
 	// Checksum is "sha256:" and the hex SHA-256 of the compact JSON of
 	// every other field, in this order, with checksum left out.
 	Checksum string `json:"checksum,omitempty"`
@@ -142,17 +156,20 @@ func NewBackupFile(r *api.BackupResponse) (*BackupFile, error) {
 	}
 	created := time.UnixMilli(r.TakenUnixMs).UTC()
 	b := &BackupFile{
-		Version:       BackupVersion,
-		Created:       created.Format(time.RFC3339Nano),
-		ClusterID:     r.ClusterId,
-		Layout:        l.String(),
-		Group:         r.Group,
-		HighWater:     strconv.FormatUint(r.HighWater, 10),
-		HighWaterTime: l.Decode(l.ID(min(r.HighWater, l.MaxTick()), 0)).Time.Format(time.RFC3339Nano),
-		Members:       maps.Clone(r.Members),
-		LeaderID:      r.LeaderId,
-		Term:          r.Term,
-		Index:         r.AppliedIndex,
+		Version:         BackupVersion,
+		Created:         created.Format(time.RFC3339Nano),
+		ClusterID:       r.ClusterId,
+		Layout:          l.String(),
+		Group:           r.Group,
+		HighWater:       strconv.FormatUint(r.HighWater, 10),
+		HighWaterTime:   l.Decode(l.ID(min(r.HighWater, l.MaxTick()), 0)).Time.Format(time.RFC3339Nano),
+		Members:         maps.Clone(r.Members),
+		LeaderID:        r.LeaderId,
+		Term:            r.Term,
+		Index:           r.AppliedIndex,
+		ReserveWindowMs: r.ReserveWindowMs,
+		LeadBound:       strconv.FormatUint(r.LeadBoundTicks, 10),
+		MaxCount:        r.MaxCount,
 	}
 	if b.Members == nil {
 		b.Members = map[string]string{}
@@ -184,13 +201,19 @@ type backupContent struct {
 	layout    layout.Layout
 	highWater uint64
 	created   time.Time
+	// window and lead are the old leader's bounds; 0 in version 1.
+	window time.Duration
+	lead   uint64
 }
 
 // check parses and checks every field but the checksum.
 func (b *BackupFile) check() (backupContent, error) {
 	var c backupContent
-	if b.Version != BackupVersion {
-		return c, fmt.Errorf("%w: version %d, this Ordo reads version %d", ErrBadBackup, b.Version, BackupVersion)
+	if b.Version < 1 || b.Version > BackupVersion {
+		return c, fmt.Errorf("%w: version %d, this Ordo reads versions 1 to %d", ErrBadBackup, b.Version, BackupVersion)
+	}
+	if b.Version == 1 && (b.ReserveWindowMs != 0 || b.LeadBound != "" || b.MaxCount != 0) {
+		return c, fmt.Errorf("%w: version 1 with version 2 fields", ErrBadBackup)
 	}
 	var err error
 	if c.created, err = time.Parse(time.RFC3339Nano, b.Created); err != nil {
@@ -207,6 +230,15 @@ func (b *BackupFile) check() (backupContent, error) {
 	}
 	if c.highWater, err = strconv.ParseUint(b.HighWater, 10, 64); err != nil {
 		return c, fmt.Errorf("%w: high_water %q: %v", ErrBadBackup, b.HighWater, err)
+	}
+	if b.Version >= 2 {
+		if b.ReserveWindowMs <= 0 {
+			return c, fmt.Errorf("%w: reserve_window_ms %d", ErrBadBackup, b.ReserveWindowMs)
+		}
+		c.window = time.Duration(b.ReserveWindowMs) * time.Millisecond
+		if c.lead, err = strconv.ParseUint(b.LeadBound, 10, 64); err != nil {
+			return c, fmt.Errorf("%w: lead_bound %q: %v", ErrBadBackup, b.LeadBound, err)
+		}
 	}
 	return c, nil
 }
@@ -232,8 +264,8 @@ func ParseBackupFile(data []byte) (*BackupFile, error) {
 	if v.Version == nil {
 		return nil, fmt.Errorf("%w: no version", ErrBadBackup)
 	}
-	if *v.Version != BackupVersion {
-		return nil, fmt.Errorf("%w: version %d, this Ordo reads version %d", ErrBadBackup, *v.Version, BackupVersion)
+	if *v.Version < 1 || *v.Version > BackupVersion {
+		return nil, fmt.Errorf("%w: version %d, this Ordo reads versions 1 to %d", ErrBadBackup, *v.Version, BackupVersion)
 	}
 	var b BackupFile
 	if err := decodeStrictJSON(data, &b); err != nil {
@@ -337,18 +369,21 @@ const DefaultRestoreJump = time.Minute
 //
 //	max(backup high-water, tick(backup taken), tick(now)) + ahead + jump
 //
-// where ahead = window + max(2·window, 10 s), window being the old
-// cluster's reserve window.
+// where ahead = window + lead, window being the old cluster's reserve
+// window and lead its lead bound, max(2·window, 10 s) of ticks unless a
+// larger one is given (a backup records its leader's).
 //
 // Why. IDs handed out before the backup are below its high-water mark (see
 // the top of this file). After the backup, the old cluster's leaders kept
 // handing out ticks from max(last+1, tick(their clock)); a leader refuses
 // a tick more than max(2·window, 10 s) ahead of the highest clock reading
-// it knows (Sequencer.maxLead); every reservation carries its leader's
-// clock reading, so a new leader knows the highest reading of any earlier
-// one. So every tick the old cluster handed out is below max(its mark at
-// the backup, its leaders' clocks) + ahead: the lead bound plus a window
-// for the largest request and the clocks' differences. The old cluster stopped before
+// it knows (Sequencer.maxLead), and the bound holds for a request's last
+// tick, not only its first, so no request reaches past it; every
+// reservation carries its leader's clock reading, so a new leader knows
+// the highest reading of any earlier one. So every tick the old cluster
+// handed out is below max(its mark at the backup, its leaders' clocks) +
+// ahead: the lead bound plus a window for the clocks' differences. The
+// old cluster stopped before
 // the restore runs, so its leaders' clocks read at most now + their skew
 // against this host; jump covers that skew. tick(backup taken) counts the
 // leader's clock at the backup, in case this host's clock is behind it.
@@ -364,14 +399,14 @@ const DefaultRestoreJump = time.Minute
 // (10 s of the layout's capacity with the defaults, however often the
 // leader changes) before it answers ErrAhead, until the clock catches up:
 // see RestoreResult.AheadAllowance. A smaller jump shortens that time.
-func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, jump, window time.Duration) (uint64, error) {
+func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, jump, window time.Duration, lead uint64) (uint64, error) {
 	if jump < 0 {
 		return 0, fmt.Errorf("%w: jump %s is negative", ErrBadConfig, jump)
 	}
 	if window <= 0 {
 		window = DefaultReserveWindow
 	}
-	ahead := l.TicksIn(window) + maxLeadTicks(l, window)
+	ahead := l.TicksIn(window) + max(maxLeadTicks(l, window), lead)
 	base := max(backupHW, l.TickAt(taken), l.TickAt(now))
 	hw := base + ahead + l.TicksIn(jump)
 	if hw < base || hw > l.MaxTick() {
@@ -514,7 +549,14 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 	if has {
 		return res, fmt.Errorf("%w: %s; restore builds a new node, give it an empty data dir", ErrHasState, o.DataDir)
 	}
-	hw, err := RestoreHighWater(c.layout, c.highWater, c.created, now(), o.Jump, o.ReserveWindow)
+	// The old cluster's bounds: the larger of what the backup recorded
+	// (its leader's settings) and what the operator says (another node
+	// may have had a wider window).
+	oldWindow := o.ReserveWindow
+	if oldWindow <= 0 {
+		oldWindow = DefaultReserveWindow
+	}
+	hw, err := RestoreHighWater(c.layout, c.highWater, c.created, now(), o.Jump, max(oldWindow, c.window), c.lead)
 	if err != nil {
 		return res, err
 	}

@@ -92,7 +92,7 @@ func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, fmt.Errorf("%w: the data dir records no layout: the cluster never served, create it anew", ErrBadConfig)
 	}
 	now := r.clock()
-	upTo, err := RestoreHighWater(*st.Layout, st.HighWater, now, now, r.jump, r.window)
+	upTo, err := RestoreHighWater(*st.Layout, st.HighWater, now, now, r.jump, r.window, 0)
 	if err != nil {
 		return nil, err
 	}
