@@ -4,6 +4,13 @@ package api
 // leader's gRPC address whenever it knows it, so clients can go there.
 const LeaderAddrKey = "ordo-leader-addr"
 
+// ClusterIDKey is the metadata key in which a node names its cluster, in
+// the header of every answer once the cluster has an id, and in which a
+// caller (a client, or a node forwarding to its leader) may name the
+// cluster it means to reach: a node of another cluster refuses the call
+// as Unavailable, so a client moves on to another address.
+const ClusterIDKey = "ordo-cluster-id"
+
 // IDs expands the runs of a response into IDs, in order. It trusts the
 // server; the Go client checks what it expands.
 func (x *NextResponse) IDs() []uint64 {

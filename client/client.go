@@ -42,6 +42,10 @@ var (
 	ErrClosed = errors.New("client closed")
 	// ErrBadOption means an option's value is out of range.
 	ErrBadOption = errors.New("bad client option")
+	// ErrOtherCluster means a node answered for another cluster than the
+	// one the client is pinned to (WithClusterID, or the first answer's):
+	// its answer is dropped and the client moves on.
+	ErrOtherCluster = errors.New("answer from another cluster")
 )
 
 // Defaults for the options.
@@ -89,6 +93,12 @@ func WithTLS(cfg *tls.Config) Option {
 	return WithDialOptions(grpc.WithTransportCredentials(credentials.NewTLS(cfg)))
 }
 
+// WithClusterID pins the client to the cluster with this id (the id the
+// nodes log and `ordo status` shows): an answer from a node of another
+// cluster, reached through a stale address or leader hint, is never
+// returned. Without it, the client pins the cluster of the first answer.
+func WithClusterID(id string) Option { return func(c *Client) { c.cluster = id } }
+
 // WithAdminToken sends token with every call, as "authorization: Bearer
 // <token>": a node grants admin calls (join, remove, transfer-leader) to
 // whoever presents its admin token. Over plaintext the token can be read
@@ -127,8 +137,11 @@ type Client struct {
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
 	leader string // best guess; "" when unknown
-	next   int    // round-robin position when no leader is known
-	closed bool
+	// cluster is the id of the cluster this client is pinned to; "" until
+	// the first answer that names one (see WithClusterID).
+	cluster string
+	next    int // round-robin position when no leader is known
+	closed  bool
 }
 
 // New returns a client for the cluster whose nodes' gRPC addresses are
@@ -326,12 +339,15 @@ func (c *Client) retry(ctx context.Context, fn call) error {
 		if err != nil {
 			return err
 		}
-		var trailer metadata.MD
-		actx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
-		err = fn(actx, conn, grpc.Trailer(&trailer))
+		var header, trailer metadata.MD
+		actx, cancel := context.WithTimeout(c.clusterCtx(ctx), c.attemptTimeout)
+		err = fn(actx, conn, grpc.Header(&header), grpc.Trailer(&trailer))
 		cancel()
 		if err == nil {
-			return nil
+			if err = c.pin(addr, header); err == nil {
+				return nil
+			}
+			// The answer is dropped: retried elsewhere, below.
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%w (last error from %s: %w)", ctx.Err(), addr, err)
@@ -374,6 +390,45 @@ func retryable(err error) bool {
 		return true
 	}
 	return false
+}
+
+// clusterCtx names the cluster the client is pinned to, if any, so that a
+// node of another cluster refuses the call.
+func (c *Client) clusterCtx(ctx context.Context) context.Context {
+	c.mu.Lock()
+	id := c.cluster
+	c.mu.Unlock()
+	if id == "" {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, api.ClusterIDKey, id)
+}
+
+// pin checks the cluster a node at addr named in its answer's header:
+// the first one named pins the client, and another is ErrOtherCluster. A
+// node that names none (an older version) is taken at its word.
+func (c *Client) pin(addr string, header metadata.MD) error {
+	v := header.Get(api.ClusterIDKey)
+	if len(v) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cluster == "" {
+		c.cluster = v[0]
+	}
+	if v[0] != c.cluster {
+		return fmt.Errorf("%w: %s answered for cluster %s, the client's is %s", ErrOtherCluster, addr, v[0], c.cluster)
+	}
+	return nil
+}
+
+// ClusterID returns the id of the cluster the client is pinned to; "" until
+// the first answer unless WithClusterID gave one.
+func (c *Client) ClusterID() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cluster
 }
 
 func (c *Client) target() string {

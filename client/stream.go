@@ -221,7 +221,7 @@ func (s *Stream) open() (*streamConn, error) {
 		return nil, err
 	}
 	// The stream outlives the call that opens it.
-	sctx, cancel := context.WithCancel(context.Background())
+	sctx, cancel := context.WithCancel(s.c.clusterCtx(context.Background()))
 	watchdog := time.AfterFunc(s.c.attemptTimeout, cancel)
 	st, err := api.NewSequencerClient(cc).NextStream(sctx)
 	if !watchdog.Stop() && err == nil {
@@ -242,8 +242,19 @@ func (s *Stream) open() (*streamConn, error) {
 // receive hands answers to their calls until the stream breaks, then
 // follows the leader hint the server sent.
 func (s *Stream) receive(conn *streamConn) {
+	pinned := false
 	for {
 		resp, err := conn.st.Recv()
+		foreign := false
+		if err == nil && !pinned {
+			// The header came before the first answer: the answers are
+			// used only if it names the client's cluster.
+			hdr, herr := conn.st.Header()
+			if herr == nil {
+				err = s.c.pin(conn.target, hdr)
+			}
+			pinned, foreign = err == nil, err != nil
+		}
 		if err != nil {
 			conn.failOnce.Do(func() {}) // no fail after this point
 			if conn.failErr != nil {
@@ -254,8 +265,10 @@ func (s *Stream) receive(conn *streamConn) {
 			s.mu.Unlock()
 			if !closed {
 				hint := ""
-				if v := conn.st.Trailer().Get(api.LeaderAddrKey); len(v) > 0 && v[0] != conn.target {
-					hint = v[0]
+				if !foreign { // a foreign node's trailer names its own leader
+					if v := conn.st.Trailer().Get(api.LeaderAddrKey); len(v) > 0 && v[0] != conn.target {
+						hint = v[0]
+					}
 				}
 				s.c.moveOn(conn.target, hint)
 			}

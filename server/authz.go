@@ -165,6 +165,9 @@ func checkNodeAddrs(c caller, addrs ...string) error {
 }
 
 func (n *Node) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	if err := n.checkCluster(ctx, grpc.SetHeader); err != nil {
+		return nil, toStatus(ctx, err, "") // no hint: it names this cluster's leader
+	}
 	if err := n.authorize(ctx, info.FullMethod, req); err != nil {
 		_, leaderAddr := n.leader()
 		return nil, toStatus(ctx, err, leaderAddr)
@@ -173,10 +176,32 @@ func (n *Node) authorizeUnary(ctx context.Context, req any, info *grpc.UnaryServ
 }
 
 func (n *Node) authorizeStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	setHeader := func(_ context.Context, md metadata.MD) error { return ss.SetHeader(md) }
+	if err := n.checkCluster(ss.Context(), setHeader); err != nil {
+		return toStatus(ss.Context(), err, "")
+	}
 	if err := n.authorize(ss.Context(), info.FullMethod, nil); err != nil {
 		return toStatus(ss.Context(), err, "")
 	}
 	return handler(srv, ss)
+}
+
+// checkCluster names this node's cluster in the call's header, and refuses
+// a call that names another (api.ClusterIDKey). Before the cluster has an
+// id, nothing is checked: nothing could be confused with it.
+func (n *Node) checkCluster(ctx context.Context, setHeader func(context.Context, metadata.MD) error) error {
+	own := n.clusterID()
+	if own == "" {
+		return nil
+	}
+	_ = setHeader(ctx, metadata.Pairs(api.ClusterIDKey, own))
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, want := range md.Get(api.ClusterIDKey) {
+		if want != own {
+			return fmt.Errorf("%w: this node belongs to cluster %s, the call was meant for cluster %s", ErrWrongCluster, own, want)
+		}
+	}
+	return nil
 }
 
 // transportCredentials is how this node dials its peers: with its node

@@ -60,7 +60,7 @@ func (s *service) backup(ctx context.Context, req *api.BackupRequest) (*api.Back
 		return nil, err
 	}
 	if fwd {
-		return api.NewAdminClient(conn).Backup(forwardCtx(ctx), req)
+		return api.NewAdminClient(conn).Backup(s.n.forwardCtx(ctx), req)
 	}
 	return s.n.backup(ctx)
 }

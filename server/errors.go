@@ -73,6 +73,11 @@ var (
 	ErrHasState = errors.New("data dir already holds raft state")
 	// ErrOtherCluster means a data dir holds another cluster's state.
 	ErrOtherCluster = errors.New("data dir belongs to another cluster")
+	// ErrWrongCluster means a call named another cluster than this node's
+	// (api.ClusterIDKey): a stale address or leader hint now reaches a
+	// node of another cluster. Callers move on, as from a node that is
+	// down.
+	ErrWrongCluster = errors.New("call meant for another cluster")
 	// ErrPermissionDenied means the caller's identity does not allow the
 	// call (see authorize).
 	ErrPermissionDenied = errors.New("permission denied")
@@ -111,7 +116,7 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 		code = codes.OutOfRange
 	case errors.Is(err, ErrAhead):
 		code = codes.ResourceExhausted
-	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrRemoved), errors.Is(err, ErrNotReady),
+	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrRemoved), errors.Is(err, ErrNotReady), errors.Is(err, ErrWrongCluster),
 		errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown),
 		errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrAbortedByRestore):

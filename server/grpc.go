@@ -102,10 +102,15 @@ func (s *service) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
 	return conn, true, nil
 }
 
-// forwardCtx marks a call passed on to the leader, and passes on the
-// caller's admin token, which without TLS is the only proof of its rights.
-func forwardCtx(ctx context.Context) context.Context {
+// forwardCtx marks a call passed on to the leader, names this node's
+// cluster (so a leader address that now belongs to another cluster refuses
+// it), and passes on the caller's admin token, which without TLS is the
+// only proof of its rights.
+func (n *Node) forwardCtx(ctx context.Context) context.Context {
 	kv := []string{forwardedKey, "1"}
+	if id := n.clusterID(); id != "" {
+		kv = append(kv, api.ClusterIDKey, id)
+	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		for _, v := range md.Get(authorizationKey) {
 			kv = append(kv, authorizationKey, v)
@@ -130,7 +135,7 @@ func (s *service) next(ctx context.Context, req *api.NextRequest) (*api.NextResp
 		return nil, err
 	}
 	if fwd {
-		return api.NewSequencerClient(conn).Next(forwardCtx(ctx), req)
+		return api.NewSequencerClient(conn).Next(s.n.forwardCtx(ctx), req)
 	}
 	b, err := s.n.seq.Next(ctx, uint64(req.Count))
 	if err != nil {
@@ -226,7 +231,7 @@ func roleName(s raft.RaftState) string {
 func (s *service) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
 	if conn, fwd, err := s.forward(ctx); err == nil && fwd {
 		fctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
-		resp, err := api.NewAdminClient(conn).Status(forwardCtx(fctx), req)
+		resp, err := api.NewAdminClient(conn).Status(s.n.forwardCtx(fctx), req)
 		cancel()
 		if err == nil {
 			return resp, nil
@@ -301,7 +306,7 @@ func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
 		return err
 	}
 	if fwd {
-		_, err := api.NewAdminClient(conn).Join(forwardCtx(ctx), req)
+		_, err := api.NewAdminClient(conn).Join(s.n.forwardCtx(ctx), req)
 		return err
 	}
 	theirs, err := layout.Parse(req.Layout)
@@ -394,7 +399,7 @@ func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
 		return err
 	}
 	if fwd {
-		_, err := api.NewAdminClient(conn).Remove(forwardCtx(ctx), req)
+		_, err := api.NewAdminClient(conn).Remove(s.n.forwardCtx(ctx), req)
 		return err
 	}
 	if member, _ := s.n.isMember(req.Id); !member {
@@ -433,7 +438,7 @@ func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) 
 		return err
 	}
 	if fwd {
-		_, err := api.NewAdminClient(conn).TransferLeader(forwardCtx(ctx), req)
+		_, err := api.NewAdminClient(conn).TransferLeader(s.n.forwardCtx(ctx), req)
 		return err
 	}
 	if req.Id == "" {
