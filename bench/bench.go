@@ -67,9 +67,10 @@ type Config struct {
 	// Coalesce, if positive, makes the callers' client share requests,
 	// with at most this many in flight (client.WithCoalescing). Ordo only.
 	Coalesce int
-	// Stream makes the callers share one pipelined stream (Client.OpenStream)
-	// instead of making one RPC per call. Ordo only.
-	Stream bool
+	// Unary makes every call one unary RPC (client.WithUnary), as callers
+	// without the Go client make them; by default the callers share the
+	// default client's pipelined stream. Ordo only.
+	Unary bool
 	// Progress, if set, gets a line a second.
 	Progress io.Writer
 }
@@ -120,8 +121,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if len(cfg.Addrs) == 0 || cfg.Concurrency < 1 || cfg.Count < 1 || cfg.Duration <= 0 || cfg.Coalesce < 0 {
 		return Result{}, fmt.Errorf("%w: want addresses, concurrency >= 1, count >= 1, duration > 0, coalesce >= 0", ErrBadConfig)
 	}
-	if cfg.Stream && cfg.Coalesce > 0 {
-		return Result{}, fmt.Errorf("%w: choose a stream or coalescing, not both", ErrBadConfig)
+	if cfg.Unary && cfg.Coalesce > 0 {
+		return Result{}, fmt.Errorf("%w: choose unary or coalescing, not both", ErrBadConfig)
 	}
 	var (
 		tgt target
@@ -131,13 +132,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	case TargetOrdo:
 		tgt, err = newOrdoTarget(cfg)
 	case TargetEtcd:
-		if cfg.Count != 1 || cfg.Stream || cfg.Coalesce > 0 {
-			return Result{}, fmt.Errorf("%w: etcd gives one revision per Put: want count 1, no stream, no coalescing", ErrBadConfig)
+		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
+			return Result{}, fmt.Errorf("%w: etcd gives one revision per Put: want count 1, no Ordo client modes", ErrBadConfig)
 		}
 		tgt, err = newEtcdTarget(cfg.Addrs, cfg.Concurrency)
 	case TargetFloor:
-		if cfg.Count != 1 || cfg.Stream || cfg.Coalesce > 0 {
-			return Result{}, fmt.Errorf("%w: the floor is one bare unary call: want count 1, no stream, no coalescing", ErrBadConfig)
+		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
+			return Result{}, fmt.Errorf("%w: the floor is one bare unary call: want count 1, no Ordo client modes", ErrBadConfig)
 		}
 		tgt, err = newFloorTarget(cfg.Addrs[0], cfg.TLS)
 	default:
@@ -237,9 +238,7 @@ type target interface {
 // ordoTarget asks an Ordo cluster for IDs through one shared client.
 type ordoTarget struct {
 	c     *client.Client
-	s     *client.Stream
 	count int
-	nextN func(context.Context, int) ([]uint64, error)
 }
 
 func newOrdoTarget(cfg Config) (*ordoTarget, error) {
@@ -250,35 +249,28 @@ func newOrdoTarget(cfg Config) (*ordoTarget, error) {
 	if cfg.Coalesce > 0 {
 		opts = append(opts, client.WithCoalescing(cfg.Coalesce))
 	}
+	if cfg.Unary {
+		opts = append(opts, client.WithUnary())
+	}
 	c, err := client.New(cfg.Addrs, opts...)
 	if err != nil {
 		return nil, err
 	}
-	t := &ordoTarget{c: c, count: cfg.Count, nextN: c.NextN}
-	if cfg.Stream {
-		t.s = c.OpenStream()
-		t.nextN = t.s.NextN
-	}
-	return t, nil
+	return &ordoTarget{c: c, count: cfg.Count}, nil
 }
 
 // call ignores caller: the callers share one client (or stream), which is
 // the point of measuring coalescing and pipelining.
 func (t *ordoTarget) call(ctx context.Context, _ int) ([]uint64, error) {
-	return t.nextN(ctx, t.count)
+	return t.c.NextN(ctx, t.count)
 }
 
 func (t *ordoTarget) warm(ctx context.Context) error {
-	_, err := t.nextN(ctx, t.count)
+	_, err := t.c.NextN(ctx, t.count)
 	return err
 }
 
-func (t *ordoTarget) close() {
-	if t.s != nil {
-		t.s.Close()
-	}
-	t.c.Close()
-}
+func (t *ordoTarget) close() { t.c.Close() }
 
 // longestGap is the longest time between from and to in which no
 // operation of ops completed successfully.

@@ -155,7 +155,7 @@ func TestEtcdBadConfig(t *testing.T) {
 	base := Config{Target: TargetEtcd, Addrs: []string{"127.0.0.1:1"}, Concurrency: 1, Count: 1, Duration: time.Second}
 	for name, mod := range map[string]func(*Config){
 		"count 2":        func(c *Config) { c.Count = 2 },
-		"stream":         func(c *Config) { c.Stream = true },
+		"unary":          func(c *Config) { c.Unary = true },
 		"coalesce":       func(c *Config) { c.Coalesce = 4 },
 		"unknown target": func(c *Config) { c.Target = "zookeeper" },
 	} {

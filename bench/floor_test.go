@@ -60,7 +60,7 @@ func TestFloorNeedsAHealthService(t *testing.T) {
 func TestFloorBadConfig(t *testing.T) {
 	for _, cfg := range []Config{
 		{Target: TargetFloor, Addrs: []string{"x:1"}, Concurrency: 1, Count: 2, Duration: time.Second},
-		{Target: TargetFloor, Addrs: []string{"x:1"}, Concurrency: 1, Count: 1, Duration: time.Second, Stream: true},
+		{Target: TargetFloor, Addrs: []string{"x:1"}, Concurrency: 1, Count: 1, Duration: time.Second, Unary: true},
 		{Target: TargetFloor, Addrs: []string{"x:1"}, Concurrency: 1, Count: 1, Duration: time.Second, Coalesce: 1},
 	} {
 		if _, err := Run(context.Background(), cfg); !errors.Is(err, ErrBadConfig) {

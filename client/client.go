@@ -67,6 +67,13 @@ func WithBackoff(min, max time.Duration) Option {
 	return func(c *Client) { c.minBackoff, c.maxBackoff = min, max }
 }
 
+// WithUnary makes every Next and NextN call one unary request, as a client
+// without this package calls Ordo: for a proxy that does not carry gRPC
+// streams, and for measuring. By default calls share one pipelined stream
+// to the leader (see Stream), which is several times faster under
+// concurrency.
+func WithUnary() Option { return func(c *Client) { c.unary.Store(true) } }
+
 // WithCoalescing makes concurrent Next and NextN calls share requests, as
 // PD's TSO client does: calls that arrive while inFlight requests are out
 // wait and then go together in one request, and each gets its own
@@ -129,6 +136,10 @@ type Client struct {
 	coalesceInFlight int
 
 	coalescer *coalescer // nil unless WithCoalescing
+	// stream carries Next and NextN unless unary is set: by WithUnary, or
+	// on finding a server (or proxy) that does not serve NextStream.
+	stream *Stream
+	unary  atomic.Bool
 
 	// returned is the highest ID returned so far; every call reads it
 	// and most raise it, so it is an atomic, not under mu.
@@ -164,6 +175,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	if c.coalesceInFlight > 0 {
 		c.coalescer = &coalescer{c: c, maxInFlight: c.coalesceInFlight}
 	}
+	c.stream = c.OpenStream()
 	switch {
 	case c.coalesceInFlight < 0:
 		return nil, fmt.Errorf("%w: %d requests in flight, want at least 1", ErrBadOption, c.coalesceInFlight)
@@ -177,6 +189,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 
 // Close closes every connection.
 func (c *Client) Close() error {
+	c.stream.Close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
@@ -215,11 +228,21 @@ func (c *Client) floor() uint64 { return c.returned.Load() }
 // order. It retries on other nodes until ctx ends; an error that retrying
 // cannot mend (a bad count, for example) returns at once.
 //
-// With WithCoalescing, concurrent calls share requests; each still gets its
-// own contiguous IDs, checked against its own floor.
+// By default concurrent calls share one pipelined stream to the leader
+// (see Stream); with WithCoalescing they share unary requests, and with
+// WithUnary each is a request of its own. Each call still gets its own
+// contiguous IDs, checked against its own floor.
 func (c *Client) NextN(ctx context.Context, n int) ([]uint64, error) {
 	if err := checkCount(n); err != nil {
 		return nil, err
+	}
+	if c.coalescer == nil && !c.unary.Load() {
+		ids, err := c.stream.NextN(ctx, n)
+		if status.Code(err) != codes.Unimplemented {
+			return ids, err
+		}
+		// A server or proxy without NextStream: unary from now on.
+		c.unary.Store(true)
 	}
 	floor := c.floor()
 	if c.coalescer != nil {

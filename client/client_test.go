@@ -123,11 +123,12 @@ func mustDeadAddr(t *testing.T) string {
 	return addr
 }
 
-// mustNew returns a client with fast backoff that is closed when the test
-// ends. opts come after the defaults and may override them.
+// mustNew returns a unary client (the fakes serve unary Next) with fast
+// backoff that is closed when the test ends. opts come after the defaults
+// and may override them.
 func mustNew(t *testing.T, addrs []string, opts ...Option) *Client {
 	t.Helper()
-	opts = append([]Option{WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)
+	opts = append([]Option{WithUnary(), WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)
 	c, err := New(addrs, opts...)
 	if err != nil {
 		t.Fatalf("New(%v): %v", addrs, err)

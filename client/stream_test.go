@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -222,4 +223,48 @@ func TestStreamInvalidRequestAlone(t *testing.T) {
 	if n := f.streams.Load(); n != 1 {
 		t.Fatalf("%d streams, want the one stream to go on", n)
 	}
+}
+
+// TestDefaultClientStreams: a client made with no options sends Next and
+// NextN on one stream; against a server without NextStream (an older
+// version, a proxy that does not carry streams) it goes on unary.
+func TestDefaultClientStreams(t *testing.T) {
+	t.Run("stream", func(t *testing.T) {
+		f := &fakeStreamServer{serve: answerInBatches(1)}
+		c, err := New([]string{mustStreamServer(t, f)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx := testCtx(t, 5*time.Second)
+		var last uint64
+		for range 5 {
+			ids := mustNextN(ctx, t, c, 3)
+			if ids[0] <= last {
+				t.Fatalf("NextN = %v after %d", ids, last)
+			}
+			last = ids[2]
+		}
+		if got := f.streams.Load(); got != 1 {
+			t.Fatalf("%d streams opened for 5 calls, want 1", got)
+		}
+	})
+	t.Run("unary fallback", func(t *testing.T) {
+		f := &fakeSeq{next: counter()}
+		c, err := New([]string{mustSequencer(t, f)}, WithBackoff(time.Millisecond, 10*time.Millisecond))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		ctx := testCtx(t, 5*time.Second)
+		if got := mustNextN(ctx, t, c, 2); !slices.Equal(got, []uint64{1, 2}) {
+			t.Fatalf("NextN = %v, want [1 2]", got)
+		}
+		if got := mustNextN(ctx, t, c, 1); !slices.Equal(got, []uint64{3}) {
+			t.Fatalf("NextN = %v, want [3]", got)
+		}
+		if got := f.nextCalls.Load(); got != 2 {
+			t.Fatalf("%d unary calls, want 2", got)
+		}
+	})
 }

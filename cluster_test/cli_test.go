@@ -118,7 +118,7 @@ func TestBench(t *testing.T) {
 	if !out.OK || out.Requests == 0 || out.IDs != 10*out.Requests || out.P50 <= 0 {
 		t.Fatalf("ordo bench result %+v, want ok with 10 IDs per request and a latency", out)
 	}
-	for _, mode := range [][]string{{"--stream"}, {"--coalesce", "2"}} {
+	for _, mode := range [][]string{{"--unary"}, {"--coalesce", "2"}} {
 		args := append([]string{"bench", "--addrs", c.addrList(), "--duration", "1s", "--concurrency", "8"}, mode...)
 		if res := runOrdoFor(t, time.Minute, args...); res.Code != 0 || !strings.Contains(res.Stdout, "history OK") {
 			t.Fatalf("ordo bench %v: exit %d\nstdout: %s\nstderr: %s", mode, res.Code, res.Stdout, res.Stderr)

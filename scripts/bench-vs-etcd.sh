@@ -200,7 +200,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; el
 workloads=(1 64 256)
 for c in "${workloads[@]}"; do
   run "etcd-$c" etcd "$etcd_addrs" --concurrency "$c"
-  run "ordo-$c" ordo "$ordo_addrs" --concurrency "$c"
+  run "ordo-$c" ordo "$ordo_addrs" --concurrency "$c" --unary
 done
 # The floor: a bare gRPC health check to an Ordo node, no work behind it.
 # An Ordo call costs one such round trip plus a round to the followers, so
@@ -211,7 +211,7 @@ done
 # Ordo's other modes; etcd has no equivalent, so they are compared with
 # etcd's best unary number.
 run ordo-coalesce ordo "$ordo_addrs" --concurrency 256 --coalesce 1
-run ordo-stream ordo "$ordo_addrs" --concurrency 64 --stream
+run ordo-stream ordo "$ordo_addrs" --concurrency 64
 run ordo-batch ordo "$ordo_addrs" --concurrency 16 --count 1000
 
 best=""
@@ -230,7 +230,7 @@ for c in "${workloads[@]}"; do
 done
 etcd_best="best: $(rate "etcd-$best") ($best callers)"
 for row in "ordo-coalesce|Ordo coalesced: 256 callers, --coalesce 1" \
-  "ordo-stream|Ordo streamed: 64 callers, --stream" \
+  "ordo-stream|Ordo streamed: 64 callers, the default client" \
   "ordo-batch|Ordo batched: 16 callers × 1000 IDs per call"; do
   name=${row%%|*}
   echo "| ${row#*|} (vs etcd's best) | $etcd_best | $(p50 "etcd-$best") | $(rate "$name") | $(p50 "$name") | $(ratio "$(rate "$name")" "$(rate "etcd-$best")") |"

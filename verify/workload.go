@@ -72,7 +72,9 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 	}
 	id := 0
 	for range cfg.Clients {
-		c, err := client.New(cfg.Addrs, opts...)
+		// Unary, as non-Go clients call: the streams below cover the
+		// default client's path.
+		c, err := client.New(cfg.Addrs, append(opts, client.WithUnary())...)
 		if err != nil {
 			w.Stop()
 			return nil, err

@@ -31,7 +31,7 @@ func runBench(args []string) error {
 	concurrency := fs.Int("concurrency", 64, "concurrent callers (sharing one Ordo client; for etcd, spread over the endpoints round-robin)")
 	count := fs.Int("count", 1, "IDs per request")
 	duration := fs.Duration("duration", 10*time.Second, "how long to run")
-	stream := fs.Bool("stream", false, "pipeline every call on one stream to the leader")
+	unary := fs.Bool("unary", false, "one unary RPC per call, as callers without the Go client make them (default: the Go client's shared stream)")
 	coalesce := fs.Int("coalesce", 0, "share requests among the callers, with at most this many in flight (0: one request per call)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	tlsFiles := addTLSFlags(fs, "client")
@@ -72,11 +72,11 @@ func runBench(args []string) error {
 	if t != nil {
 		tlsConf = t.ClientConfig()
 	}
-	fmt.Fprintf(os.Stderr, "ordo bench: target %s at %s: %d callers, %d IDs per call, coalescing %d, stream %t, %s\n",
-		*target, strings.Join(addrList, ","), *concurrency, *count, *coalesce, *stream, *duration)
+	fmt.Fprintf(os.Stderr, "ordo bench: target %s at %s: %d callers, %d IDs per call, coalescing %d, unary %t, %s\n",
+		*target, strings.Join(addrList, ","), *concurrency, *count, *coalesce, *unary, *duration)
 	res, err := bench.Run(ctx, bench.Config{
 		Target: *target, Addrs: addrList, Concurrency: *concurrency, Count: *count,
-		Duration: *duration, Coalesce: *coalesce, Stream: *stream, Progress: os.Stderr, TLS: tlsConf,
+		Duration: *duration, Coalesce: *coalesce, Unary: *unary, Progress: os.Stderr, TLS: tlsConf,
 	})
 	if errors.Is(err, bench.ErrBadConfig) {
 		return fmt.Errorf("%w: %v", errUsage, err)
