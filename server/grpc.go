@@ -513,16 +513,59 @@ type streamCall struct {
 // this one answers them in the order they were assigned, and sends every
 // answer that is ready in one message. Any failure ends the stream with a
 // status that names the leader; the client resends what was not answered.
+// forwardStream relays a stream to the leader, one hop, as Next is
+// forwarded: a client that reaches only followers (a service address, a
+// leader hint it cannot dial, as from outside a container network) still
+// gets IDs on its stream. The answers are the leader's, sent after its
+// confirmation round, so relaying them keeps every guarantee.
+func (s *service) forwardStream(conn *grpc.ClientConn, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	ctx, cancel := context.WithCancel(stream.Context())
+	defer cancel()
+	up, err := api.NewSequencerClient(conn).NextStream(s.n.forwardCtx(ctx))
+	if err != nil {
+		return err
+	}
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if errors.Is(err, io.EOF) {
+				_ = up.CloseSend()
+				return
+			}
+			if err != nil {
+				cancel() // the client is gone: ends up.Recv below
+				return
+			}
+			if up.Send(req) != nil {
+				return // up.Recv below returns why
+			}
+		}
+	}()
+	for {
+		resp, err := up.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(resp); err != nil {
+			return err
+		}
+	}
+}
+
 func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
 	end := func(err error) error {
 		_, leaderAddr := s.n.leader()
 		return toStatus(stream.Context(), err, leaderAddr)
 	}
-	if err := s.n.refusal(); err != nil {
-		return end(fmt.Errorf("%w: %w", ErrRefusing, err))
+	conn, fwd, err := s.forward(stream.Context())
+	if err != nil {
+		return end(err)
 	}
-	if !s.n.isLeader() {
-		return end(ErrNotLeader)
+	if fwd {
+		return end(s.forwardStream(conn, stream))
 	}
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()

@@ -568,16 +568,42 @@ func TestNextStream(t *testing.T) {
 		t.Fatalf("after the client closed its side: %v, want the stream to end cleanly", err)
 	}
 
-	// A follower ends the stream at once, naming the leader.
+	// A follower relays a stream to the leader, so a client that reaches
+	// only followers is served; the IDs go on above the leader's.
 	fst, err := api.NewSequencerClient(mustConn(t, follower.GRPCAddr())).NextStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = fst.Recv()
-	if status.Code(err) != codes.Unavailable {
-		t.Fatalf("stream to a follower: %v, want Unavailable", err)
+	var last uint64
+	for i := range 3 {
+		if err := fst.Send(&api.NextStreamRequest{Calls: []*api.StreamCall{{Id: uint64(100 + i), Count: 2}}}); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := fst.Recv()
+		if err != nil {
+			t.Fatalf("stream through a follower: %v", err)
+		}
+		if len(resp.Answers) != 1 || resp.Answers[0].Id != uint64(100+i) {
+			t.Fatalf("stream through a follower answered %v", resp.Answers)
+		}
+		ids := expandRuns(resp.Answers[0].Runs)
+		last = mustIncrease(t, last, ids)
 	}
-	if hint := fst.Trailer().Get(api.LeaderAddrKey); len(hint) != 1 || hint[0] != leader.GRPCAddr() {
+	if err := fst.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fst.Recv(); !errors.Is(err, io.EOF) {
+		t.Fatalf("a relayed stream after the client closed its side: %v, want a clean end", err)
+	}
+	// One hop at most: a stream a follower relays is not relayed again.
+	fwd, err := api.NewSequencerClient(mustConn(t, follower.GRPCAddr())).NextStream(metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err = fwd.Recv(); status.Code(err) != codes.Unavailable {
+		t.Fatalf("a forwarded stream at a follower: %v, want Unavailable", err)
+	}
+	if hint := fwd.Trailer().Get(api.LeaderAddrKey); len(hint) != 1 || hint[0] != leader.GRPCAddr() {
 		t.Fatalf("leader hint %v, want %s", hint, leader.GRPCAddr())
 	}
 }
