@@ -75,6 +75,7 @@ func runServe(args []string) error {
 		insecure       = fs.Bool("insecure", false, "serve plaintext even on addresses that are not loopback (anyone who reaches the raft port can then rewrite the cluster)")
 		adminSubjects  = fs.String("admin-subject", "", "certificate subjects allowed to call admin RPCs (join, remove, transfer-leader), as Go prints them (CN=ordo-admin,O=Example); several are separated by ';'")
 		adminToken     = fs.String("admin-token-file", "", "file holding a token that grants admin RPCs to whoever presents it (compared in constant time)")
+		pprofAddr      = fs.String("pprof-addr", "", "serve Go's profiler (net/http/pprof) on this loopback address, for profiling a running node; empty: off")
 		logLevel       = fs.String("log-level", "info", "trace, debug, info, warn or error")
 		logJSON        = fs.Bool("log-json", false, "log as JSON")
 		unsafeTrust    = fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it")
@@ -118,6 +119,13 @@ func runServe(args []string) error {
 		if _, cfg.AdminToken, err = secure.ReadToken(*adminToken); err != nil {
 			return fmt.Errorf("%w: --admin-token-file: %v", errUsage, err)
 		}
+	}
+	if *pprofAddr != "" {
+		_, stop, err := servePprof(*pprofAddr, logger.Named("pprof"))
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	stopClock := func() {}
 	if *clockFile != "" {
