@@ -240,7 +240,14 @@ type TermRequest struct {
 	ClusterId string `protobuf:"bytes,2,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// Chosen by the asker; echoed in the answer, so an answer is counted
 	// only for the round that asked.
-	Round         uint64 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	Round uint64 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	// The asking leader's node id.
+	LeaderId string `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	// Non-zero: the leader asks for a promise (see Term) for this long.
+	LeaseMs uint32 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
+	// Set: the leader no longer serves from any promise made to it, and
+	// every voter may forget them. A release is answered like a round.
+	Release       bool `protobuf:"varint,6,opt,name=release,proto3" json:"release,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -296,11 +303,36 @@ func (x *TermRequest) GetRound() uint64 {
 	return 0
 }
 
+func (x *TermRequest) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *TermRequest) GetLeaseMs() uint32 {
+	if x != nil {
+		return x.LeaseMs
+	}
+	return 0
+}
+
+func (x *TermRequest) GetRelease() bool {
+	if x != nil {
+		return x.Release
+	}
+	return false
+}
+
 type TermResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
-	NodeId        string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	Round         uint64                 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Term   uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	NodeId string                 `protobuf:"bytes,2,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	Round  uint64                 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
+	// The promise given with this answer, in milliseconds: at most what was
+	// asked for; 0 when none (the voter runs without --lease, or an older
+	// version).
+	LeaseMs       uint32 `protobuf:"varint,4,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -352,6 +384,13 @@ func (x *TermResponse) GetNodeId() string {
 func (x *TermResponse) GetRound() uint64 {
 	if x != nil {
 		return x.Round
+	}
+	return 0
+}
+
+func (x *TermResponse) GetLeaseMs() uint32 {
+	if x != nil {
+		return x.LeaseMs
 	}
 	return 0
 }
@@ -1546,16 +1585,20 @@ const file_ordo_proto_rawDesc = "" +
 	"\fStreamAnswer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x18\n" +
-	"\ainvalid\x18\x03 \x01(\tR\ainvalid\"[\n" +
+	"\ainvalid\x18\x03 \x01(\tR\ainvalid\"\xad\x01\n" +
 	"\vTermRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x14\n" +
-	"\x05round\x18\x03 \x01(\x04R\x05round\"Q\n" +
+	"\x05round\x18\x03 \x01(\x04R\x05round\x12\x1b\n" +
+	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x19\n" +
+	"\blease_ms\x18\x05 \x01(\rR\aleaseMs\x12\x18\n" +
+	"\arelease\x18\x06 \x01(\bR\arelease\"l\n" +
 	"\fTermResponse\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
-	"\x05round\x18\x03 \x01(\x04R\x05round\"#\n" +
+	"\x05round\x18\x03 \x01(\x04R\x05round\x12\x19\n" +
+	"\blease_ms\x18\x04 \x01(\rR\aleaseMs\"#\n" +
 	"\vNextRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\"G\n" +
 	"\x05IDRun\x12\x14\n" +
@@ -1661,7 +1704,9 @@ const file_ordo_proto_rawDesc = "" +
 	"\x0eTransferLeader\x12\x1e.ordo.v1.TransferLeaderRequest\x1a\x1f.ordo.v1.TransferLeaderResponse\x129\n" +
 	"\x06Backup\x12\x16.ordo.v1.BackupRequest\x1a\x17.ordo.v1.BackupResponse2?\n" +
 	"\x04Peer\x127\n" +
-	"\x04Term\x12\x14.ordo.v1.TermRequest\x1a\x15.ordo.v1.TermResponse(\x010\x01B'Z%github.com/seed-e8569b35/ordo/api;apib\x06proto3"
+	"\x04Term\x12\x14.ordo.v1.TermRequest\x1a\x15.ordo.v1.TermResponse(\x010\x012L\n" +
+	"\x05Floor\x12C\n" +
+	"\x04Echo\x12\x1a.ordo.v1.NextStreamRequest\x1a\x1b.ordo.v1.NextStreamResponse(\x010\x01B'Z%github.com/seed-e8569b35/ordo/api;apib\x06proto3"
 
 var (
 	file_ordo_proto_rawDescOnce sync.Once
@@ -1722,19 +1767,21 @@ var file_ordo_proto_depIdxs = []int32{
 	21, // 14: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
 	23, // 15: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
 	4,  // 16: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	8,  // 17: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	10, // 18: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	2,  // 19: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	14, // 20: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	13, // 21: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	16, // 22: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	18, // 23: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
-	20, // 24: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	22, // 25: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	24, // 26: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
-	5,  // 27: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	17, // [17:28] is the sub-list for method output_type
-	6,  // [6:17] is the sub-list for method input_type
+	0,  // 17: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
+	8,  // 18: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	10, // 19: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	2,  // 20: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	14, // 21: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	13, // 22: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	16, // 23: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	18, // 24: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
+	20, // 25: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	22, // 26: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	24, // 27: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	5,  // 28: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	2,  // 29: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
+	18, // [18:30] is the sub-list for method output_type
+	6,  // [6:18] is the sub-list for method input_type
 	6,  // [6:6] is the sub-list for extension type_name
 	6,  // [6:6] is the sub-list for extension extendee
 	0,  // [0:6] is the sub-list for field type_name
@@ -1753,7 +1800,7 @@ func file_ordo_proto_init() {
 			NumEnums:      0,
 			NumMessages:   26,
 			NumExtensions: 0,
-			NumServices:   3,
+			NumServices:   4,
 		},
 		GoTypes:           file_ordo_proto_goTypes,
 		DependencyIndexes: file_ordo_proto_depIdxs,

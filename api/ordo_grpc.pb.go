@@ -607,6 +607,11 @@ type PeerClient interface {
 	// leader's term proves that no newer leader could have answered anyone
 	// yet. The leader keeps one stream open to each voter, so a round costs
 	// one small message each way.
+	//
+	// With a lease asked for (lease_ms), an answer is also a promise: the
+	// voter confirms no other leader (answers no other asker's round, nor
+	// counts itself in its own) until lease_ms, as its own clock counts,
+	// has passed since it answered, unless the asker releases it first.
 	Term(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[TermRequest, TermResponse], error)
 }
 
@@ -643,6 +648,11 @@ type PeerServer interface {
 	// leader's term proves that no newer leader could have answered anyone
 	// yet. The leader keeps one stream open to each voter, so a round costs
 	// one small message each way.
+	//
+	// With a lease asked for (lease_ms), an answer is also a promise: the
+	// voter confirms no other leader (answers no other asker's round, nor
+	// counts itself in its own) until lease_ms, as its own clock counts,
+	// has passed since it answered, unless the asker releases it first.
 	Term(grpc.BidiStreamingServer[TermRequest, TermResponse]) error
 	mustEmbedUnimplementedPeerServer()
 }
@@ -696,6 +706,110 @@ var Peer_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Term",
 			Handler:       _Peer_Term_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+	},
+	Metadata: "ordo.proto",
+}
+
+const (
+	Floor_Echo_FullMethodName = "/ordo.v1.Floor/Echo"
+)
+
+// FloorClient is the client API for Floor service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// Floor is for benchmarks: it does no work, so what it costs is what the
+// machine and gRPC cost. Ordo's own cost is read against it.
+type FloorClient interface {
+	// Echo answers every call of each message at once, with no IDs.
+	Echo(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[NextStreamRequest, NextStreamResponse], error)
+}
+
+type floorClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewFloorClient(cc grpc.ClientConnInterface) FloorClient {
+	return &floorClient{cc}
+}
+
+func (c *floorClient) Echo(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[NextStreamRequest, NextStreamResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Floor_ServiceDesc.Streams[0], Floor_Echo_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[NextStreamRequest, NextStreamResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Floor_EchoClient = grpc.BidiStreamingClient[NextStreamRequest, NextStreamResponse]
+
+// FloorServer is the server API for Floor service.
+// All implementations must embed UnimplementedFloorServer
+// for forward compatibility.
+//
+// Floor is for benchmarks: it does no work, so what it costs is what the
+// machine and gRPC cost. Ordo's own cost is read against it.
+type FloorServer interface {
+	// Echo answers every call of each message at once, with no IDs.
+	Echo(grpc.BidiStreamingServer[NextStreamRequest, NextStreamResponse]) error
+	mustEmbedUnimplementedFloorServer()
+}
+
+// UnimplementedFloorServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedFloorServer struct{}
+
+func (UnimplementedFloorServer) Echo(grpc.BidiStreamingServer[NextStreamRequest, NextStreamResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method Echo not implemented")
+}
+func (UnimplementedFloorServer) mustEmbedUnimplementedFloorServer() {}
+func (UnimplementedFloorServer) testEmbeddedByValue()               {}
+
+// UnsafeFloorServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to FloorServer will
+// result in compilation errors.
+type UnsafeFloorServer interface {
+	mustEmbedUnimplementedFloorServer()
+}
+
+func RegisterFloorServer(s grpc.ServiceRegistrar, srv FloorServer) {
+	// If the following call pancis, it indicates UnimplementedFloorServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&Floor_ServiceDesc, srv)
+}
+
+func _Floor_Echo_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(FloorServer).Echo(&grpc.GenericServerStream[NextStreamRequest, NextStreamResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Floor_EchoServer = grpc.BidiStreamingServer[NextStreamRequest, NextStreamResponse]
+
+// Floor_ServiceDesc is the grpc.ServiceDesc for Floor service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var Floor_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "ordo.v1.Floor",
+	HandlerType: (*FloorServer)(nil),
+	Methods:     []grpc.MethodDesc{},
+	Streams: []grpc.StreamDesc{
+		{
+			StreamName:    "Echo",
+			Handler:       _Floor_Echo_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},
