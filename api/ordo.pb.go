@@ -241,8 +241,10 @@ type TermRequest struct {
 	// Chosen by the asker; echoed in the answer, so an answer is counted
 	// only for the round that asked.
 	Round uint64 `protobuf:"varint,3,opt,name=round,proto3" json:"round,omitempty"`
-	// The asking leader's node id.
+	// The asking leader's node id, and its term: a promise is given only
+	// to a leader in the voter's own term.
 	LeaderId string `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	Term     uint64 `protobuf:"varint,7,opt,name=term,proto3" json:"term,omitempty"`
 	// Non-zero: the leader asks for a promise (see Term) for this long.
 	LeaseMs uint32 `protobuf:"varint,5,opt,name=lease_ms,json=leaseMs,proto3" json:"lease_ms,omitempty"`
 	// Set: the leader no longer serves from any promise made to it, and
@@ -308,6 +310,13 @@ func (x *TermRequest) GetLeaderId() string {
 		return x.LeaderId
 	}
 	return ""
+}
+
+func (x *TermRequest) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
 }
 
 func (x *TermRequest) GetLeaseMs() uint32 {
@@ -1585,13 +1594,14 @@ const file_ordo_proto_rawDesc = "" +
 	"\fStreamAnswer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x18\n" +
-	"\ainvalid\x18\x03 \x01(\tR\ainvalid\"\xad\x01\n" +
+	"\ainvalid\x18\x03 \x01(\tR\ainvalid\"\xc1\x01\n" +
 	"\vTermRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x02 \x01(\tR\tclusterId\x12\x14\n" +
 	"\x05round\x18\x03 \x01(\x04R\x05round\x12\x1b\n" +
-	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x19\n" +
+	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x12\n" +
+	"\x04term\x18\a \x01(\x04R\x04term\x12\x19\n" +
 	"\blease_ms\x18\x05 \x01(\rR\aleaseMs\x12\x18\n" +
 	"\arelease\x18\x06 \x01(\bR\arelease\"l\n" +
 	"\fTermResponse\x12\x12\n" +

@@ -85,12 +85,12 @@ func (n *Node) backup(ctx context.Context) (*api.BackupResponse, error) {
 	if st.Layout == nil {
 		return nil, ErrNotReady
 	}
-	confirmed, err := n.confirmLeadership(ctx)
+	confirmed, err := n.confirmLeadership(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("confirm leadership: %w", err)
 	}
-	if confirmed != term {
-		return nil, fmt.Errorf("%w: confirmed in term %d, the state was read in term %d", ErrNotLeader, confirmed, term)
+	if confirmed.Term != term {
+		return nil, fmt.Errorf("%w: confirmed in term %d, the state was read in term %d", ErrNotLeader, confirmed.Term, term)
 	}
 	n.logger.Info("backup taken", "term", term, "applied_index", applied, "high_water", st.HighWater)
 	return &api.BackupResponse{

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -34,17 +35,35 @@ import (
 //
 // Unlike hashicorp/raft's VerifyLeader, no answer to a message sent before
 // the call is counted: every answer here is to a request sent by this call.
-func (n *Node) confirmLeadership(ctx context.Context) (uint64, error) {
+//
+// With askLease, each voter's answer is also a promise (see lease.go), and
+// so is this node's own count of itself; the result's Lease is the
+// shortest promise among a majority in this term, 0 if fewer promised.
+func (n *Node) confirmLeadership(ctx context.Context, askLease bool) (Confirmation, error) {
 	term := n.raft.CurrentTerm()
 	if n.raft.State() != raft.Leader {
-		return 0, ErrNotLeader
+		return Confirmation{}, ErrNotLeader
 	}
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return 0, fmt.Errorf("%w: read configuration: %w", ErrNotLeader, err)
+		return Confirmation{}, fmt.Errorf("%w: read configuration: %w", ErrNotLeader, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
+	defer cancel()
+	var ask time.Duration
+	if askLease {
+		ask = n.cfg.Lease
+	}
+	round := n.rounds.Add(1)
+	// This node counts itself only once no promise to another leader
+	// holds: it may have made one as a voter, or before a restart.
+	self, err := n.promises.confirm(ctx, n.cfg.ID, term, round, ask)
+	if err != nil {
+		return Confirmation{}, fmt.Errorf("%w: wait for this node's promise to another leader to run out: %w", ErrNotLeader, err)
 	}
 	var others []string
-	voters, have := 0, 0
+	voters, have, promised := 0, 0, 0
+	lease := self
 	for _, s := range f.Configuration().Servers {
 		if s.Suffrage != raft.Voter {
 			continue
@@ -52,24 +71,32 @@ func (n *Node) confirmLeadership(ctx context.Context) (uint64, error) {
 		voters++
 		if string(s.ID) == n.cfg.ID {
 			have++
+			if self > 0 {
+				promised++
+			}
 		} else {
 			others = append(others, string(s.ID))
 		}
 	}
 	need := voters/2 + 1
-	if have >= need {
-		return term, nil
+	result := func() Confirmation {
+		c := Confirmation{Term: term}
+		if promised >= need {
+			c.Lease = lease
+		}
+		return c
 	}
-	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
-	defer cancel()
+	if have >= need {
+		return result(), nil
+	}
 	cluster := n.clusterID()
-	round := n.rounds.Add(1)
 	// Every voter asked puts exactly one answer here (a nil response when
 	// it cannot answer), straight from the goroutine that reads its
 	// stream: the buffer holds them all, so none ever blocks.
 	answers := make(chan termAnswer, len(others))
+	leaseMs := uint32(ask.Milliseconds())
 	for _, id := range others {
-		go n.askTerm(ctx, id, &api.TermRequest{NodeId: id, ClusterId: cluster, Round: round}, answers)
+		go n.askTerm(ctx, id, &api.TermRequest{NodeId: id, ClusterId: cluster, Round: round, LeaderId: n.cfg.ID, Term: term, LeaseMs: leaseMs}, answers)
 	}
 	for left := len(others); left > 0; left-- {
 		select {
@@ -77,19 +104,58 @@ func (n *Node) confirmLeadership(ctx context.Context) (uint64, error) {
 			// Only the voter asked, in this term, counts.
 			if a.resp != nil && a.resp.NodeId == a.id && a.resp.Term == term {
 				have++
+				if p := time.Duration(a.resp.LeaseMs) * time.Millisecond; p > 0 && ask > 0 {
+					promised++
+					lease = min(lease, p)
+				}
 			}
 		case <-ctx.Done():
 			left = 0
 			continue
 		}
 		if have >= need {
-			return term, nil
+			return result(), nil
 		}
 		if have+left-1 < need {
 			break // a majority is out of reach: do not wait for the rest
 		}
 	}
-	return 0, fmt.Errorf("%w: only %d of %d voters are still in term %d", ErrNotLeader, have, voters, term)
+	return Confirmation{}, fmt.Errorf("%w: only %d of %d voters are still in term %d", ErrNotLeader, have, voters, term)
+}
+
+// releaseLease tells every voter that this node no longer serves from
+// their promises, so a next leader need not wait them out, and releases
+// its own. The caller has ended the lease (Sequencer.EndLease, or stopped
+// serving). Best effort and in the background: a voter that misses it
+// holds its promise until it runs out.
+func (n *Node) releaseLease() {
+	if n.cfg.Lease == 0 {
+		return
+	}
+	term, round := n.raft.CurrentTerm(), n.rounds.Add(1)
+	n.promises.release(n.cfg.ID, term, round)
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	cluster := n.clusterID()
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.ApplyTimeout)
+	var voters []string
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.ID {
+			voters = append(voters, string(s.ID))
+		}
+	}
+	answers := make(chan termAnswer, len(voters))
+	var wg sync.WaitGroup
+	for _, id := range voters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.askTerm(ctx, id, &api.TermRequest{NodeId: id, ClusterId: cluster, Round: round, LeaderId: n.cfg.ID, Term: term, Release: true}, answers)
+		}()
+	}
+	go func() { wg.Wait(); cancel() }()
 }
 
 // termAnswer is voter id's answer to one round; resp is nil when the voter
@@ -354,7 +420,25 @@ func (s *service) answerTerms(stream grpc.BidiStreamingServer[api.TermRequest, a
 			return toStatus(stream.Context(), fmt.Errorf("%w: asked for node %q of cluster %q, this is node %q of cluster %q",
 				ErrBadRequest, req.NodeId, req.ClusterId, s.n.cfg.ID, s.n.clusterID()), "")
 		}
-		if err := stream.Send(&api.TermResponse{Term: s.n.raft.CurrentTerm(), NodeId: s.n.cfg.ID, Round: req.Round}); err != nil {
+		var granted time.Duration
+		if req.Release {
+			s.n.promises.release(req.LeaderId, req.Term, req.Round)
+		} else {
+			// A promise goes only to a leader of this voter's term, so a
+			// deposed leader cannot keep renewing one and hold the next
+			// leader back for good.
+			var ask time.Duration
+			if req.Term == s.n.raft.CurrentTerm() {
+				ask = time.Duration(req.LeaseMs) * time.Millisecond
+			}
+			// While this node has promised another leader, the answer
+			// waits: an answer is a confirmation.
+			if granted, err = s.n.promises.confirm(stream.Context(), req.LeaderId, req.Term, req.Round, ask); err != nil {
+				return err
+			}
+		}
+		resp := &api.TermResponse{Term: s.n.raft.CurrentTerm(), NodeId: s.n.cfg.ID, Round: req.Round, LeaseMs: uint32(granted.Milliseconds())}
+		if err := stream.Send(resp); err != nil {
 			return err
 		}
 	}

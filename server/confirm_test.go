@@ -133,7 +133,8 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 			}
 			for round, wantOK := range tt.want {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				got, err := leader.confirmLeadership(ctx)
+				c, err := leader.confirmLeadership(ctx, false)
+				got := c.Term
 				cancel()
 				if wantOK && (err != nil || got != term) {
 					t.Fatalf("round %d: confirm = %d, %v; want term %d", round, got, err, term)
@@ -168,7 +169,8 @@ func TestConfirmRoundsAtOnce(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				got, err := leader.confirmLeadership(ctx)
+				c, err := leader.confirmLeadership(ctx, false)
+				got := c.Term
 				cancel()
 				if err != nil && (leader.raft.CurrentTerm() != term || !leader.isLeader()) {
 					t.Logf("goroutine %d round %d: leadership moved on under load (%v); stopping", g, i, err)
@@ -230,7 +232,8 @@ func TestConfirmGivesUpAStreamThatStopsReading(t *testing.T) {
 			t.Fatalf("after %d rounds the deaf peer has had %d streams opened, want a second one", round, opened.Load())
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		got, err := leader.confirmLeadership(ctx)
+		c, err := leader.confirmLeadership(ctx, false)
+		got := c.Term
 		cancel()
 		if err != nil || got != term {
 			t.Fatalf("round %d: confirm = %d, %v; want term %d", round, got, err, term)
@@ -267,7 +270,8 @@ func TestConfirmGivesUpAPeerThatStopsAnswering(t *testing.T) {
 	round := 0
 	for ; round < maxUnanswered+10 || (opened.Load() < 2 && time.Now().Before(deadline)); round++ {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		got, err := leader.confirmLeadership(ctx)
+		c, err := leader.confirmLeadership(ctx, false)
+		got := c.Term
 		cancel()
 		if err != nil || got != term {
 			t.Fatalf("round %d: confirm = %d, %v; want term %d", round, got, err, term)

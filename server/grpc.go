@@ -324,6 +324,7 @@ func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
 	if err := checkJoinRequest(f.Configuration().Servers, req); err != nil {
 		return err
 	}
+	s.n.seq.DropLease() // see lease.go: counted in this configuration or the next
 	if err := s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, s.n.cfg.ApplyTimeout).Error(); err != nil {
 		return fmt.Errorf("add voter: %w", err)
 	}
@@ -405,6 +406,7 @@ func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
 	if member, _ := s.n.isMember(req.Id); !member {
 		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
 	}
+	s.n.seq.DropLease()
 	if err := s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.ApplyTimeout).Error(); err != nil {
 		return fmt.Errorf("remove server: %w", err)
 	}
@@ -442,7 +444,7 @@ func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) 
 		return err
 	}
 	if req.Id == "" {
-		return s.n.raft.LeadershipTransfer().Error()
+		return s.n.handOver(s.n.raft.LeadershipTransfer)
 	}
 	if req.Id == s.n.cfg.ID {
 		return nil // already leads
@@ -453,7 +455,7 @@ func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) 
 	}
 	for _, srv := range f.Configuration().Servers {
 		if string(srv.ID) == req.Id {
-			return s.n.raft.LeadershipTransferToServer(srv.ID, srv.Address).Error()
+			return s.n.handOver(func() raft.Future { return s.n.raft.LeadershipTransferToServer(srv.ID, srv.Address) })
 		}
 	}
 	return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)

@@ -62,6 +62,8 @@ type Node struct {
 	// numbers its confirmation rounds (see confirmLeadership).
 	terms  *termStreams
 	rounds atomic.Uint64
+	// promises are what this node promised leaders as a voter (lease.go).
+	promises *promises
 
 	// bootstrapPeers are registered in the FSM by whichever of them leads
 	// first, so every node can find every other's gRPC address.
@@ -158,6 +160,9 @@ func (n *Node) openRaft() error {
 		return err
 	}
 	n.store, n.snaps = store, snaps
+	if n.promises, err = openPromises(store, n.cfg.Lease, n.logger); err != nil {
+		return err
+	}
 	stream, err := newStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise)
 	if err != nil {
 		return err
@@ -181,7 +186,7 @@ func (n *Node) openRaft() error {
 	})
 	// The sequencer exists before Raft starts: NewRaft may restore a
 	// snapshot, and a layout mismatch found then stops the sequencer.
-	n.seq = NewSequencer(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, raftLog{n}, n.logger.Named("sequencer"))
+	n.seq = NewSequencer(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Lease, n.cfg.Clock, raftLog{n}, n.logger.Named("sequencer"))
 	n.seq.unsafeTrust = n.cfg.UnsafeTrustReservation
 	if n.cfg.UnsafeTrustReservation {
 		n.logger.Error("UNSAFE: IDs are handed out without confirming leadership and can go out of order; tests only")
@@ -342,7 +347,7 @@ func (n *Node) Close() error {
 		return nil
 	}
 	if n.raft.State() == raft.Leader && n.voters() > 1 {
-		err := waitBounded(closeTransferTimeout, func() error { return n.raft.LeadershipTransfer().Error() })
+		err := waitBounded(closeTransferTimeout, func() error { return n.handOver(n.raft.LeadershipTransfer) })
 		if err != nil {
 			n.logger.Warn("leadership transfer on close failed", "error", err)
 		}
@@ -550,6 +555,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 			stopLeading()
 			if !leader {
 				n.logger.Info("lost leadership")
+				n.releaseLease()
 				continue
 			}
 			n.logger.Info("won leadership")
@@ -636,7 +642,7 @@ func (n *Node) lead(ctx context.Context) {
 	for ctx.Err() == nil {
 		if n.refusal() != nil {
 			// Let a node that can serve lead instead.
-			if err := n.raft.LeadershipTransfer().Error(); err != nil {
+			if err := n.handOver(n.raft.LeadershipTransfer); err != nil {
 				n.logger.Warn("refusing node could not hand over leadership", "error", err)
 				sleepCtx(ctx, time.Second)
 			}
@@ -649,6 +655,15 @@ func (n *Node) lead(ctx context.Context) {
 		}
 		sleepCtx(ctx, 50*time.Millisecond)
 	}
+}
+
+// handOver ends the lease and releases the voters' promises before it
+// transfers leadership with transfer, so the next leader need not wait
+// them out.
+func (n *Node) handOver(transfer func() raft.Future) error {
+	n.seq.EndLease()
+	n.releaseLease()
+	return transfer().Error()
 }
 
 // sleepCtx waits d or until ctx ends.
@@ -753,11 +768,11 @@ func (l raftLog) Reserve(ctx context.Context, upTo, clock uint64) (fsm.Result, e
 	return res, err
 }
 
-func (l raftLog) Confirm(ctx context.Context) (uint64, error) {
+func (l raftLog) Confirm(ctx context.Context, askLease bool) (Confirmation, error) {
 	start := time.Now()
-	term, err := l.n.confirmLeadership(ctx)
+	c, err := l.n.confirmLeadership(ctx, askLease)
 	l.n.metrics.Confirmed(time.Since(start), err)
-	return term, err
+	return c, err
 }
 
 // leader returns the leader's id and gRPC address, as far as this node

@@ -15,15 +15,25 @@ import (
 // Log is what the Sequencer needs from Raft. Reserve commits a reservation
 // and returns the FSM's Result, whose Term is the term of the committed
 // entry. Confirm proves leadership with a round of messages sent after it
-// is called, and returns the term in which a majority confirmed this node
-// leads. Both end by themselves: the Raft implementation fails when
+// is called; with askLease it also asks the voters for a lease (see
+// lease.go). Both end by themselves: the Raft implementation fails when
 // leadership is lost and bounds the wait by Config.ApplyTimeout; ctx may
 // end it sooner.
 type Log interface {
 	// Reserve also records clock, the proposer's clock reading in ticks,
 	// and returns the highest recorded so far in Result.ClockHigh.
 	Reserve(ctx context.Context, upTo, clock uint64) (fsm.Result, error)
-	Confirm(ctx context.Context) (term uint64, err error)
+	Confirm(ctx context.Context, askLease bool) (Confirmation, error)
+}
+
+// Confirmation is what a round proved.
+type Confirmation struct {
+	// Term is the term in which a majority confirmed this node leads.
+	Term uint64
+	// Lease is how long a majority, this node counted, promised to
+	// confirm no other leader, counted from before the round was sent;
+	// 0 when fewer promised.
+	Lease time.Duration
 }
 
 // Block is a run of consecutive ticks handed to one request.
@@ -77,6 +87,9 @@ type Sequencer struct {
 	// tests can show that the history checker catches the stale leader
 	// this lets through; see Config.UnsafeTrustReservation.
 	unsafeTrust bool
+	// lease is Config.Lease (0: off), counted on leaseClock.
+	lease      time.Duration
+	leaseClock func() time.Duration
 
 	mu sync.Mutex
 	// term is the Raft term this sequencer serves in; 0 when not serving.
@@ -112,15 +125,26 @@ type Sequencer struct {
 	// most rounds confirmations are in flight.
 	batch  *confirmBatch
 	rounds int
-	kick   chan struct{}
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// leaseUntil is when the lease ends, on leaseClock; 0: no lease.
+	// leaseEpoch counts the times a lease was dropped (a new period, a
+	// membership change, EndLease): a round's promises extend the lease
+	// only in the epoch the round was asked in. leaseEnded stops rounds
+	// from asking for one until the next Lead.
+	leaseUntil time.Duration
+	leaseEpoch uint64
+	leaseEnded bool
+	kick       chan struct{}
+	stop       chan struct{}
+	wg         sync.WaitGroup
 }
 
 type confirmBatch struct {
 	term, period uint64
-	done         chan struct{}
-	err          error
+	// askLease: the round asks for a lease, to extend it in leaseEpoch.
+	askLease   bool
+	leaseEpoch uint64
+	done       chan struct{}
+	err        error
 }
 
 // minMaxLead is the least Sequencer.maxLead may be.
@@ -136,24 +160,34 @@ func maxLeadTicks(l layout.Layout, window time.Duration) uint64 {
 // node still believes it leads, so a struggling log is not hammered.
 const renewRetryDelay = 20 * time.Millisecond
 
-// NewSequencer returns a sequencer that does not serve until Lead.
-func NewSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger) *Sequencer {
-	return newSequencer(l, window, clock, log, logger, defaultRounds)
+// NewSequencer returns a sequencer that does not serve until Lead; lease
+// is Config.Lease (0: off).
+func NewSequencer(l layout.Layout, window, lease time.Duration, clock func() time.Time, log Log, logger hclog.Logger) *Sequencer {
+	return newSequencer(l, window, clock, log, logger, defaultRounds, leaseSetting{lease, leaseClock})
 }
 
-func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger, rounds int) *Sequencer {
+// leaseSetting is how long the lease is (0: off) and the clock it is
+// counted on.
+type leaseSetting struct {
+	d     time.Duration
+	clock func() time.Duration
+}
+
+func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger, rounds int, lease leaseSetting) *Sequencer {
 	s := &Sequencer{
-		rounds:  rounds,
-		maxLead: maxLeadTicks(l, window),
-		layout:  l,
-		window:  l.TicksIn(window),
-		slack:   max(l.TicksIn(window)/64, 1),
-		clock:   clock,
-		log:     log,
-		logger:  logger,
-		kick:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		serving: make(chan struct{}),
+		lease:      lease.d,
+		leaseClock: lease.clock,
+		rounds:     rounds,
+		maxLead:    maxLeadTicks(l, window),
+		layout:     l,
+		window:     l.TicksIn(window),
+		slack:      max(l.TicksIn(window)/64, 1),
+		clock:      clock,
+		log:        log,
+		logger:     logger,
+		kick:       make(chan struct{}, 1),
+		stop:       make(chan struct{}),
+		serving:    make(chan struct{}),
 	}
 	s.wg.Add(1)
 	go s.confirmLoop()
@@ -184,6 +218,7 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	// Tick 0 is never handed out, so 0 can mean "no ID" to clients.
 	s.term, s.next, s.limit = res.Term, max(res.Prev, 1), res.HighWater
 	s.stretch, s.handed = s.slack, 0
+	s.leaseEnded = false
 	// Earlier leaders' readings count as seen, so a clock behind theirs
 	// (skew, a step back across a restart) does not make this one refuse.
 	s.clockHigh = max(s.clockHigh, now, res.ClockHigh)
@@ -226,6 +261,7 @@ func (s *Sequencer) stepDownFrom(period uint64) {
 // stopServingLocked ends the current term: waiting requests fail.
 func (s *Sequencer) stopServingLocked() {
 	s.term = 0
+	s.dropLeaseLocked()
 	select {
 	case <-s.serving:
 	default:
@@ -326,7 +362,9 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 				s.renewLocked(end)
 			}
 			t := Ticket{Block: Block{First: start, Count: n}}
-			if !s.unsafeTrust {
+			// The lease is checked after the ticks were assigned: so
+			// while it holds, no newer leader has answered anyone.
+			if !s.unsafeTrust && !s.leaseHoldsLocked() {
 				t.batch = s.joinBatchLocked()
 			}
 			s.mu.Unlock()
@@ -440,9 +478,41 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 	return done
 }
 
+// leaseHoldsLocked reports whether this leader may answer from memory.
+func (s *Sequencer) leaseHoldsLocked() bool {
+	return s.leaseUntil != 0 && s.leaseClock() < s.leaseUntil
+}
+
+// dropLeaseLocked ends the lease; rounds asked before it cannot bring it
+// back.
+func (s *Sequencer) dropLeaseLocked() {
+	s.leaseUntil = 0
+	s.leaseEpoch++
+}
+
+// DropLease ends the lease until the next round: the leader calls it
+// before it changes the membership, so the lease is always counted in the
+// newest configuration or the one before it.
+func (s *Sequencer) DropLease() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropLeaseLocked()
+}
+
+// EndLease ends the lease and asks for none until the next Lead: the
+// leader calls it before it hands leadership over, and then releases the
+// voters' promises. It keeps serving, with a round per request.
+func (s *Sequencer) EndLease() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.dropLeaseLocked()
+	s.leaseEnded = true
+}
+
 func (s *Sequencer) joinBatchLocked() *confirmBatch {
 	if s.batch == nil {
-		s.batch = &confirmBatch{term: s.term, period: s.period, done: make(chan struct{})}
+		s.batch = &confirmBatch{term: s.term, period: s.period, done: make(chan struct{}),
+			askLease: s.lease > 0 && !s.leaseEnded, leaseEpoch: s.leaseEpoch}
 		select {
 		case s.kick <- struct{}{}:
 		default:
@@ -468,10 +538,19 @@ func (s *Sequencer) confirmLoop() {
 	slots := make(chan struct{}, s.rounds)
 	var rounds sync.WaitGroup
 	defer rounds.Wait()
+	var renew <-chan time.Time
+	if s.lease > 0 {
+		t := time.NewTicker(s.lease / 4)
+		defer t.Stop()
+		renew = t.C
+	}
 	for {
 		select {
 		case <-s.stop:
 			return
+		case <-renew:
+			s.renewLease()
+			continue
 		case <-s.kick:
 		}
 		select {
@@ -503,16 +582,47 @@ func (s *Sequencer) confirmLoop() {
 
 // confirm runs b's round and ends the batch.
 func (s *Sequencer) confirm(b *confirmBatch) {
-	term, err := s.log.Confirm(context.Background())
+	var sent time.Duration
+	if b.askLease {
+		sent = s.leaseClock() // before any promise was made
+	}
+	c, err := s.log.Confirm(context.Background(), b.askLease)
 	switch {
 	case err != nil:
 		b.err = fmt.Errorf("%w: confirm leadership: %w", ErrNotLeader, err)
-	case term != b.term:
-		b.err = fmt.Errorf("%w: confirmed in term %d, IDs assigned in term %d", ErrNotLeader, term, b.term)
+	case c.Term != b.term:
+		b.err = fmt.Errorf("%w: confirmed in term %d, IDs assigned in term %d", ErrNotLeader, c.Term, b.term)
 	}
 	if b.err != nil {
 		s.logger.Warn("leadership not confirmed; stepping down", "term", b.term, "error", b.err)
 		s.stepDownFrom(b.period)
+	} else if b.askLease && c.Lease > 0 {
+		s.extendLease(b, sent+c.Lease-leaseMargin(c.Lease))
 	}
 	close(b.done)
+}
+
+// extendLease makes the lease last until `until`, if b was asked in the
+// current serving period and lease epoch.
+func (s *Sequencer) extendLease(b *confirmBatch, until time.Duration) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term != 0 && s.period == b.period && s.leaseEpoch == b.leaseEpoch && !s.leaseEnded {
+		s.leaseUntil = max(s.leaseUntil, until)
+	}
+}
+
+// renewLease starts a round when the lease is on and less than half of it
+// is left, so that a leader under steady load never falls back to a round
+// per request. Idle leaders renew too: the first request after a quiet
+// spell is then answered at once.
+func (s *Sequencer) renewLease() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term == 0 || s.lease == 0 || s.leaseEnded || s.unsafeTrust {
+		return
+	}
+	if s.leaseUntil == 0 || s.leaseUntil-s.leaseClock() < s.lease/2 {
+		s.joinBatchLocked()
+	}
 }

@@ -38,6 +38,10 @@ type seqFakeLog struct {
 	reserveCalls int
 	confirmCalls int
 	upTos        []uint64
+	// lease is what Confirm reports the voters promised when asked;
+	// leaseAsks counts the rounds that asked.
+	lease     time.Duration
+	leaseAsks int
 	// clockHigh is the highest clock reading Reserve was given, and
 	// markClock the reading that came with the current hw, as the FSM
 	// keeps them.
@@ -106,7 +110,7 @@ func (f *seqFakeLog) Reserve(ctx context.Context, upTo, clock uint64) (fsm.Resul
 	return r, nil
 }
 
-func (f *seqFakeLog) Confirm(ctx context.Context) (uint64, error) {
+func (f *seqFakeLog) Confirm(ctx context.Context, askLease bool) (Confirmation, error) {
 	f.mu.Lock()
 	f.confirmCalls++
 	n := f.confirmCalls
@@ -114,14 +118,19 @@ func (f *seqFakeLog) Confirm(ctx context.Context) (uint64, error) {
 	f.mu.Unlock()
 	notify(f.confirmEntered, n)
 	if err := f.wait(ctx, gate); err != nil {
-		return 0, err
+		return Confirmation{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.confirmErr != nil {
-		return 0, f.confirmErr
+		return Confirmation{}, f.confirmErr
 	}
-	return f.term, nil
+	c := Confirmation{Term: f.term}
+	if askLease {
+		f.leaseAsks++
+		c.Lease = f.lease
+	}
+	return c, nil
 }
 
 func (f *seqFakeLog) set(fn func(f *seqFakeLog)) {
@@ -244,7 +253,7 @@ func newSeqHarnessRounds(t *testing.T, l layout.Layout, window time.Duration, st
 		window: window,
 		w:      l.TicksIn(window),
 	}
-	h.s = newSequencer(l, window, h.clock.Now, h.log, hclog.NewNullLogger(), rounds)
+	h.s = newSequencer(l, window, h.clock.Now, h.log, hclog.NewNullLogger(), rounds, leaseSetting{})
 	// Cleanups run last-in first-out: unblock the fake before Close, which
 	// waits for the confirmation loop.
 	t.Cleanup(h.s.Close)
@@ -1255,7 +1264,7 @@ func BenchmarkSequencerNext(b *testing.B) {
 		b.Fatal(err)
 	}
 	log := newSeqFakeLog(1)
-	s := NewSequencer(l, DefaultReserveWindow, time.Now, log, hclog.NewNullLogger())
+	s := NewSequencer(l, DefaultReserveWindow, 0, time.Now, log, hclog.NewNullLogger())
 	defer s.Close()
 	ctx := context.Background()
 	if err := s.Lead(ctx, 0); err != nil {
@@ -1353,7 +1362,7 @@ func TestSequencerBoundsTheLead(t *testing.T) {
 func (h *seqHarness) newLeader(term uint64) {
 	h.t.Helper()
 	h.s.StepDown()
-	h.s = newSequencer(h.l, h.window, h.clock.Now, h.log, hclog.NewNullLogger(), 1)
+	h.s = newSequencer(h.l, h.window, h.clock.Now, h.log, hclog.NewNullLogger(), 1, leaseSetting{})
 	h.t.Cleanup(h.s.Close)
 	h.log.set(func(f *seqFakeLog) { f.term = term })
 	h.lead(h.log.highWater())

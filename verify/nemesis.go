@@ -31,23 +31,24 @@ type fault struct {
 
 // faults are the nemesis's kinds, by name.
 var faults = map[string]fault{
-	"kill-leader":     {1, killLeader},
-	"kill-follower":   {2, killFollower},
-	"kill-majority":   {3, killMajority},
-	"pause-leader":    {2, pauseLeader},
-	"isolate-leader":  {3, isolateLeader},
-	"partition":       {3, partition},
-	"bridge":          {3, bridge},
-	"one-way":         {3, oneWay},
-	"stall-leader":    {3, stallLeader},
-	"delay":           {2, delay},
-	"clock-back":      {1, clockShift(-time.Hour)},
-	"clock-forward":   {1, clockShift(time.Hour)},
-	"transfer-leader": {2, transferLeader},
-	"remove-readd":    {3, removeReadd},
-	"restart-all":     {1, restartAll},
-	"rolling-restart": {1, rollingRestart},
-	"grow-shrink":     {1, growShrink},
+	"kill-leader":      {1, killLeader},
+	"kill-follower":    {2, killFollower},
+	"restart-follower": {3, restartFollower},
+	"kill-majority":    {3, killMajority},
+	"pause-leader":     {2, pauseLeader},
+	"isolate-leader":   {3, isolateLeader},
+	"partition":        {3, partition},
+	"bridge":           {3, bridge},
+	"one-way":          {3, oneWay},
+	"stall-leader":     {3, stallLeader},
+	"delay":            {2, delay},
+	"clock-back":       {1, clockShift(-time.Hour)},
+	"clock-forward":    {1, clockShift(time.Hour)},
+	"transfer-leader":  {2, transferLeader},
+	"remove-readd":     {3, removeReadd},
+	"restart-all":      {1, restartAll},
+	"rolling-restart":  {1, rollingRestart},
+	"grow-shrink":      {1, growShrink},
 	// A lost disk in a whole-cluster restart (issue 12).
 	"lose-data-restart": {3, loseDataRestart},
 }
@@ -120,6 +121,30 @@ func killFollower(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func
 		return "", nil, err
 	}
 	return kill(c, []*Node{fs[rng.IntN(len(fs))]})
+}
+
+// restartFollower cuts the leader off from every follower but one, then
+// kills that one and starts it again at once: it comes back within any
+// lease it promised the leader, while the cut-off followers may elect a
+// new leader through it. Having forgotten its promise, it must still
+// confirm no leader until the promise may have run out.
+func restartFollower(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
+	l, fs, err := leaderAndFollowers(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
+	mid, rest := fs[0], names(fs[1:])
+	c.Net.Bridge([]string{l.Name}, []string{mid.Name}, rest)
+	if err := c.Kill(mid); err != nil {
+		c.Net.Heal()
+		return "", nil, err
+	}
+	if err := c.Start(mid); err != nil {
+		c.Net.Heal()
+		return "", nil, err
+	}
+	return fmt.Sprintf("%s restarted between %s and %v", mid.Name, l.Name, rest), heal(c), nil
 }
 
 // killMajority kills the leader and enough followers to leave a minority:

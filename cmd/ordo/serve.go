@@ -66,7 +66,7 @@ func runServe(args []string) error {
 		rpcTimeout     = fs.Duration("rpc-timeout", server.DefaultRPCTimeout, "longest any unary call may run, whatever deadline the caller gave")
 		heartbeat      = fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, "raft heartbeat timeout")
 		election       = fs.Duration("election-timeout", defaults.ElectionTimeout, "raft election timeout")
-		lease          = fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, "raft leader lease timeout")
+		raftLease      = fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, "raft leader lease timeout")
 		snapThreshold  = fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots")
 		snapInterval   = fs.Duration("snapshot-interval", defaults.SnapshotInterval, "how often to check whether a snapshot is due")
 		trailingLogs   = fs.Uint64("trailing-logs", defaults.TrailingLogs, "log entries kept after a snapshot, so a slow follower can catch up without one")
@@ -75,12 +75,14 @@ func runServe(args []string) error {
 		insecure       = fs.Bool("insecure", false, "serve plaintext even on addresses that are not loopback (anyone who reaches the raft port can then rewrite the cluster)")
 		adminSubjects  = fs.String("admin-subject", "", "certificate subjects allowed to call admin RPCs (join, remove, transfer-leader), as Go prints them (CN=ordo-admin,O=Example); several are separated by ';'")
 		adminToken     = fs.String("admin-token-file", "", "file holding a token that grants admin RPCs to whoever presents it (compared in constant time)")
+		lease          = &leaseFlag{}
 		pprofAddr      = fs.String("pprof-addr", "", "serve Go's profiler (net/http/pprof) on this loopback address, for profiling a running node; empty: off")
 		logLevel       = fs.String("log-level", "info", "trace, debug, info, warn or error")
 		logJSON        = fs.Bool("log-json", false, "log as JSON")
 		unsafeTrust    = fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it")
 		clockFile      = fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock")
 	)
+	fs.Var(lease, "lease", fmt.Sprintf("answer from memory while a majority has promised, for this long, to confirm no other leader: one round trip per request instead of two, assuming clocks run at nearly the same rate (see README); bare --lease means %s; must be shorter than --election-timeout. Off by default", server.DefaultLease))
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
@@ -99,12 +101,12 @@ func runServe(args []string) error {
 		Name: "ordo", Level: hclog.LevelFromString(*logLevel), JSONFormat: *logJSON, Output: os.Stderr,
 	})
 	rc := raft.DefaultConfig()
-	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *heartbeat, *election, *lease
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *heartbeat, *election, *raftLease
 	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *snapThreshold, *snapInterval, *trailingLogs
 	cfg := server.Config{
 		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdvertise, HTTPAddr: *httpAddr,
 		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount, MaxConnsPerHost: *maxConns, RPCTimeout: *rpcTimeout,
-		Raft: rc, Logger: logger, UnsafeTrustReservation: *unsafeTrust,
+		Lease: lease.d, Raft: rc, Logger: logger, UnsafeTrustReservation: *unsafeTrust,
 	}
 	if cfg.TLS, err = tlsFiles.load(); err != nil {
 		return err

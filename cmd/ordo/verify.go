@@ -11,6 +11,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seed-e8569b35/ordo/server"
 	"github.com/seed-e8569b35/ordo/verify"
 )
 
@@ -35,11 +36,13 @@ func runVerify(args []string) error {
 		seed        = fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices")
 		heartbeat   = fs.Duration("heartbeat-timeout", 300*time.Millisecond, "raft heartbeat timeout of the nodes verify starts")
 		election    = fs.Duration("election-timeout", 300*time.Millisecond, "raft election timeout of the nodes verify starts")
-		lease       = fs.Duration("leader-lease-timeout", 150*time.Millisecond, "raft leader lease timeout of the nodes verify starts")
+		raftLease   = fs.Duration("leader-lease-timeout", 150*time.Millisecond, "raft leader lease timeout of the nodes verify starts")
+		lease       = &leaseFlag{}
 		unsafeTrust = fs.Bool("unsafe-trust-reservation", false, "TESTS ONLY: start nodes with the stale-leader bug built in (see ordo serve --test-unsafe-trust-reservation), to show the checker catches it")
 		asJSON      = fs.Bool("json", false, "print the result as JSON")
 		tlsDir      = fs.String("tls-dir", "", "mutual TLS with the certificates scripts/gen-certs.sh writes into this directory: nodes verify starts serve node.pem and grant admin to admin.pem's subject, workload clients present client.pem, the nemesis admin.pem; with --addrs only ca.pem and client.pem are used")
 	)
+	fs.Var(lease, "lease", "start nodes with ordo serve --lease: bare, half their election timeout; or a duration")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -48,7 +51,7 @@ func runVerify(args []string) error {
 		Interval: *interval, Hold: *hold, Rounds: *rounds, Seed: *seed, Progress: os.Stderr,
 		ServeArgs: []string{
 			"--heartbeat-timeout", heartbeat.String(), "--election-timeout", election.String(),
-			"--leader-lease-timeout", lease.String(), "--log-level", "warn",
+			"--leader-lease-timeout", raftLease.String(), "--log-level", "warn",
 		},
 	}
 	if *tlsDir != "" {
@@ -59,6 +62,12 @@ func runVerify(args []string) error {
 	}
 	if *unsafeTrust {
 		cfg.ServeArgs = append(cfg.ServeArgs, "--test-unsafe-trust-reservation")
+	}
+	if lease.d != 0 {
+		if lease.d == server.DefaultLease && *election <= lease.d {
+			lease.d = *election / 2 // bare --lease: half of the nodes' election timeout
+		}
+		cfg.ServeArgs = append(cfg.ServeArgs, "--lease="+lease.d.String())
 	}
 	switch *faultList {
 	case "all":

@@ -1,0 +1,418 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// ---- the voter's promises --------------------------------------------------
+
+// goConfirm runs promises.confirm for leader in the background; the
+// result carries the lease clock read right after it returned.
+func goConfirm(p *promises, leader string, term, round uint64, ask time.Duration) <-chan confirmed {
+	out := make(chan confirmed, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
+		defer cancel()
+		g, err := p.confirm(ctx, leader, term, round, ask)
+		out <- confirmed{granted: g, at: p.clock(), err: err}
+	}()
+	return out
+}
+
+type confirmed struct {
+	granted, at time.Duration
+	err         error
+}
+
+func mustConfirmed(t *testing.T, ch <-chan confirmed) confirmed {
+	t.Helper()
+	select {
+	case c := <-ch:
+		if c.err != nil {
+			t.Fatalf("confirm: %v", c.err)
+		}
+		return c
+	case <-time.After(seqTestWait):
+		t.Fatal("confirm still waits")
+		return confirmed{}
+	}
+}
+
+// stillHeld fails if ch delivers within a short look: a correct hold never
+// delivers that soon, so the look can only miss a bug, never invent one.
+func stillHeld(t *testing.T, ch <-chan confirmed, what string) {
+	t.Helper()
+	select {
+	case c := <-ch:
+		t.Fatalf("%s: answered (granted %s, err %v) while another leader's promise holds", what, c.granted, c.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestPromiseHoldsOtherLeadersUntilItRunsOut(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	p := newPromises(leaseClock, lease, 0)
+	before := p.clock()
+	a := mustConfirmed(t, goConfirm(p, "a", 5, 1, lease))
+	if a.granted != lease {
+		t.Fatalf("a was promised %s, want %s", a.granted, lease)
+	}
+	// a renews: no wait, and a smaller ask gets what it asks.
+	if a2 := mustConfirmed(t, goConfirm(p, "a", 5, 2, lease/3)); a2.granted != lease/3 {
+		t.Fatalf("a's renewal was promised %s, want %s", a2.granted, lease/3)
+	}
+	b := mustConfirmed(t, goConfirm(p, "b", 6, 1, lease))
+	if b.at < before+lease {
+		t.Fatalf("b was confirmed %s after a's promise was asked for, before the promise of %s ran out", b.at-before, lease)
+	}
+	// An old-version leader names nobody: it waits for b's promise too,
+	// which b was given no earlier than a's ran out.
+	anon := mustConfirmed(t, goConfirm(p, "", 6, 2, 0))
+	if anon.granted != 0 {
+		t.Fatalf("an asker naming no leader was promised %s", anon.granted)
+	}
+	if anon.at < before+2*lease {
+		t.Fatalf("an asker naming no leader was confirmed %s after a's promise was asked for, before b's ran out", anon.at-before)
+	}
+}
+
+func TestPromiseReleaseFreesOthersOnlyIfNotStale(t *testing.T) {
+	const long = time.Hour // never waited out in this test
+	p := newPromises(leaseClock, long, 0)
+	mustConfirmed(t, goConfirm(p, "a", 5, 10, long))
+	b := goConfirm(p, "b", 6, 1, long)
+	stillHeld(t, b, "b before any release")
+	for _, stale := range []struct {
+		name        string
+		leader      string
+		term, round uint64
+	}{
+		{"another leader's release", "b", 6, 99},
+		{"a release from an older term", "a", 4, 99},
+		{"a release sent before the promise's round", "a", 5, 10},
+	} {
+		p.release(stale.leader, stale.term, stale.round)
+		stillHeld(t, b, "after "+stale.name)
+	}
+	p.release("a", 5, 11)
+	if c := mustConfirmed(t, b); c.granted != long {
+		t.Fatalf("b was promised %s after the release, want %s", c.granted, long)
+	}
+}
+
+func TestPromiseAfterRestartHoldsEveryone(t *testing.T) {
+	p := newPromises(leaseClock, time.Second, time.Hour)
+	for _, leader := range []string{"self", "other", ""} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := p.confirm(ctx, leader, 1, 1, time.Second)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("leader %q was confirmed during the restart hold: err %v", leader, err)
+		}
+	}
+	// Without a promise to release, nothing is released.
+	p.release("self", 99, 99)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.confirm(ctx, "self", 1, 1, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a release ended the restart hold: err %v", err)
+	}
+}
+
+func TestPromiseWithoutLeaseGivesNone(t *testing.T) {
+	p := newPromises(leaseClock, 0, 0)
+	if c := mustConfirmed(t, goConfirm(p, "a", 1, 1, time.Second)); c.granted != 0 {
+		t.Fatalf("a node without a lease promised %s", c.granted)
+	}
+	if c := mustConfirmed(t, goConfirm(p, "b", 1, 2, time.Second)); c.granted != 0 {
+		t.Fatalf("a node without a lease promised %s", c.granted)
+	}
+}
+
+// TestRestartHoldIsRecorded: the longest lease a node may have promised
+// survives a restart in the stable store, also one with a shorter lease
+// or none.
+func TestRestartHoldIsRecorded(t *testing.T) {
+	store := raft.NewInmemStore()
+	log := hclog.NewNullLogger()
+	tests := []struct {
+		lease, wantHold time.Duration
+	}{
+		{0, 0},
+		{time.Hour, time.Hour},
+		{time.Minute, time.Hour},
+		{0, time.Hour},
+	}
+	for i, tt := range tests {
+		before := leaseClock()
+		p, err := openPromises(store, tt.lease, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.wantHold == 0 {
+			if p.until != 0 {
+				t.Fatalf("start %d with lease %s: holds until %s after start, want no hold", i, tt.lease, p.until-before)
+			}
+		} else if hold := p.until - before; hold < tt.wantHold || hold > tt.wantHold+time.Minute {
+			t.Fatalf("start %d with lease %s: holds until %s after start, want %s", i, tt.lease, hold, tt.wantHold)
+		}
+		if p.lease != tt.lease {
+			t.Fatalf("start %d: promises %s, want %s", i, p.lease, tt.lease)
+		}
+	}
+}
+
+// ---- the sequencer's lease -------------------------------------------------
+
+// fakeLeaseClock is a lease clock the test moves.
+type fakeLeaseClock struct{ now atomic.Int64 }
+
+func (c *fakeLeaseClock) read() time.Duration { return time.Duration(c.now.Load()) }
+func (c *fakeLeaseClock) add(d time.Duration) { c.now.Add(int64(d)) }
+
+func (h *seqHarness) confirms() int {
+	_, c := h.log.calls()
+	return c
+}
+
+// mustLeaseHarness is a serving sequencer with a lease of an hour, on a
+// lease clock that moves only when the test moves it: its renewals then
+// never start on their own.
+func mustLeaseHarness(t *testing.T) (*seqHarness, *fakeLeaseClock) {
+	t.Helper()
+	l, err := layout.Preset("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeLeaseClock{}
+	clock.now.Store(int64(time.Hour))
+	h := &seqHarness{t: t, l: l, log: newSeqFakeLog(1), clock: &seqFakeClock{now: seqTestStart},
+		window: DefaultReserveWindow, w: l.TicksIn(DefaultReserveWindow)}
+	h.log.lease = time.Hour
+	h.s = newSequencer(l, h.window, h.clock.Now, h.log, hclog.NewNullLogger(), 1, leaseSetting{time.Hour, clock.read})
+	t.Cleanup(h.s.Close)
+	t.Cleanup(func() { close(h.log.unblock) })
+	h.lead(0)
+	return h, clock
+}
+
+func TestSequencerServesFromTheLease(t *testing.T) {
+	h, clock := mustLeaseHarness(t)
+	h.next(1) // the first request waits for a round, which asks for a lease
+	if got := h.confirms(); got != 1 {
+		t.Fatalf("%d rounds for the first request, want 1", got)
+	}
+	for range 100 {
+		h.next(3)
+	}
+	if got := h.confirms(); got != 1 {
+		t.Fatalf("%d rounds after 100 requests under a lease, want still 1", got)
+	}
+	// The lease counts from before the round, less the drift margin.
+	clock.add(time.Hour - leaseMargin(time.Hour))
+	h.next(1)
+	if got := h.confirms(); got != 2 {
+		t.Fatalf("%d rounds once the lease ran out, want 2", got)
+	}
+	h.log.set(func(f *seqFakeLog) {
+		if f.leaseAsks != 2 {
+			t.Errorf("%d rounds asked for a lease, want 2", f.leaseAsks)
+		}
+	})
+}
+
+func TestSequencerWithoutPromisesConfirmsEachRequest(t *testing.T) {
+	h, _ := mustLeaseHarness(t)
+	h.log.set(func(f *seqFakeLog) { f.lease = 0 }) // voters without --lease
+	for i := range 5 {
+		h.next(1)
+		if got := h.confirms(); got != i+1 {
+			t.Fatalf("request %d: %d rounds, want one each", i, got)
+		}
+	}
+}
+
+func TestSequencerEndLease(t *testing.T) {
+	h, _ := mustLeaseHarness(t)
+	h.next(1)
+	h.s.EndLease()
+	for i := range 3 {
+		h.next(1)
+		if got := h.confirms(); got != i+2 {
+			t.Fatalf("request %d after EndLease: %d rounds, want one each", i, got)
+		}
+	}
+	h.log.set(func(f *seqFakeLog) {
+		if f.leaseAsks != 1 {
+			t.Errorf("%d rounds asked for a lease, want only the one before EndLease", f.leaseAsks)
+		}
+	})
+	// A new serving period asks again.
+	h.s.StepDown()
+	h.lead(h.log.highWater())
+	h.next(1)
+	h.next(1)
+	if r := h.confirms(); r != 5 {
+		t.Fatalf("%d rounds, want 5: one for the new period's first request, none for the second", r)
+	}
+}
+
+// TestSequencerDroppedLeaseIgnoresEarlierRounds: a round asked before a
+// membership change, or before the period ended, does not bring the lease
+// back when it answers.
+func TestSequencerDroppedLeaseIgnoresEarlierRounds(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		drop func(h *seqHarness)
+	}{
+		{"DropLease", func(h *seqHarness) { h.s.DropLease() }},
+		{"EndLease", func(h *seqHarness) { h.s.EndLease() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _ := mustLeaseHarness(t)
+			gate, first := h.holdFirstRound()
+			tt.drop(h)
+			release(t, gate)
+			if r := await(t, first); r.err != nil {
+				t.Fatal(r.err)
+			}
+			h.log.set(func(f *seqFakeLog) { f.confirmGate = nil })
+			h.next(1)
+			if r := h.confirms(); r != 2 {
+				t.Fatalf("%d rounds, want 2: the first round's promises must not count after %s", r, tt.name)
+			}
+		})
+	}
+}
+
+func TestSequencerLostRoundEndsTheLease(t *testing.T) {
+	h, clock := mustLeaseHarness(t)
+	h.next(1)
+	// A renewal round fails: this node no longer leads.
+	clock.add(time.Hour / 2)
+	h.log.set(func(f *seqFakeLog) { f.confirmErr = ErrNotLeader })
+	h.s.renewLease()
+	waitFor(t, "the sequencer to stop serving after a failed renewal", func() bool { return !h.s.Serving() })
+	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Next after a failed renewal: %v, want ErrNotLeader", err)
+	}
+}
+
+func TestSequencerRenewsBeforeTheLeaseRunsOut(t *testing.T) {
+	h, clock := mustLeaseHarness(t)
+	h.next(1)
+	h.s.renewLease() // plenty left: no round
+	if r := h.confirms(); r != 1 {
+		t.Fatalf("%d rounds with most of the lease left, want 1", r)
+	}
+	clock.add(time.Hour / 2)
+	h.s.renewLease()
+	waitFor(t, "a renewal round", func() bool { return h.confirms() == 2 })
+	// Served from the renewed lease, past the first one's end.
+	clock.add(time.Hour/2 - leaseMargin(time.Hour) + time.Minute)
+	waitFor(t, "the renewed lease", func() bool {
+		h.s.mu.Lock()
+		defer h.s.mu.Unlock()
+		return h.s.leaseHoldsLocked()
+	})
+	h.next(1)
+	if r := h.confirms(); r != 2 {
+		t.Fatalf("%d rounds, want 2: the request is served from the renewed lease", r)
+	}
+}
+
+// ---- a real cluster --------------------------------------------------------
+
+// leaseRaft gives a lease test calm Raft timers, and the lease.
+func leaseRaft(lease time.Duration) func(*Config) {
+	return func(c *Config) {
+		calmRaft(c)
+		c.Lease = lease
+	}
+}
+
+// askTermAs opens a Term stream to node n as if from leader `as`, and
+// returns the channel its answer to one round arrives on.
+func askTermAs(t *testing.T, from, n *Node, as string) <-chan *api.TermResponse {
+	t.Helper()
+	conn, err := from.peers.get(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	st, err := api.NewPeerClient(conn).Term(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req := &api.TermRequest{NodeId: n.cfg.ID, ClusterId: n.clusterID(), Round: 1, LeaderId: as, Term: n.raft.CurrentTerm()}
+	if err := st.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	out := make(chan *api.TermResponse, 1)
+	go func() {
+		resp, err := st.Recv()
+		if err == nil {
+			out <- resp
+		}
+		close(out)
+	}()
+	return out
+}
+
+// TestLeaseVoterConfirmsNoOtherLeader: while the leader serves under its
+// lease, a voter answers nobody else's round; once the leader hands over,
+// it does.
+func TestLeaseVoterConfirmsNoOtherLeader(t *testing.T) {
+	nodes := mustClusterWith(t, leaseRaft(300*time.Millisecond))
+	leader := mustLeader(t, nodes)
+	voter := followerOf(nodes, leader)
+	conn, err := leader.peers.get(leader.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustNextVia(t, conn, 1) // the lease is asked for and renewed from now on
+	waitFor(t, "the voter's promise to the leader", func() bool {
+		voter.promises.mu.Lock()
+		defer voter.promises.mu.Unlock()
+		return voter.promises.to == leader.cfg.ID && voter.promises.until > voter.promises.clock()
+	})
+	answer := askTermAs(t, leader, voter, "someone-else")
+	select {
+	case resp := <-answer:
+		t.Fatalf("the voter confirmed another leader while it had promised %s: %v", leader.cfg.ID, resp)
+	case <-time.After(time.Second): // more than three leases: renewals keep it held
+	}
+	mustTransferLeadership(t, leader)
+	select {
+	case resp, ok := <-answer:
+		if !ok || resp.NodeId != voter.cfg.ID {
+			t.Fatalf("held answer: %v, %v", resp, ok)
+		}
+	case <-time.After(seqTestWait):
+		t.Fatal("the voter still holds its answer after the leader handed over")
+	}
+	newLeader := mustLeader(t, nodes)
+	conn2, err := newLeader.peers.get(newLeader.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustNextVia(t, conn2, 1)
+}
+
+func mustTransferLeadership(t *testing.T, leader *Node) {
+	t.Helper()
+	if err := leader.handOver(leader.raft.LeadershipTransfer); err != nil {
+		t.Fatalf("transfer leadership: %v", err)
+	}
+}
