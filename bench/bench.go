@@ -44,11 +44,18 @@ const (
 	// work and yields no IDs. It measures what one round trip costs on
 	// this machine, so the other targets' figures can be read as ratios.
 	TargetFloor = "floor"
+	// TargetStreamFloor is the stream floor: the callers share one stream
+	// to the first address's Floor service, which answers every call at
+	// once with no IDs, and send their calls as the default client sends
+	// them on its stream. It is what the default client's figures would be
+	// if Ordo cost nothing.
+	TargetStreamFloor = "stream-floor"
 )
 
 // Config is one benchmark run.
 type Config struct {
-	// Target is TargetOrdo (also when empty), TargetEtcd or TargetFloor.
+	// Target is TargetOrdo (also when empty), TargetEtcd, TargetFloor or
+	// TargetStreamFloor.
 	Target string
 	// Addrs are the cluster's gRPC addresses: Ordo nodes, or etcd client
 	// endpoints (host:port) for TargetEtcd.
@@ -61,8 +68,8 @@ type Config struct {
 	Count int
 	// Duration is how long the callers run.
 	Duration time.Duration
-	// TLS, if set, is how to reach the Ordo nodes (TargetOrdo and
-	// TargetFloor): the cluster CA and a client certificate.
+	// TLS, if set, is how to reach the Ordo nodes (every target but
+	// TargetEtcd): the cluster CA and a client certificate.
 	TLS *tls.Config
 	// Coalesce, if positive, makes the callers' client share requests,
 	// with at most this many in flight (client.WithCoalescing). Ordo only.
@@ -141,8 +148,13 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 			return Result{}, fmt.Errorf("%w: the floor is one bare unary call: want count 1, no Ordo client modes", ErrBadConfig)
 		}
 		tgt, err = newFloorTarget(cfg.Addrs[0], cfg.TLS)
+	case TargetStreamFloor:
+		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
+			return Result{}, fmt.Errorf("%w: the stream floor is the default client's stream with nothing behind it: want count 1, no other Ordo client modes", ErrBadConfig)
+		}
+		tgt, err = newStreamFloorTarget(cfg.Addrs[0], cfg.TLS)
 	default:
-		return Result{}, fmt.Errorf("%w: unknown target %q (want %q, %q or %q)", ErrBadConfig, cfg.Target, TargetOrdo, TargetEtcd, TargetFloor)
+		return Result{}, fmt.Errorf("%w: unknown target %q (want %q, %q, %q or %q)", ErrBadConfig, cfg.Target, TargetOrdo, TargetEtcd, TargetFloor, TargetStreamFloor)
 	}
 	if err != nil {
 		return Result{}, err

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/sendq"
 )
 
 // Stream pipelines requests on one gRPC stream to the leader: many calls
@@ -40,9 +40,7 @@ type streamConn struct {
 	err    error         // why, set before dead closes
 
 	// queue holds calls not yet sent; sendLoop sends them together.
-	queueMu sync.Mutex
-	queue   []*api.StreamCall
-	wake    chan struct{}
+	queue *sendq.Queue
 
 	failOnce sync.Once
 	failErr  error // set by fail: why this side gave the stream up
@@ -151,41 +149,15 @@ func (s *Stream) attempt(ctx context.Context, conn *streamConn, call *streamCall
 }
 
 // send queues a call for sendLoop.
-func (c *streamConn) send(call *api.StreamCall) {
-	c.queueMu.Lock()
-	c.queue = append(c.queue, call)
-	c.queueMu.Unlock()
-	select {
-	case c.wake <- struct{}{}:
-	default:
-	}
-}
+func (c *streamConn) send(call *api.StreamCall) { c.queue.Add(call) }
 
-// sendLoop sends the queued calls in one message, until the stream
-// breaks. A send that fails, or that flow control holds (a paused
-// server), ends the stream; the attempt timeout frees it.
+// sendLoop sends the queued calls, those that queued while the previous
+// message was being sent in one message, until the stream breaks. A send
+// that fails, or that flow control holds (a paused server), ends the
+// stream; the attempt timeout frees it.
 func (c *streamConn) sendLoop() {
-	for {
-		select {
-		case <-c.wake:
-		case <-c.dead:
-			return
-		}
-		// Answers come in bursts, and wake many callers at once. Yield
-		// once so that those already runnable queue their next calls
-		// and go in this message; alone, this costs no wait.
-		runtime.Gosched()
-		c.queueMu.Lock()
-		calls := c.queue
-		c.queue = nil
-		c.queueMu.Unlock()
-		if len(calls) == 0 {
-			continue
-		}
-		if err := c.st.Send(&api.NextStreamRequest{Calls: calls}); err != nil {
-			c.fail(err)
-			return
-		}
+	if err := c.queue.Run(c.dead, c.st.Send); err != nil {
+		c.fail(err)
 	}
 }
 
@@ -232,7 +204,7 @@ func (s *Stream) open() (*streamConn, error) {
 		s.c.moveOn(target, "")
 		return nil, err
 	}
-	conn := &streamConn{target: target, st: st, cancel: cancel, dead: make(chan struct{}), wake: make(chan struct{}, 1)}
+	conn := &streamConn{target: target, st: st, cancel: cancel, dead: make(chan struct{}), queue: sendq.New()}
 	s.conn = conn
 	go s.receive(conn)
 	go conn.sendLoop()

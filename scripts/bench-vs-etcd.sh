@@ -8,8 +8,11 @@
 # raft-boltdb), runs the same workloads against each with `ordo bench`, one
 # after the other, and prints a markdown table. For etcd every number is
 # one Put and its revision is the sequence number; the revisions go through
-# the same order check as Ordo's IDs. Exits non-zero if any run's numbers
-# break the order.
+# the same order check as Ordo's IDs. Right after each Ordo run it measures
+# that run's floor on an Ordo node (`--target floor` for unary calls,
+# `--target stream-floor` for the default client's stream), and prints
+# Ordo / floor: how far Ordo is from what the machine allows. Exits
+# non-zero if any run's numbers break the order.
 #
 # Environment:
 #   DURATION           length of each run (default 10s)
@@ -196,22 +199,26 @@ calls() { printf '%.0f' "$(jget "$work/$1.json" .requests_per_sec)"; }
 p50() { ms "$(jget "$work/$1.json" .p50)"; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f×", a / b; else print "n/a" }'; }
 
-# Unary, one number per call, on both systems.
+# Unary, one number per call, on both systems; then, at the same
+# concurrency, Ordo's default client (every call on one shared stream), and
+# right after each Ordo run its floor: what the machine allows for such
+# calls with nothing behind them, independent of either system. The floor
+# of a unary call is a bare gRPC health check to an Ordo node; that of the
+# default client is the stream floor, one stream to an Ordo node that
+# echoes every call at once, the calls sent as the default client sends
+# them. An Ordo call costs one such round trip plus a round to the
+# followers.
 workloads=(1 64 256)
 for c in "${workloads[@]}"; do
   run "etcd-$c" etcd "$etcd_addrs" --concurrency "$c"
   run "ordo-$c" ordo "$ordo_addrs" --concurrency "$c" --unary
-done
-# The floor: a bare gRPC health check to an Ordo node, no work behind it.
-# An Ordo call costs one such round trip plus a round to the followers, so
-# this says what the machine allows, independent of either system.
-for c in 1 64; do
   run "floor-$c" floor 127.0.0.1:7001 --concurrency "$c"
+  run "ordo-stream-$c" ordo "$ordo_addrs" --concurrency "$c"
+  run "stream-floor-$c" stream-floor 127.0.0.1:7001 --concurrency "$c"
 done
 # Ordo's other modes; etcd has no equivalent, so they are compared with
 # etcd's best unary number.
 run ordo-coalesce ordo "$ordo_addrs" --concurrency 256 --coalesce 1
-run ordo-stream ordo "$ordo_addrs" --concurrency 64
 run ordo-batch ordo "$ordo_addrs" --concurrency 16 --count 1000
 
 best=""
@@ -230,18 +237,21 @@ for c in "${workloads[@]}"; do
 done
 etcd_best="best: $(rate "etcd-$best") ($best callers)"
 for row in "ordo-coalesce|Ordo coalesced: 256 callers, --coalesce 1" \
-  "ordo-stream|Ordo streamed: 64 callers, the default client" \
+  "ordo-stream-64|Ordo streamed: 64 callers, the default client" \
   "ordo-batch|Ordo batched: 16 callers × 1000 IDs per call"; do
   name=${row%%|*}
   echo "| ${row#*|} (vs etcd's best) | $etcd_best | $(p50 "etcd-$best") | $(rate "$name") | $(p50 "$name") | $(ratio "$(rate "$name")" "$(rate "etcd-$best")") |"
 done
 echo
-echo "The gRPC floor on this machine (a bare health check to one Ordo node, nothing behind it):"
+echo "The gRPC floors on this machine, each run right after the Ordo run beside it: for unary calls a bare"
+echo "health check to one Ordo node, for the default client's stream one stream to an Ordo node that echoes"
+echo "every call at once; nothing behind either:"
 echo
-echo "| callers | floor calls/s | floor p50 | Ordo unary IDs/s | Ordo p50 | Ordo / floor |"
-echo "|--:|--:|--:|--:|--:|--:|"
-for c in 1 64; do
-  echo "| $c | $(calls "floor-$c") | $(p50 "floor-$c") | $(rate "ordo-$c") | $(p50 "ordo-$c") | $(ratio "$(rate "ordo-$c")" "$(calls "floor-$c")") |"
+echo "| callers | calls | floor calls/s | floor p50 | Ordo IDs/s | Ordo p50 | Ordo / floor |"
+echo "|--:|---|--:|--:|--:|--:|--:|"
+for c in "${workloads[@]}"; do
+  echo "| $c | unary | $(calls "floor-$c") | $(p50 "floor-$c") | $(rate "ordo-$c") | $(p50 "ordo-$c") | $(ratio "$(rate "ordo-$c")" "$(calls "floor-$c")") |"
+  echo "| $c | default client (stream) | $(calls "stream-floor-$c") | $(p50 "stream-floor-$c") | $(rate "ordo-stream-$c") | $(p50 "ordo-stream-$c") | $(ratio "$(rate "ordo-stream-$c")" "$(calls "stream-floor-$c")") |"
 done
 echo
 echo "Every run's numbers passed the order check unless reported above. Ratio > 1: Ordo hands out more numbers per second."

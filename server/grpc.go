@@ -57,6 +57,7 @@ func (n *Node) openGRPC() error {
 	api.RegisterSequencerServer(n.grpcServer, svc)
 	api.RegisterAdminServer(n.grpcServer, svc)
 	api.RegisterPeerServer(n.grpcServer, svc)
+	api.RegisterFloorServer(n.grpcServer, &floorService{n: n})
 	hs := n.newHealth()
 	healthpb.RegisterHealthServer(n.grpcServer, hs)
 	reflection.Register(n.grpcServer)

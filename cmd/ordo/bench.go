@@ -25,7 +25,7 @@ const defaultEtcdAddrs = "127.0.0.1:2379"
 
 func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	target := fs.String("target", bench.TargetOrdo, "what to measure: \"ordo\"; \"etcd\" (one Put per ID, its revision as the ID; --addrs are then etcd client endpoints); or \"floor\" (a bare gRPC health check to the first address, which any Ordo node serves: what one round trip costs on this machine)")
+	target := fs.String("target", bench.TargetOrdo, "what to measure: \"ordo\"; \"etcd\" (one Put per ID, its revision as the ID; --addrs are then etcd client endpoints); \"floor\" (a bare gRPC health check to the first address, which any Ordo node serves: what one unary round trip costs on this machine, the floor of --unary); or \"stream-floor\" (the callers share one stream to the first address, which echoes every call at once with no IDs, sent as the default client sends them: the floor of the default client)")
 	// The default depends on --target, so it is chosen after parsing.
 	addrs := fs.String("addrs", "", "comma-separated gRPC addresses of cluster nodes (default "+defaultAddrs+", or "+defaultEtcdAddrs+" for etcd)")
 	concurrency := fs.Int("concurrency", 64, "concurrent callers (sharing one Ordo client; for etcd, spread over the endpoints round-robin)")
