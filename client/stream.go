@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -188,6 +189,18 @@ func (s *Stream) open() (*streamConn, error) {
 		}
 	}
 	target := s.c.target()
+	conn, err := s.openTo(target)
+	if err != nil {
+		s.c.moveOn(target, "")
+		return nil, err
+	}
+	s.useLocked(conn)
+	go s.leaveRelay(conn)
+	return conn, nil
+}
+
+// openTo opens a stream to target; nothing reads or sends on it yet.
+func (s *Stream) openTo(target string) (*streamConn, error) {
 	cc, err := s.c.conn(target)
 	if err != nil {
 		return nil, err
@@ -201,15 +214,73 @@ func (s *Stream) open() (*streamConn, error) {
 	}
 	if err != nil {
 		cancel()
-		s.c.moveOn(target, "")
 		return nil, err
 	}
-	conn := &streamConn{target: target, st: st, cancel: cancel, dead: make(chan struct{}), queue: sendq.New()}
+	return &streamConn{target: target, st: st, cancel: cancel, dead: make(chan struct{}), queue: sendq.New()}, nil
+}
+
+// useLocked makes conn the stream new calls go on.
+func (s *Stream) useLocked(conn *streamConn) {
 	s.conn = conn
 	go s.receive(conn)
 	go conn.sendLoop()
-	return conn, nil
 }
+
+// leaveRelay moves new calls to a direct stream to the leader when conn
+// reached a follower that relays it (its header names the leader): one
+// hop less. If the leader cannot be reached from here (a leader hint
+// that resolves only inside a container network), or answers for another
+// cluster, the relayed stream stays. Calls already sent on conn are
+// answered there; it is closed once their attempts are over.
+func (s *Stream) leaveRelay(conn *streamConn) {
+	hdr, err := conn.st.Header()
+	if err != nil {
+		return
+	}
+	v := hdr.Get(api.LeaderAddrKey)
+	if len(v) == 0 || v[0] == conn.target {
+		return
+	}
+	leader := v[0]
+	direct, err := s.openTo(leader)
+	if err != nil {
+		return
+	}
+	// A node that serves the stream itself sends its header at once.
+	headers := make(chan metadata.MD, 1)
+	go func() {
+		h, err := direct.st.Header()
+		if err != nil {
+			h = nil
+		}
+		headers <- h
+	}()
+	t := time.NewTimer(s.c.attemptTimeout)
+	defer t.Stop()
+	select {
+	case h := <-headers:
+		if h == nil || len(h.Get(api.LeaderAddrKey)) > 0 || s.c.pin(leader, h) != nil {
+			direct.cancel()
+			return
+		}
+	case <-t.C:
+		direct.cancel()
+		return
+	}
+	s.mu.Lock()
+	if s.closed || s.conn != conn {
+		s.mu.Unlock()
+		direct.cancel()
+		return
+	}
+	s.useLocked(direct)
+	s.mu.Unlock()
+	s.c.moveOn(conn.target, leader)
+	time.AfterFunc(s.c.attemptTimeout, func() { conn.fail(errLeftRelay) })
+}
+
+// errLeftRelay ends a relayed stream once calls moved to the leader.
+var errLeftRelay = status.Error(codes.Unavailable, "moved to a direct stream to the leader")
 
 // receive hands answers to their calls until the stream breaks, then
 // follows the leader hint the server sent.

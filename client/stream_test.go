@@ -268,3 +268,64 @@ func TestDefaultClientStreams(t *testing.T) {
 		}
 	})
 }
+
+// relayServer answers every call from ids, after sending a header that
+// names leader (none when empty), as a relaying follower and a leader do;
+// answered counts its answers.
+func relayServer(t *testing.T, ids *atomic.Uint64, leader string) (addr string, answered *atomic.Int64, streams *atomic.Int64) {
+	answered = &atomic.Int64{}
+	f := &fakeStreamServer{}
+	f.serve = func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+		if leader != "" {
+			st.SetHeader(metadata.Pairs(api.LeaderAddrKey, leader))
+		}
+		if err := st.SendHeader(nil); err != nil {
+			return err
+		}
+		return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
+			answered.Add(1)
+			first := ids.Add(uint64(call.Count)) - uint64(call.Count) + 1
+			return &api.StreamAnswer{Id: call.Id, Runs: []*api.IDRun{{First: first, Count: call.Count, Step: 1}}}
+		})
+	}
+	return mustStreamServer(t, f), answered, &f.streams
+}
+
+// TestStreamLeavesARelay: a stream that reached a follower relaying it to
+// the leader moves to a direct stream to the leader, one hop less; when
+// the leader cannot be reached, or relays too, the relayed stream stays.
+func TestStreamLeavesARelay(t *testing.T) {
+	var ids atomic.Uint64
+	leader, leaderAnswered, _ := relayServer(t, &ids, "")
+	for _, tt := range []struct {
+		name      string
+		leader    string
+		wantLeave bool
+	}{
+		{"leader reachable", leader, true},
+		{"leader unreachable", mustDeadAddr(t), false},
+		{"leader relays too", func() string { a, _, _ := relayServer(t, &ids, leader); return a }(), false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			relay, relayAnswered, relayStreams := relayServer(t, &ids, tt.leader)
+			s := mustNew(t, []string{relay}, WithAttemptTimeout(500*time.Millisecond)).OpenStream()
+			defer s.Close()
+			ctx := testCtx(t, 20*time.Second)
+			before := leaderAnswered.Load()
+			deadline := time.Now().Add(10 * time.Second)
+			calls := 0
+			for ; calls < 50 || (tt.wantLeave && leaderAnswered.Load() == before && time.Now().Before(deadline)); calls++ {
+				if _, err := s.Next(ctx); err != nil {
+					t.Fatalf("call %d: %v", calls, err)
+				}
+			}
+			left := leaderAnswered.Load() > before
+			if left != tt.wantLeave {
+				t.Fatalf("after %d calls: the leader answered %d, the relay %d; want leaving the relay %v", calls, leaderAnswered.Load()-before, relayAnswered.Load(), tt.wantLeave)
+			}
+			if n := relayStreams.Load(); n != 1 {
+				t.Fatalf("the relay saw %d streams, want 1", n)
+			}
+		})
+	}
+}

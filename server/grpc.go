@@ -528,6 +528,12 @@ func (s *service) forwardStream(conn *grpc.ClientConn, stream grpc.BidiStreaming
 	if err != nil {
 		return err
 	}
+	// The header names the leader, so a client that can reach it moves
+	// its calls to a stream of its own there.
+	if _, leaderAddr := s.n.leader(); leaderAddr != "" {
+		_ = stream.SetHeader(metadata.Pairs(api.LeaderAddrKey, leaderAddr))
+	}
+	_ = stream.SendHeader(nil)
 	go func() {
 		for {
 			req, err := stream.Recv()
@@ -570,6 +576,9 @@ func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReque
 	if fwd {
 		return end(s.forwardStream(conn, stream))
 	}
+	// At once, with no leader named: a client that left a relay for this
+	// stream learns that it reached the leader.
+	_ = stream.SendHeader(nil)
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
 	// assigned bounds the calls one stream may have waiting; past it,

@@ -558,6 +558,11 @@ func TestNextStream(t *testing.T) {
 			t.Fatalf("call %d beside a refused one: %v; want it served", id, a)
 		}
 	}
+	// The leader's header comes at once and names no leader: a client
+	// that left a relay knows it reached the leader.
+	if hdr, err := st.Header(); err != nil || len(hdr.Get(api.LeaderAddrKey)) != 0 {
+		t.Fatalf("the leader's stream header: %v, %v; want one naming no leader", hdr, err)
+	}
 	// A client done sending gets its last answers, then a clean end.
 	send(&api.StreamCall{Id: 11, Count: 1})
 	if err := st.CloseSend(); err != nil {
@@ -573,6 +578,11 @@ func TestNextStream(t *testing.T) {
 	fst, err := api.NewSequencerClient(mustConn(t, follower.GRPCAddr())).NextStream(ctx)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// Its header, sent before any call, names the leader, so a client
+	// that can reach it moves there.
+	if hdr, err := fst.Header(); err != nil || !slices.Equal(hdr.Get(api.LeaderAddrKey), []string{leader.GRPCAddr()}) {
+		t.Fatalf("a relayed stream's header: %v, %v; want it to name the leader at %s", hdr, err, leader.GRPCAddr())
 	}
 	var last uint64
 	for i := range 3 {
