@@ -647,7 +647,10 @@ func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReque
 }
 
 // assignCalls reads calls until the client is done sending (nil) or the
-// stream fails, and assigns each call's ticks in the order received.
+// stream fails, and assigns each call's ticks in the order received. The
+// valid calls of a message are assigned together, up to MaxCount ticks at
+// a time, and split: each call still gets its own consecutive ticks, and
+// a message costs one lock, one clock reading and one lease check.
 func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse], assigned chan<- streamCall) error {
 	for {
 		req, err := stream.Recv()
@@ -657,18 +660,42 @@ func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServ
 		if err != nil {
 			return err
 		}
-		for _, call := range req.Calls {
-			c := streamCall{id: call.Id}
-			if call.Count == 0 || uint64(call.Count) > s.n.cfg.MaxCount {
-				// One bad call must not fail the others in flight.
-				c.invalid = fmt.Sprintf("count %d, want 1 to %d", call.Count, s.n.cfg.MaxCount)
-			} else if c.ticket, err = s.n.seq.Assign(ctx, uint64(call.Count)); err != nil {
-				return err
+		calls := req.Calls
+		for len(calls) > 0 {
+			var (
+				chunk []streamCall
+				total uint64
+			)
+			for _, call := range calls {
+				if call.Count == 0 || uint64(call.Count) > s.n.cfg.MaxCount || total+uint64(call.Count) > s.n.cfg.MaxCount {
+					break
+				}
+				chunk = append(chunk, streamCall{id: call.Id})
+				total += uint64(call.Count)
 			}
-			select {
-			case assigned <- c:
-			case <-ctx.Done():
-				return ctx.Err()
+			if len(chunk) == 0 {
+				// One bad call must not fail the others in flight.
+				call := calls[0]
+				chunk = []streamCall{{id: call.Id, invalid: fmt.Sprintf("count %d, want 1 to %d", call.Count, s.n.cfg.MaxCount)}}
+			} else {
+				t, err := s.n.seq.Assign(ctx, total)
+				if err != nil {
+					return err
+				}
+				next := t.First
+				for i := range chunk {
+					n := uint64(calls[i].Count)
+					chunk[i].ticket = Ticket{Block: Block{First: next, Count: n}, batch: t.batch}
+					next += n
+				}
+			}
+			calls = calls[len(chunk):]
+			for _, c := range chunk {
+				select {
+				case assigned <- c:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
 			}
 		}
 	}

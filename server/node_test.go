@@ -558,6 +558,24 @@ func TestNextStream(t *testing.T) {
 			t.Fatalf("call %d beside a refused one: %v; want it served", id, a)
 		}
 	}
+	// Calls of one message are assigned together up to the largest count,
+	// and split: each gets its own count, and no two share an ID.
+	big := uint32(leader.cfg.MaxCount/2 + 1)
+	send(&api.StreamCall{Id: 20, Count: big}, &api.StreamCall{Id: 21, Count: big}, &api.StreamCall{Id: 22, Count: 1}, &api.StreamCall{Id: 23, Count: 2})
+	seen := map[uint64]bool{}
+	for id, a := range recv(4) {
+		ids := expandRuns(a.Runs)
+		want := map[uint64]int{20: int(big), 21: int(big), 22: 1, 23: 2}[id]
+		if len(ids) != want {
+			t.Fatalf("call %d: %d IDs, want %d", id, len(ids), want)
+		}
+		for i, v := range ids {
+			if seen[v] || (i > 0 && v <= ids[i-1]) {
+				t.Fatalf("call %d: ID %d repeated or out of order", id, v)
+			}
+			seen[v] = true
+		}
+	}
 	// The leader's header comes at once and names no leader: a client
 	// that left a relay knows it reached the leader.
 	if hdr, err := st.Header(); err != nil || len(hdr.Get(api.LeaderAddrKey)) != 0 {
