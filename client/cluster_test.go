@@ -3,12 +3,17 @@ package client
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 )
@@ -73,4 +78,111 @@ func TestNeverReturnsAnotherClustersIDs(t *testing.T) {
 			}
 		}
 	})
+}
+
+// clusterNode is a node of cluster id on both of the client's paths, unary
+// Next and NextStream: it names id in every answer's header and hands out
+// IDs counting up from first. With refuse it refuses, as a node does, a
+// call that names another cluster; without, it answers anyway, as an older
+// version would.
+type clusterNode struct {
+	api.UnimplementedSequencerServer
+	id      string
+	refuse  bool
+	first   uint64
+	calls   atomic.Int64 // Next calls and streams opened
+	refused atomic.Int64 // of them, refused for naming another cluster
+	mu      sync.Mutex
+	next    uint64
+}
+
+func (f *clusterNode) check(ctx context.Context) error {
+	f.calls.Add(1)
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, want := range md.Get(api.ClusterIDKey) {
+		if f.refuse && want != f.id {
+			f.refused.Add(1)
+			return status.Errorf(codes.Unavailable, "this node belongs to another cluster than %s", want)
+		}
+	}
+	return nil
+}
+
+func (f *clusterNode) run(n uint32) *api.IDRun {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.next == 0 {
+		f.next = f.first
+	}
+	r := &api.IDRun{First: f.next, Count: n, Step: 1}
+	f.next += uint64(n)
+	return r
+}
+
+func (f *clusterNode) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	if err := f.check(ctx); err != nil {
+		return nil, err
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs(api.ClusterIDKey, f.id))
+	return &api.NextResponse{Runs: []*api.IDRun{f.run(req.Count)}}, nil
+}
+
+func (f *clusterNode) NextStream(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	if err := f.check(st.Context()); err != nil {
+		return err
+	}
+	if err := st.SetHeader(metadata.Pairs(api.ClusterIDKey, f.id)); err != nil {
+		return err
+	}
+	return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
+		return &api.StreamAnswer{Id: call.Id, Runs: []*api.IDRun{f.run(call.Count)}}
+	})
+}
+
+// TestClientStaysWithItsCluster: a client pinned to cluster "ours" and
+// given the address of a node of another cluster first never returns that
+// cluster's IDs, on the default stream as on unary calls, whether that
+// node refuses its calls or answers them anyway.
+func TestClientStaysWithItsCluster(t *testing.T) {
+	const foreignIDs = 1 << 40
+	for _, refuse := range []bool{true, false} {
+		for _, unary := range []bool{false, true} {
+			name := fmt.Sprintf("refuses=%t/unary=%t", refuse, unary)
+			t.Run(name, func(t *testing.T) {
+				foreign := &clusterNode{id: "other", refuse: refuse, first: foreignIDs}
+				own := &clusterNode{id: "ours", refuse: true, first: 1}
+				serveNode := func(f *clusterNode) string {
+					return mustServeOn(t, mustListen(t), func(s *grpc.Server) { api.RegisterSequencerServer(s, f) })
+				}
+				foreignAddr, ownAddr := serveNode(foreign), serveNode(own)
+				opts := []Option{WithClusterID("ours"), WithBackoff(time.Millisecond, 10*time.Millisecond)}
+				if unary {
+					opts = append(opts, WithUnary())
+				}
+				c, err := New([]string{foreignAddr, ownAddr}, opts...)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				ctx := testCtx(t, 5*time.Second)
+				var last uint64
+				for range 10 {
+					ids := mustNextN(ctx, t, c, 3)
+					if ids[0] >= foreignIDs || ids[0] <= last {
+						t.Fatalf("NextN = %v after %d: not this cluster's next IDs", ids, last)
+					}
+					last = ids[2]
+				}
+				if foreign.calls.Load() == 0 {
+					t.Fatal("the client never reached the other cluster's node")
+				}
+				if refuse && foreign.refused.Load() == 0 {
+					t.Error("the other cluster's node never refused a call: the calls did not name the client's cluster")
+				}
+				if c.ClusterID() != "ours" {
+					t.Errorf("client pinned to %q, want ours", c.ClusterID())
+				}
+			})
+		}
+	}
 }

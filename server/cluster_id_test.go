@@ -2,16 +2,19 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
 )
 
 // mustSingle opens and bootstraps a one-node cluster that has handed out an
@@ -59,4 +62,95 @@ func TestCallsNameTheirCluster(t *testing.T) {
 			t.Errorf("%s calling b: refused with leader hint %v", name, hint)
 		}
 	}
+}
+
+// TestOwnCallsNameTheirCluster: the calls a node makes itself to a
+// member's stored address name its cluster, so that a node of another
+// cluster now listening there refuses them; and where the answer must come
+// from this cluster, such a refusal, or an answer that does not name this
+// cluster (an older node that does not check), proves nothing. Here a's
+// cluster has members a2 and a3 (non-voters, so a alone is a majority)
+// whose stored gRPC addresses are b1's, of another cluster, an older
+// node's that answers anything, and a4 whose address is a node's of no
+// cluster yet.
+func TestOwnCallsNameTheirCluster(t *testing.T) {
+	a, b := mustSingle(t, "a1"), mustSingle(t, "b1")
+	// Clusters often name their nodes alike: this one answers as a3.
+	older := mustServeAdmin(t, &fakeAdmin{
+		info:    &api.NodeInfo{Id: "a3", Role: "leader", ClusterId: b.clusterID()},
+		members: []string{"a3"}, leader: "a3",
+	})
+	// A node of no cluster yet (one starting, say) names none.
+	fresh := mustServeAdmin(t, &fakeAdmin{info: &api.NodeInfo{Id: "c1", Role: "starting"}})
+	for i, m := range []struct{ id, addr string }{{"a2", b.GRPCAddr()}, {"a3", older}, {"a4", fresh}} {
+		id, addr := m.id, m.addr
+		// Nothing listens at the Raft addresses: a sends them nothing.
+		raftAddr := raft.ServerAddress(fmt.Sprintf("127.0.0.1:%d", i+1))
+		if err := a.raft.AddNonvoter(raft.ServerID(id), raftAddr, 0, 5*time.Second).Error(); err != nil {
+			t.Fatalf("add %s: %v", id, err)
+		}
+		if _, err := a.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: id, GRPCAddr: addr}); err != nil {
+			t.Fatalf("record %s's address: %v", id, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+
+	t.Run("peer calls", func(t *testing.T) {
+		conn, err := a.peers.get(b.GRPCAddr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = api.NewAdminClient(conn).NodeStatus(ctx, &api.NodeStatusRequest{})
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "another cluster") {
+			t.Errorf("a's NodeStatus call to b: %v, want Unavailable naming another cluster", err)
+		}
+		// A stream names it when it opens: b refuses a Term stream even
+		// if its messages were meant for b.
+		st, err := api.NewPeerClient(conn).Term(ctx)
+		if err == nil {
+			if err = st.Send(&api.TermRequest{NodeId: b.ID(), ClusterId: b.clusterID(), Round: 1}); err == nil {
+				_, err = st.Recv()
+			}
+		}
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "another cluster") {
+			t.Errorf("a's Term stream to b: %v, want Unavailable naming another cluster", err)
+		}
+	})
+
+	t.Run("status", func(t *testing.T) {
+		resp, err := api.NewAdminClient(mustConn(t, a.GRPCAddr())).Status(ctx, &api.StatusRequest{})
+		if err != nil {
+			t.Fatalf("status: %v", err)
+		}
+		seen := map[string]bool{}
+		for _, info := range resp.Nodes {
+			seen[info.Id] = true
+			switch info.Id {
+			case a.ID():
+				if info.ClusterId != a.clusterID() || info.Role != "leader" {
+					t.Errorf("a1 reported as %s of cluster %q, want the leader of %s", info.Role, info.ClusterId, a.clusterID())
+				}
+			case "a2", "a3", "a4":
+				if info.ClusterId == b.clusterID() || info.Role != "unreachable" || info.Error == "" {
+					t.Errorf("%s (whose address is another node's) reported as %s of cluster %q (error %q), want unreachable with why",
+						info.Id, info.Role, info.ClusterId, info.Error)
+				}
+			}
+		}
+		if len(seen) != 4 || !seen["a2"] || !seen["a3"] || !seen["a4"] {
+			t.Errorf("status lists %v, want a1 to a4", seen)
+		}
+	})
+
+	t.Run("removal check", func(t *testing.T) {
+		for range 3 {
+			if a.leaderConfirmsRemoved() {
+				t.Fatal("a takes another cluster's leader, which lacks it, as proof that it was removed")
+			}
+		}
+		if err := a.refusal(); err != nil {
+			t.Fatalf("a refuses: %v", err)
+		}
+	})
 }

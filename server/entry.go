@@ -369,7 +369,11 @@ func CheckCluster(ctx context.Context, self, dataDir, expected string, t *secure
 }
 
 // asker asks other nodes for their status, keeping one connection to each
-// address while a decision is being taken.
+// address while a decision is being taken. Unlike peerConns, its calls name
+// no cluster, on purpose: they ask a node who it is, and the callers compare
+// the cluster id in its answer (checkCluster, CheckBackupAlive,
+// checkAnswersAs). A node of another cluster must answer them, so that it is
+// seen to be one, not refuse them as if it could not be asked.
 type asker struct {
 	creds credentials.TransportCredentials
 	mu    sync.Mutex

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"time"
 
@@ -109,15 +110,12 @@ func (s *service) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
 // only proof of its rights.
 func (n *Node) forwardCtx(ctx context.Context) context.Context {
 	kv := []string{forwardedKey, "1"}
-	if id := n.clusterID(); id != "" {
-		kv = append(kv, api.ClusterIDKey, id)
-	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		for _, v := range md.Get(authorizationKey) {
 			kv = append(kv, authorizationKey, v)
 		}
 	}
-	return metadata.AppendToOutgoingContext(ctx, kv...)
+	return withCluster(metadata.AppendToOutgoingContext(ctx, kv...), n.clusterID())
 }
 
 // Next implements api.SequencerServer.
@@ -279,9 +277,16 @@ func (s *service) peerStatus(ctx context.Context, id, addr string) *api.NodeInfo
 	}
 	ctx, cancel := context.WithTimeout(ctx, nodeStatusTimeout)
 	defer cancel()
+	// The call names this cluster: a node of another one at the address
+	// refuses it. One that answers anyway (an older version) is not
+	// reported as the member either.
 	info, err := api.NewAdminClient(conn).NodeStatus(ctx, &api.NodeStatusRequest{})
 	if err != nil {
 		return unreachable(err)
+	}
+	if own := s.n.clusterID(); info.Id != id || own != "" && info.ClusterId != "" && info.ClusterId != own {
+		return unreachable(fmt.Errorf("the node at %s answers as %q of cluster %q, not as member %q of cluster %q",
+			addr, info.Id, info.ClusterId, id, own))
 	}
 	return info
 }
@@ -462,15 +467,59 @@ func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) 
 	return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
 }
 
-// peerConns caches one client connection per peer gRPC address.
+// peerConns caches one client connection per peer gRPC address. Every
+// call a node makes to a peer goes over one of them, and names the node's
+// cluster (see withCluster): an address of a member may now reach a node
+// of another cluster (a moved or restored member, a reused port), which
+// refuses the call instead of answering for its own cluster.
 type peerConns struct {
-	creds credentials.TransportCredentials
-	mu    sync.Mutex
-	conns map[string]*grpc.ClientConn
+	creds   credentials.TransportCredentials
+	cluster func() string // this node's cluster id, "" while it has none
+	mu      sync.Mutex
+	conns   map[string]*grpc.ClientConn
 }
 
-func newPeerConns(creds credentials.TransportCredentials) *peerConns {
-	return &peerConns{creds: creds, conns: map[string]*grpc.ClientConn{}}
+func newPeerConns(creds credentials.TransportCredentials, cluster func() string) *peerConns {
+	return &peerConns{creds: creds, cluster: cluster, conns: map[string]*grpc.ClientConn{}}
+}
+
+// withCluster names cluster id in ctx's outgoing call (api.ClusterIDKey),
+// unless id is "" (nothing to name yet) or the call names one already.
+func withCluster(ctx context.Context, id string) context.Context {
+	if id == "" {
+		return ctx
+	}
+	if len(metadata.ValueFromOutgoingContext(ctx, api.ClusterIDKey)) > 0 {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, api.ClusterIDKey, id)
+}
+
+// nameCluster and nameClusterStream are the interceptors of every peer
+// connection: each call, and each stream when it opens, names the cluster.
+func (p *peerConns) nameCluster(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+	return invoker(withCluster(ctx, p.cluster()), method, req, reply, cc, opts...)
+}
+
+func (p *peerConns) nameClusterStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	return streamer(withCluster(ctx, p.cluster()), desc, cc, method, opts...)
+}
+
+// answeredForCluster reports whether a peer's answer, whose header is
+// header, names this node's cluster: a node names its cluster in every
+// answer once it has one (checkCluster). Where an answer must come from
+// this cluster, one that does not name it proves nothing: a node of
+// another cluster that does not check what a call names (an older
+// version), or one without a cluster id yet, may answer it. While this
+// node has no cluster id itself, there is nothing to compare, and any
+// answer counts.
+func (n *Node) answeredForCluster(header metadata.MD) bool {
+	own := n.clusterID()
+	if own == "" {
+		return true
+	}
+	v := header.Get(api.ClusterIDKey)
+	return len(v) > 0 && !slices.ContainsFunc(v, func(id string) bool { return id != own })
 }
 
 func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
@@ -483,7 +532,8 @@ func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
 	// peer's DNS name is looked up again when its IP changes (a
 	// rescheduled pod), instead of after grpc-go's DNS re-resolution
 	// interval.
-	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(p.creds))
+	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(p.creds),
+		grpc.WithChainUnaryInterceptor(p.nameCluster), grpc.WithChainStreamInterceptor(p.nameClusterStream))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}

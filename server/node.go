@@ -109,9 +109,9 @@ func Open(cfg Config) (*Node, error) {
 		fatal:   make(chan error, 1),
 		refused: make(chan struct{}),
 		stop:    make(chan struct{}),
-		peers:   newPeerConns(transportCredentials(cfg.TLS)),
 		terms:   newTermStreams(),
 	}
+	n.peers = newPeerConns(transportCredentials(cfg.TLS), n.clusterID)
 	if cfg.AdminToken != "" {
 		n.adminToken = secure.NewToken(cfg.AdminToken)
 	}
@@ -467,7 +467,11 @@ func (n *Node) checkAnswersAs(ctx context.Context, grpcAddr, id string) error {
 
 // leaderConfirmsRemoved asks the other nodes it knows for the cluster's
 // status (which a follower passes to the leader) and reports whether a
-// leader answered with a membership that lacks this node.
+// leader of this node's cluster answered with a membership that lacks this
+// node. Only such an answer proves it: the call names this cluster, so a
+// node of another one now at a member's address refuses it, and a refusal,
+// or an answer that does not name this cluster (answeredForCluster), is
+// taken as "cannot tell", never as proof: watchMembership asks again.
 func (n *Node) leaderConfirmsRemoved() bool {
 	for id, addr := range n.fsm.State().Nodes {
 		if id == n.cfg.ID {
@@ -478,9 +482,10 @@ func (n *Node) leaderConfirmsRemoved() bool {
 			continue
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*nodeStatusTimeout)
-		st, err := api.NewAdminClient(conn).Status(ctx, &api.StatusRequest{})
+		var header metadata.MD
+		st, err := api.NewAdminClient(conn).Status(ctx, &api.StatusRequest{}, grpc.Header(&header))
 		cancel()
-		if err != nil || st.LeaderId == "" || st.LeaderId == n.cfg.ID {
+		if err != nil || !n.answeredForCluster(header) || st.LeaderId == "" || st.LeaderId == n.cfg.ID {
 			continue
 		}
 		for _, m := range st.Nodes {
