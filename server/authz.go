@@ -195,8 +195,8 @@ func (n *Node) checkCluster(ctx context.Context, setHeader func(context.Context,
 		return nil
 	}
 	_ = setHeader(ctx, metadata.Pairs(api.ClusterIDKey, own))
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, want := range md.Get(api.ClusterIDKey) {
+	// One key, not a copy of the whole metadata: this runs on every call.
+	for _, want := range metadata.ValueFromIncomingContext(ctx, api.ClusterIDKey) {
 		if want != own {
 			return fmt.Errorf("%w: this node belongs to cluster %s, the call was meant for cluster %s", ErrWrongCluster, own, want)
 		}
