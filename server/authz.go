@@ -204,6 +204,18 @@ func (n *Node) checkCluster(ctx context.Context, setHeader func(context.Context,
 	return nil
 }
 
+// mayRelease reports whether a Term stream's caller may release promises.
+// With TLS, authorize let only node certificates open it. In plaintext
+// with an admin token, members present the token (peerConns sends it);
+// without one there is nothing to tell a member by, as for every call.
+func (n *Node) mayRelease(ctx context.Context) bool {
+	if n.cfg.TLS != nil || n.adminToken == nil {
+		return true
+	}
+	c := callerOf(ctx)
+	return c.token != "" && n.adminToken.Matches(c.token)
+}
+
 // transportCredentials is how this node dials its peers: with its node
 // certificate when TLS is on.
 func transportCredentials(t *secure.TLS) credentials.TransportCredentials {

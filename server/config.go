@@ -82,7 +82,7 @@ type Config struct {
 	// trip instead of two, on the assumption that clocks run at nearly
 	// the same rate. This node then also promises, and after a restart
 	// confirms no leader until the longest lease it may have promised has
-	// passed. It must be shorter than Raft's election timeout. 0: off.
+	// passed. It must be shorter than Raft's heartbeat timeout. 0: off.
 	Lease time.Duration
 	// Raft tunes Raft's timers; LocalID, Logger and NotifyCh are set by
 	// Open. Nil means raft.DefaultConfig().
@@ -173,8 +173,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: lease %s is negative", ErrBadConfig, c.Lease)
 	case c.Lease > 0 && c.Lease < 10*time.Millisecond:
 		return fmt.Errorf("%w: lease %s is shorter than 10ms, less than a round takes", ErrBadConfig, c.Lease)
-	case c.Lease >= c.Raft.ElectionTimeout:
-		return fmt.Errorf("%w: lease %s is not shorter than the election timeout %s: a new leader would wait out the old one's lease after every election", ErrBadConfig, c.Lease, c.Raft.ElectionTimeout)
+	case c.Lease >= c.Raft.HeartbeatTimeout:
+		// A follower stands for election once it has heard nothing for
+		// the heartbeat timeout: a shorter lease has run out by then.
+		return fmt.Errorf("%w: lease %s is not shorter than the heartbeat timeout %s: after a leader crash the next one would wait out its lease", ErrBadConfig, c.Lease, c.Raft.HeartbeatTimeout)
 	case c.MaxCount > c.Layout.MaxTick():
 		return fmt.Errorf("%w: max count %d exceeds the layout's capacity", ErrBadConfig, c.MaxCount)
 	}

@@ -422,13 +422,16 @@ func (s *service) answerTerms(stream grpc.BidiStreamingServer[api.TermRequest, a
 		}
 		var granted time.Duration
 		if req.Release {
-			s.n.promises.release(req.LeaderId, req.Term, req.Round)
+			// A forged release would free a promise a leader counts on.
+			if s.n.mayRelease(stream.Context()) {
+				s.n.promises.release(req.LeaderId, req.Term, req.Round)
+			}
 		} else {
-			// A promise goes only to a leader of this voter's term, so a
-			// deposed leader cannot keep renewing one and hold the next
-			// leader back for good.
+			// A promise goes only to the leader this voter knows, in its
+			// own term: a deposed leader cannot keep renewing one and
+			// hold the next leader back, and nobody else can get one.
 			var ask time.Duration
-			if req.Term == s.n.raft.CurrentTerm() {
+			if _, leader := s.n.raft.LeaderWithID(); req.Term == s.n.raft.CurrentTerm() && string(leader) == req.LeaderId {
 				ask = time.Duration(req.LeaseMs) * time.Millisecond
 			}
 			// While this node has promised another leader, the answer

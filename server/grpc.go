@@ -330,8 +330,9 @@ func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
 	if err := checkJoinRequest(f.Configuration().Servers, req); err != nil {
 		return err
 	}
-	s.n.seq.DropLease() // see lease.go: counted in this configuration or the next
-	if err := s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, s.n.cfg.ApplyTimeout).Error(); err != nil {
+	if err := s.n.changeMembership(ctx, func() raft.Future {
+		return s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, s.n.cfg.ApplyTimeout)
+	}); err != nil {
 		return fmt.Errorf("add voter: %w", err)
 	}
 	if _, err := s.n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr}); err != nil {
@@ -412,8 +413,9 @@ func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
 	if member, _ := s.n.isMember(req.Id); !member {
 		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
 	}
-	s.n.seq.DropLease()
-	if err := s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.ApplyTimeout).Error(); err != nil {
+	if err := s.n.changeMembership(ctx, func() raft.Future {
+		return s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.ApplyTimeout)
+	}); err != nil {
 		return fmt.Errorf("remove server: %w", err)
 	}
 	if req.Id == s.n.cfg.ID {
@@ -475,12 +477,14 @@ func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) 
 type peerConns struct {
 	creds   credentials.TransportCredentials
 	cluster func() string // this node's cluster id, "" while it has none
-	mu      sync.Mutex
-	conns   map[string]*grpc.ClientConn
+	// adminToken, when set, goes with every Term stream this node opens.
+	adminToken string
+	mu         sync.Mutex
+	conns      map[string]*grpc.ClientConn
 }
 
-func newPeerConns(creds credentials.TransportCredentials, cluster func() string) *peerConns {
-	return &peerConns{creds: creds, cluster: cluster, conns: map[string]*grpc.ClientConn{}}
+func newPeerConns(creds credentials.TransportCredentials, cluster func() string, adminToken string) *peerConns {
+	return &peerConns{creds: creds, cluster: cluster, adminToken: adminToken, conns: map[string]*grpc.ClientConn{}}
 }
 
 // withCluster names cluster id in ctx's outgoing call (api.ClusterIDKey),
@@ -502,6 +506,11 @@ func (p *peerConns) nameCluster(ctx context.Context, method string, req, reply a
 }
 
 func (p *peerConns) nameClusterStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+	if method == api.Peer_Term_FullMethodName && p.adminToken != "" {
+		// In plaintext the token is how a member's releases are told
+		// from a forged one (Node.mayRelease).
+		ctx = metadata.AppendToOutgoingContext(ctx, authorizationKey, "Bearer "+p.adminToken)
+	}
 	return streamer(withCluster(ctx, p.cluster()), desc, cc, method, opts...)
 }
 

@@ -74,6 +74,13 @@ type promises struct {
 	// in: a release from before them (late, or from before a restart of
 	// the leader) must not take back a promise the leader counts on.
 	term, round uint64
+	// released is the newest release: a round of that leader from before
+	// it (sent before the release but come after it) gets no promise, so
+	// the next leader need not wait it out.
+	released struct {
+		leader      string
+		term, round uint64
+	}
 	// changed is closed and replaced whenever a promise is released, so
 	// that a held answer looks again.
 	changed chan struct{}
@@ -98,6 +105,9 @@ func (p *promises) confirm(ctx context.Context, leader string, term, round uint6
 		now := p.clock()
 		if now >= p.until || (p.to == leader && leader != "") {
 			granted := min(ask, p.lease)
+			if r := p.released; leader == r.leader && (term < r.term || (term == r.term && round < r.round)) {
+				granted = 0
+			}
 			if granted > 0 {
 				if now >= p.until || p.to != leader {
 					p.until, p.term, p.round = 0, 0, 0 // the old promise ran out
@@ -130,6 +140,9 @@ func (p *promises) confirm(ctx context.Context, leader string, term, round uint6
 func (p *promises) release(leader string, term, round uint64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if r := p.released; leader != "" && (leader != r.leader || term > r.term || (term == r.term && round > r.round)) {
+		p.released.leader, p.released.term, p.released.round = leader, term, round
+	}
 	if leader == "" || p.to != leader || p.term > term || (p.term == term && p.round >= round) {
 		return
 	}

@@ -9,6 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/layout"
@@ -416,3 +418,140 @@ func mustTransferLeadership(t *testing.T, leader *Node) {
 		t.Fatalf("transfer leadership: %v", err)
 	}
 }
+
+// TestPromiseNotRenewedByALateRound: a round the leader sent before its
+// release, arriving after it, gets no promise, so the next leader is not
+// held for a whole lease.
+func TestPromiseNotRenewedByALateRound(t *testing.T) {
+	const long = time.Hour
+	p := newPromises(leaseClock, long, 0)
+	mustConfirmed(t, goConfirm(p, "a", 5, 10, long))
+	p.release("a", 5, 12)
+	if c := mustConfirmed(t, goConfirm(p, "a", 5, 11, long)); c.granted != 0 {
+		t.Fatalf("a's round 11, sent before its release at round 12, was promised %s", c.granted)
+	}
+	mustConfirmed(t, goConfirm(p, "b", 6, 1, long))
+	// A later round of a, in a later term, is promised again.
+	p.release("b", 6, 2)
+	if c := mustConfirmed(t, goConfirm(p, "a", 7, 1, long)); c.granted != long {
+		t.Fatalf("a's round in a later term was promised %s, want %s", c.granted, long)
+	}
+}
+
+// mustLeaseNode is a one-node cluster with the lease, serving.
+func mustLeaseNode(t *testing.T, configure func(*Config)) (*Node, *grpc.ClientConn) {
+	t.Helper()
+	cfg := testConfig(t, "n1", t.TempDir())
+	leaseRaft(300 * time.Millisecond)(&cfg)
+	if configure != nil {
+		configure(&cfg)
+	}
+	n := mustOpen(t, cfg)
+	if err := n.BootstrapSingle(); err != nil {
+		t.Fatal(err)
+	}
+	conn, err := n.peers.get(n.GRPCAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustNextVia(t, conn, 1)
+	return n, conn
+}
+
+func (n *Node) leaseHolds() bool {
+	n.seq.mu.Lock()
+	defer n.seq.mu.Unlock()
+	return n.seq.leaseHoldsLocked()
+}
+
+// TestFailedHandOverKeepsTheLease: a hand-over that fails leaves the
+// leader serving, and its rounds ask for a lease again.
+func TestFailedHandOverKeepsTheLease(t *testing.T) {
+	n, conn := mustLeaseNode(t, nil)
+	waitFor(t, "the lease", n.leaseHolds)
+	if err := n.handOver(n.raft.LeadershipTransfer); err == nil {
+		t.Fatal("a single node handed over leadership")
+	}
+	mustNextVia(t, conn, 1)
+	waitFor(t, "the lease again after a failed hand-over", n.leaseHolds)
+}
+
+// TestMembershipChangeWaitsOutOtherLeadersPromises: a membership change
+// is made only after a round in the current configuration, which a voter
+// that promised another leader holds back.
+func TestMembershipChangeWaitsOutOtherLeadersPromises(t *testing.T) {
+	nodes := mustClusterWith(t, leaseRaft(300*time.Millisecond))
+	leader := mustLeader(t, nodes)
+	for _, v := range nodes {
+		if v == leader {
+			continue
+		}
+		v.promises.mu.Lock()
+		v.promises.to, v.promises.until = "another-leader", v.promises.clock()+time.Hour
+		v.promises.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	changed := false
+	err := leader.changeMembership(ctx, func() raft.Future { changed = true; return doneFuture{} })
+	if err == nil || changed {
+		t.Fatalf("membership changed (%v, err %v) while every voter had promised another leader", changed, err)
+	}
+}
+
+// TestTermStreamsNeedTheTokenToRelease: in plaintext with an admin token,
+// a release from a caller without the token is ignored, and nobody gets a
+// promise for a leader the voter does not know.
+func TestTermStreamsNeedTheTokenToRelease(t *testing.T) {
+	n, _ := mustLeaseNode(t, func(c *Config) { c.AdminToken = "s3cret-token-of-16+" })
+	waitFor(t, "the lease", n.leaseHolds)
+	term := n.raft.CurrentTerm()
+	ask := func(ctx context.Context, req *api.TermRequest) *api.TermResponse {
+		t.Helper()
+		st, err := api.NewPeerClient(mustConn(t, n.GRPCAddr())).Term(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.NodeId, req.ClusterId = n.cfg.ID, n.clusterID()
+		if err := st.Send(req); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := st.Recv()
+		if err != nil {
+			t.Fatalf("term request %v: %v", req, err)
+		}
+		return resp
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
+	defer cancel()
+	// The node's promise to itself, from its own rounds, holds an hour.
+	n.promises.mu.Lock()
+	n.promises.until = n.promises.clock() + time.Hour
+	n.promises.mu.Unlock()
+	ask(ctx, &api.TermRequest{LeaderId: n.cfg.ID, Term: term, Round: 1 << 62, Release: true})
+	n.promises.mu.Lock()
+	to := n.promises.to
+	n.promises.mu.Unlock()
+	if to != n.cfg.ID {
+		t.Fatalf("a release without the token freed the promise (now to %q)", to)
+	}
+	if resp := ask(ctx, &api.TermRequest{LeaderId: n.cfg.ID, Term: term, Round: 5, LeaseMs: 1000}); resp.LeaseMs == 0 {
+		t.Fatalf("the leader the node knows was promised nothing: %v", resp)
+	}
+	withToken := metadata.AppendToOutgoingContext(ctx, authorizationKey, "Bearer s3cret-token-of-16+")
+	ask(withToken, &api.TermRequest{LeaderId: n.cfg.ID, Term: term, Round: 1 << 62, Release: true})
+	n.promises.mu.Lock()
+	to = n.promises.to
+	n.promises.mu.Unlock()
+	if to != "" {
+		t.Fatalf("a release with the token did not free the promise (still to %q)", to)
+	}
+	if resp := ask(ctx, &api.TermRequest{LeaderId: "intruder", Term: term, Round: 1, LeaseMs: 1000}); resp.LeaseMs != 0 {
+		t.Fatalf("a leader the node does not know was promised %d ms", resp.LeaseMs)
+	}
+}
+
+// doneFuture is a raft.Future that has ended without an error.
+type doneFuture struct{}
+
+func (doneFuture) Error() error { return nil }

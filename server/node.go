@@ -64,6 +64,8 @@ type Node struct {
 	rounds atomic.Uint64
 	// promises are what this node promised leaders as a voter (lease.go).
 	promises *promises
+	// membershipMu makes membership changes one at a time.
+	membershipMu sync.Mutex
 
 	// bootstrapPeers are registered in the FSM by whichever of them leads
 	// first, so every node can find every other's gRPC address.
@@ -111,7 +113,7 @@ func Open(cfg Config) (*Node, error) {
 		stop:    make(chan struct{}),
 		terms:   newTermStreams(),
 	}
-	n.peers = newPeerConns(transportCredentials(cfg.TLS), n.clusterID)
+	n.peers = newPeerConns(transportCredentials(cfg.TLS), n.clusterID, cfg.AdminToken)
 	if cfg.AdminToken != "" {
 		n.adminToken = secure.NewToken(cfg.AdminToken)
 	}
@@ -668,7 +670,27 @@ func (n *Node) lead(ctx context.Context) {
 func (n *Node) handOver(transfer func() raft.Future) error {
 	n.seq.EndLease()
 	n.releaseLease()
-	return transfer().Error()
+	err := transfer().Error()
+	if err != nil && n.isLeader() {
+		n.seq.ResumeLease()
+	}
+	return err
+}
+
+// changeMembership runs change, which adds or removes a voter, one at a
+// time and only after a round in the current configuration. The lease
+// argument (lease.go) needs every lease to be counted in the newest
+// configuration or the one before it: the leader drops its own before
+// the change, and the round, which voters that promised another leader
+// hold back, waits out any other leader's, however it was counted.
+func (n *Node) changeMembership(ctx context.Context, change func() raft.Future) error {
+	n.membershipMu.Lock()
+	defer n.membershipMu.Unlock()
+	n.seq.DropLease()
+	if _, err := n.confirmLeadership(ctx, false); err != nil {
+		return fmt.Errorf("confirm leadership before changing membership: %w", err)
+	}
+	return change().Error()
 }
 
 // sleepCtx waits d or until ctx ends.

@@ -509,6 +509,14 @@ func (s *Sequencer) EndLease() {
 	s.leaseEnded = true
 }
 
+// ResumeLease undoes EndLease when the hand-over failed and this node
+// still leads: rounds ask for a lease again.
+func (s *Sequencer) ResumeLease() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leaseEnded = false
+}
+
 func (s *Sequencer) joinBatchLocked() *confirmBatch {
 	if s.batch == nil {
 		s.batch = &confirmBatch{term: s.term, period: s.period, done: make(chan struct{}),
@@ -585,6 +593,11 @@ func (s *Sequencer) confirm(b *confirmBatch) {
 	var sent time.Duration
 	if b.askLease {
 		sent = s.leaseClock() // before any promise was made
+		// A lease ended since the batch was taken is not asked for
+		// again: its promises would hold the next leader back.
+		s.mu.Lock()
+		b.askLease = !s.leaseEnded && s.leaseEpoch == b.leaseEpoch
+		s.mu.Unlock()
 	}
 	c, err := s.log.Confirm(context.Background(), b.askLease)
 	switch {

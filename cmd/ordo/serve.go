@@ -82,7 +82,7 @@ func runServe(args []string) error {
 		unsafeTrust    = fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it")
 		clockFile      = fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock")
 	)
-	fs.Var(lease, "lease", fmt.Sprintf("answer from memory while a majority has promised, for this long, to confirm no other leader: one round trip per request instead of two, assuming clocks run at nearly the same rate (see README); bare --lease means %s; must be shorter than --election-timeout. Off by default", server.DefaultLease))
+	fs.Var(lease, "lease", fmt.Sprintf("answer from memory while a majority has promised, for this long, to confirm no other leader: one round trip per request instead of two, assuming clocks run at nearly the same rate (see README); bare --lease means %s; must be shorter than --heartbeat-timeout. Off by default", server.DefaultLease))
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()

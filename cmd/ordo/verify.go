@@ -42,7 +42,7 @@ func runVerify(args []string) error {
 		asJSON      = fs.Bool("json", false, "print the result as JSON")
 		tlsDir      = fs.String("tls-dir", "", "mutual TLS with the certificates scripts/gen-certs.sh writes into this directory: nodes verify starts serve node.pem and grant admin to admin.pem's subject, workload clients present client.pem, the nemesis admin.pem; with --addrs only ca.pem and client.pem are used")
 	)
-	fs.Var(lease, "lease", "start nodes with ordo serve --lease: bare, half their election timeout; or a duration")
+	fs.Var(lease, "lease", "start nodes with ordo serve --lease: bare, half their heartbeat timeout; or a duration")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -64,8 +64,8 @@ func runVerify(args []string) error {
 		cfg.ServeArgs = append(cfg.ServeArgs, "--test-unsafe-trust-reservation")
 	}
 	if lease.d != 0 {
-		if lease.d == server.DefaultLease && *election <= lease.d {
-			lease.d = *election / 2 // bare --lease: half of the nodes' election timeout
+		if lease.d == server.DefaultLease && *heartbeat <= lease.d {
+			lease.d = *heartbeat / 2 // bare --lease: half of the nodes' heartbeat timeout
 		}
 		cfg.ServeArgs = append(cfg.ServeArgs, "--lease="+lease.d.String())
 	}
