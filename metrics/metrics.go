@@ -33,6 +33,9 @@ type Source interface {
 	// TimestampLead is how far the time field of the last ID handed out
 	// is ahead of the wall clock (negative: behind; 0 on followers).
 	TimestampLead() time.Duration
+	// LeaseLeft is how long this leader may still answer from its lease
+	// (0: no lease, or not the leader).
+	LeaseLeft() time.Duration
 }
 
 // Metrics holds one node's collectors.
@@ -73,6 +76,7 @@ func New(src Source) *Metrics {
 		gauge("ordo_raft_commit_index", "Raft commit index.", func() float64 { c, _ := src.Indexes(); return float64(c) }),
 		gauge("ordo_raft_applied_index", "Raft applied index.", func() float64 { _, a := src.Indexes(); return float64(a) }),
 		gauge("ordo_high_water_ticks", "The replicated high-water mark, in ticks.", func() float64 { return float64(src.HighWater()) }),
+		gauge("ordo_lease_remaining_seconds", "How long this leader may still answer from its lease without a round (0: no lease, or not the leader).", func() float64 { return src.LeaseLeft().Seconds() }),
 		gauge("ordo_timestamp_lead_seconds", "How far the time field of the last ID handed out is ahead of the wall clock.", func() float64 { return src.TimestampLead().Seconds() }),
 		gauge("ordo_last_leader_contact_seconds", "Seconds since this node last heard from a leader (-1: never).", func() float64 {
 			t := src.LastContact()

@@ -19,6 +19,7 @@ func (fakeSource) Indexes() (uint64, uint64)    { return 42, 41 }
 func (fakeSource) LastContact() time.Time       { return time.Time{} }
 func (fakeSource) HighWater() uint64            { return 123456 }
 func (fakeSource) TimestampLead() time.Duration { return 1500 * time.Millisecond }
+func (fakeSource) LeaseLeft() time.Duration     { return 250 * time.Millisecond }
 
 func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
@@ -57,6 +58,7 @@ func TestMetricsReport(t *testing.T) {
 		"ordo_raft_applied_index 41",
 		"ordo_high_water_ticks 123456",
 		"ordo_timestamp_lead_seconds 1.5",
+		"ordo_lease_remaining_seconds 0.25",
 		"ordo_last_leader_contact_seconds -1",
 		`ordo_raft_role{role="leader"} 1`,
 		`ordo_raft_role{role="follower"} 0`,

@@ -214,6 +214,9 @@ func TestSequencerServesFromTheLease(t *testing.T) {
 	if got := h.confirms(); got != 1 {
 		t.Fatalf("%d rounds for the first request, want 1", got)
 	}
+	if left := h.s.LeaseLeft(); left != time.Hour-leaseMargin(time.Hour) {
+		t.Fatalf("lease left %s, want the hour promised less the margin", left)
+	}
 	for range 100 {
 		h.next(3)
 	}
@@ -222,6 +225,9 @@ func TestSequencerServesFromTheLease(t *testing.T) {
 	}
 	// The lease counts from before the round, less the drift margin.
 	clock.add(time.Hour - leaseMargin(time.Hour))
+	if left := h.s.LeaseLeft(); left != 0 {
+		t.Fatalf("lease left %s after it ran out", left)
+	}
 	h.next(1)
 	if got := h.confirms(); got != 2 {
 		t.Fatalf("%d rounds once the lease ran out, want 2", got)

@@ -49,3 +49,4 @@ func (s nodeSource) LastContact() time.Time {
 
 func (s nodeSource) HighWater() uint64            { return s.n.fsm.HighWater() }
 func (s nodeSource) TimestampLead() time.Duration { return s.n.seq.TimestampLead() }
+func (s nodeSource) LeaseLeft() time.Duration     { return s.n.seq.LeaseLeft() }

@@ -403,6 +403,16 @@ func (s *Sequencer) TimestampLead() time.Duration {
 	return -s.span(now - last)
 }
 
+// LeaseLeft is how long the lease still holds; 0 when there is none.
+func (s *Sequencer) LeaseLeft() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.leaseHoldsLocked() {
+		return 0
+	}
+	return s.leaseUntil - s.leaseClock()
+}
+
 // span is the time ticks cover, to the layout's time unit.
 func (s *Sequencer) span(ticks uint64) time.Duration {
 	return time.Duration(ticks>>s.layout.SeqBits) * time.Duration(s.layout.UnitMs) * time.Millisecond
