@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/grpc"
@@ -48,8 +49,13 @@ type streamConn struct {
 }
 
 type streamCall struct {
-	n        int
-	floor    uint64
+	n     int
+	floor uint64
+	// on is the stream the call was last sent on, and sent when (Unix
+	// ns): the stream's watchdog gives the stream up when a call waits
+	// longer than the attempt timeout.
+	on       atomic.Pointer[streamConn]
+	sent     atomic.Int64
 	done     chan struct{}
 	answered bool // under Stream.mu: done is closed
 	ids      []uint64
@@ -124,14 +130,12 @@ func (s *Stream) NextN(ctx context.Context, n int) ([]uint64, error) {
 }
 
 // attempt sends the call on conn and waits for its answer. A stream that
-// breaks, or that does not answer within the attempt timeout (a paused or
-// cut-off leader keeps its connection open), is given up: every call on it
-// is sent again elsewhere. It returns nil when call is answered.
+// breaks, or that does not answer within the attempt timeout (see watch),
+// is given up: every call on it is sent again elsewhere. It returns nil
+// when call is answered.
 func (s *Stream) attempt(ctx context.Context, conn *streamConn, call *streamCall, id uint64) error {
-	timer := time.AfterFunc(s.c.attemptTimeout, func() {
-		conn.fail(fmt.Errorf("%w: no answer within %s", errStalled, s.c.attemptTimeout))
-	})
-	defer timer.Stop()
+	call.sent.Store(time.Now().UnixNano())
+	call.on.Store(conn)
 	conn.send(&api.StreamCall{Id: id, Count: uint32(call.n)})
 	select {
 	case <-call.done:
@@ -224,6 +228,37 @@ func (s *Stream) useLocked(conn *streamConn) {
 	s.conn = conn
 	go s.receive(conn)
 	go conn.sendLoop()
+	go s.watch(conn)
+}
+
+// watch gives conn up once a call sent on it has waited longer than the
+// attempt timeout for its answer: a paused or cut-off leader keeps its
+// connection open. One watchdog a stream, not a timer a call: calls are
+// many and short.
+func (s *Stream) watch(conn *streamConn) {
+	t := time.NewTicker(max(s.c.attemptTimeout/4, time.Millisecond))
+	defer t.Stop()
+	for {
+		select {
+		case <-conn.dead:
+			return
+		case <-t.C:
+		}
+		late := time.Now().Add(-s.c.attemptTimeout).UnixNano()
+		stalled := false
+		s.mu.Lock()
+		for _, call := range s.pending {
+			if !call.answered && call.on.Load() == conn && call.sent.Load() < late {
+				stalled = true
+				break
+			}
+		}
+		s.mu.Unlock()
+		if stalled {
+			conn.fail(fmt.Errorf("%w: no answer within %s", errStalled, s.c.attemptTimeout))
+			return
+		}
+	}
 }
 
 // leaveRelay moves new calls to a direct stream to the leader when conn
