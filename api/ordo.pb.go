@@ -29,7 +29,10 @@ type NextStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The calls a client sends together: whatever queued while its previous
 	// message was being sent, so one message can carry many calls.
-	Calls         []*StreamCall `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
+	Calls []*StreamCall `protobuf:"bytes,1,rep,name=calls,proto3" json:"calls,omitempty"`
+	// Set by a client that takes joint answers (StreamAnswer.also): the
+	// node may then answer several calls of this message with one answer.
+	Joint         bool `protobuf:"varint,2,opt,name=joint,proto3" json:"joint,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -69,6 +72,13 @@ func (x *NextStreamRequest) GetCalls() []*StreamCall {
 		return x.Calls
 	}
 	return nil
+}
+
+func (x *NextStreamRequest) GetJoint() bool {
+	if x != nil {
+		return x.Joint
+	}
+	return false
 }
 
 type StreamCall struct {
@@ -175,7 +185,13 @@ type StreamAnswer struct {
 	Runs  []*IDRun               `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
 	// Set, instead of runs, when this call was invalid (a count out of
 	// range): the stream goes on serving the others.
-	Invalid       string `protobuf:"bytes,3,opt,name=invalid,proto3" json:"invalid,omitempty"`
+	Invalid string `protobuf:"bytes,3,opt,name=invalid,proto3" json:"invalid,omitempty"`
+	// A joint answer (only to a joint request): it also answers these
+	// calls, sent after id in the same message. counts holds the count of
+	// id's call and of each of these, and runs their IDs in that order:
+	// each call's are consecutive, as if answered alone.
+	Also          []uint64 `protobuf:"varint,4,rep,packed,name=also,proto3" json:"also,omitempty"`
+	Counts        []uint32 `protobuf:"varint,5,rep,packed,name=counts,proto3" json:"counts,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -229,6 +245,20 @@ func (x *StreamAnswer) GetInvalid() string {
 		return x.Invalid
 	}
 	return ""
+}
+
+func (x *StreamAnswer) GetAlso() []uint64 {
+	if x != nil {
+		return x.Also
+	}
+	return nil
+}
+
+func (x *StreamAnswer) GetCounts() []uint32 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
 }
 
 type TermRequest struct {
@@ -1582,19 +1612,22 @@ var File_ordo_proto protoreflect.FileDescriptor
 const file_ordo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"ordo.proto\x12\aordo.v1\">\n" +
+	"ordo.proto\x12\aordo.v1\"T\n" +
 	"\x11NextStreamRequest\x12)\n" +
-	"\x05calls\x18\x01 \x03(\v2\x13.ordo.v1.StreamCallR\x05calls\"2\n" +
+	"\x05calls\x18\x01 \x03(\v2\x13.ordo.v1.StreamCallR\x05calls\x12\x14\n" +
+	"\x05joint\x18\x02 \x01(\bR\x05joint\"2\n" +
 	"\n" +
 	"StreamCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\"E\n" +
 	"\x12NextStreamResponse\x12/\n" +
-	"\aanswers\x18\x01 \x03(\v2\x15.ordo.v1.StreamAnswerR\aanswers\"\\\n" +
+	"\aanswers\x18\x01 \x03(\v2\x15.ordo.v1.StreamAnswerR\aanswers\"\x88\x01\n" +
 	"\fStreamAnswer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x18\n" +
-	"\ainvalid\x18\x03 \x01(\tR\ainvalid\"\xc1\x01\n" +
+	"\ainvalid\x18\x03 \x01(\tR\ainvalid\x12\x12\n" +
+	"\x04also\x18\x04 \x03(\x04R\x04also\x12\x16\n" +
+	"\x06counts\x18\x05 \x03(\rR\x06counts\"\xc1\x01\n" +
 	"\vTermRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +

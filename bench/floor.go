@@ -155,9 +155,11 @@ func (t *streamFloorTarget) receive(st grpc.BidiStreamingClient[api.NextStreamRe
 		answered = answered[:0]
 		t.mu.Lock()
 		for _, a := range resp.Answers {
-			if done := t.pending[a.Id]; done != nil {
-				delete(t.pending, a.Id)
-				answered = append(answered, done)
+			for _, id := range append([]uint64{a.Id}, a.Also...) {
+				if done := t.pending[id]; done != nil {
+					delete(t.pending, id)
+					answered = append(answered, done)
+				}
 			}
 		}
 		t.mu.Unlock()

@@ -355,33 +355,78 @@ func (s *Stream) receive(conn *streamConn) {
 			conn.cancel()
 			return
 		}
+		// calls[i] are the calls answer i answers: its id's, then its
+		// also's; nil where the caller gave up, or was answered: a gap.
 		s.mu.Lock()
-		calls := make([]*streamCall, len(resp.Answers))
+		calls := make([][]*streamCall, len(resp.Answers))
 		for i, a := range resp.Answers {
-			if call := s.pending[a.Id]; call != nil && !call.answered {
-				call.answered = true
-				calls[i] = call
+			calls[i] = make([]*streamCall, 1+len(a.Also))
+			for j := range calls[i] {
+				id := a.Id
+				if j > 0 {
+					id = a.Also[j-1]
+				}
+				if call := s.pending[id]; call != nil && !call.answered {
+					call.answered = true
+					calls[i][j] = call
+				}
 			}
-			// Otherwise its caller gave up, or was answered: a gap.
 		}
 		s.mu.Unlock()
 		for i, a := range resp.Answers {
-			if call := calls[i]; call != nil {
-				call.ids, call.err = s.answer(a, call)
-				close(call.done)
-			}
+			s.answer(a, calls[i])
 		}
 	}
 }
 
-// answer checks one answer and turns it into the call's IDs.
-func (s *Stream) answer(a *api.StreamAnswer, call *streamCall) ([]uint64, error) {
+// answer checks one answer, and hands each call it answers its IDs or
+// why it has none, then wakes it. A joint answer's runs are split among
+// its calls by its counts, which must be the calls' own.
+func (s *Stream) answer(a *api.StreamAnswer, calls []*streamCall) {
+	defer func() {
+		for _, call := range calls {
+			if call != nil {
+				close(call.done)
+			}
+		}
+	}()
+	fail := func(err error) {
+		for _, call := range calls {
+			if call != nil {
+				call.err = err
+			}
+		}
+	}
 	if a.Invalid != "" {
-		return nil, status.Error(codes.InvalidArgument, a.Invalid)
+		fail(status.Error(codes.InvalidArgument, a.Invalid))
+		return
 	}
-	ids, err := expand(a.Runs, call.n)
+	counts := a.Counts
+	if len(calls) == 1 && len(counts) == 0 && calls[0] != nil {
+		counts = []uint32{uint32(calls[0].n)} // answered alone
+	}
+	if len(counts) != len(calls) {
+		fail(fmt.Errorf("%w: an answer for %d calls with %d counts", ErrBadResponse, len(calls), len(counts)))
+		return
+	}
+	total := 0
+	for i, n := range counts {
+		if calls[i] != nil && int(n) != calls[i].n {
+			fail(fmt.Errorf("%w: %d IDs for a call that asked for %d", ErrBadResponse, n, calls[i].n))
+			return
+		}
+		total += int(n)
+	}
+	ids, err := expand(a.Runs, total)
 	if err != nil {
-		return nil, err
+		fail(err)
+		return
 	}
-	return s.c.accept(ids, call.floor)
+	for i, call := range calls {
+		n := int(counts[i])
+		if call != nil {
+			call.ids, call.err = s.c.accept(ids[:n:n], call.floor)
+		}
+		ids = ids[n:]
+	}
 }

@@ -329,3 +329,99 @@ func TestStreamLeavesARelay(t *testing.T) {
 		})
 	}
 }
+
+// answerJointly answers every message of k or more calls with one joint
+// answer, its runs from next, which may bend what it sends.
+func answerJointly(k int, next *atomic.Uint64, bend func(a *api.StreamAnswer)) func(grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	return func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+		var calls []*api.StreamCall
+		for {
+			r, err := st.Recv()
+			if err != nil {
+				return nil
+			}
+			if !r.Joint {
+				return status.Error(codes.InvalidArgument, "the client did not ask for joint answers")
+			}
+			calls = append(calls, r.Calls...)
+			if len(calls) < k {
+				continue
+			}
+			a := &api.StreamAnswer{Id: calls[0].Id}
+			total := uint32(0)
+			for i, c := range calls {
+				if i > 0 {
+					a.Also = append(a.Also, c.Id)
+				}
+				a.Counts = append(a.Counts, c.Count)
+				total += c.Count
+			}
+			first := next.Add(uint64(total)) - uint64(total) + 1
+			a.Runs = []*api.IDRun{{First: first, Count: total, Step: 1}}
+			if bend != nil {
+				bend(a)
+			}
+			calls = nil
+			if err := st.Send(&api.NextStreamResponse{Answers: []*api.StreamAnswer{a}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// TestStreamSplitsJointAnswers: one answer for several calls is split in
+// the order of its counts, each call getting its own consecutive IDs; an
+// answer whose counts are not the calls' own is refused.
+func TestStreamSplitsJointAnswers(t *testing.T) {
+	ctx := testCtx(t, 10*time.Second)
+	for _, tt := range []struct {
+		name string
+		bend func(a *api.StreamAnswer)
+		ok   bool
+	}{
+		{"as sent", nil, true},
+		{"a count changed", func(a *api.StreamAnswer) { a.Counts[0]++; a.Runs[0].Count++ }, false},
+		{"a count missing", func(a *api.StreamAnswer) { a.Counts = a.Counts[1:] }, false},
+		{"too few IDs", func(a *api.StreamAnswer) { a.Runs[0].Count-- }, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var next atomic.Uint64
+			s := mustNew(t, []string{mustStreamServer(t, &fakeStreamServer{serve: answerJointly(4, &next, tt.bend)})}).OpenStream()
+			defer s.Close()
+			type result struct {
+				n   int
+				ids []uint64
+				err error
+			}
+			results := make(chan result, 4)
+			for i := range 4 {
+				go func() {
+					ids, err := s.NextN(ctx, i+1)
+					results <- result{i + 1, ids, err}
+				}()
+			}
+			seen := map[uint64]bool{}
+			for range 4 {
+				r := <-results
+				if !tt.ok {
+					if !errors.Is(r.err, ErrBadResponse) {
+						t.Fatalf("NextN(%d) = %v, %v; want ErrBadResponse", r.n, r.ids, r.err)
+					}
+					continue
+				}
+				if r.err != nil || len(r.ids) != r.n {
+					t.Fatalf("NextN(%d) = %v, %v", r.n, r.ids, r.err)
+				}
+				for i, id := range r.ids {
+					if seen[id] || (i > 0 && id != r.ids[i-1]+1) {
+						t.Fatalf("NextN(%d) = %v: not its own consecutive IDs", r.n, r.ids)
+					}
+					seen[id] = true
+				}
+			}
+			if tt.ok && len(seen) != 10 {
+				t.Fatalf("%d IDs handed out, want 10", len(seen))
+			}
+		})
+	}
+}

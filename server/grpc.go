@@ -568,6 +568,10 @@ type streamCall struct {
 	id      uint64
 	ticket  Ticket
 	invalid string // set instead of a ticket for a call out of range
+	// also and counts make a joint answer (api.StreamAnswer): the ticket
+	// covers id's call and these, counts[i] ticks each in turn.
+	also   []uint64
+	counts []uint32
 }
 
 // NextStream implements api.SequencerServer. One goroutine reads calls and
@@ -676,7 +680,7 @@ func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReque
 			if err := next.ticket.Err(); err != nil {
 				return end(err)
 			}
-			a := &api.StreamAnswer{Id: next.id, Invalid: next.invalid}
+			a := &api.StreamAnswer{Id: next.id, Invalid: next.invalid, Also: next.also, Counts: next.counts}
 			if next.invalid == "" {
 				a.Runs = Runs(s.n.cfg.Layout, s.n.cfg.Group, next.ticket.Block)
 				s.n.metrics.Issued(next.ticket.Count)
@@ -741,12 +745,34 @@ func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServ
 				if err != nil {
 					return err
 				}
-				next := t.First
-				for i := range chunk {
-					n := uint64(calls[i].Count)
-					chunk[i].ticket = Ticket{Block: Block{First: next, Count: n}, batch: t.batch}
-					next += n
+				k := len(chunk)
+				if req.Joint && k > 1 {
+					// One answer for the chunk: the client splits it.
+					joint := streamCall{id: chunk[0].id, ticket: t, also: make([]uint64, k-1), counts: make([]uint32, k)}
+					for i, call := range calls[:k] {
+						joint.counts[i] = call.Count
+						if i > 0 {
+							joint.also[i-1] = call.Id
+						}
+					}
+					chunk = []streamCall{joint}
+				} else {
+					next := t.First
+					for i := range chunk {
+						n := uint64(calls[i].Count)
+						chunk[i].ticket = Ticket{Block: Block{First: next, Count: n}, batch: t.batch}
+						next += n
+					}
 				}
+				calls = calls[k:]
+				for _, c := range chunk {
+					select {
+					case assigned <- c:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				continue
 			}
 			calls = calls[len(chunk):]
 			for _, c := range chunk {

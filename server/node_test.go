@@ -576,6 +576,22 @@ func TestNextStream(t *testing.T) {
 			seen[v] = true
 		}
 	}
+	// A joint request's calls are answered with one answer: its counts
+	// are the calls', its runs hold them all, in order.
+	if err := st.Send(&api.NextStreamRequest{Joint: true, Calls: []*api.StreamCall{{Id: 30, Count: 2}, {Id: 31, Count: 1}, {Id: 32, Count: 3}}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.Answers) != 1 {
+		t.Fatalf("a joint request of 3 calls got %d answers, want 1", len(resp.Answers))
+	}
+	ja := resp.Answers[0]
+	if ja.Id != 30 || !slices.Equal(ja.Also, []uint64{31, 32}) || !slices.Equal(ja.Counts, []uint32{2, 1, 3}) || len(expandRuns(ja.Runs)) != 6 {
+		t.Fatalf("joint answer %v, want calls 30, 31, 32 with counts 2, 1, 3 and 6 IDs", ja)
+	}
 	// The leader's header comes at once and names no leader: a client
 	// that left a relay knows it reached the leader.
 	if hdr, err := st.Header(); err != nil || len(hdr.Get(api.LeaderAddrKey)) != 0 {

@@ -181,3 +181,11 @@ func applyConfigFile(fs *flag.FlagSet, file string, set map[string]bool) error {
 	}
 	return nil
 }
+
+// flagSet reports whether flag name was given: on the command line, in
+// the environment or in a --config file.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

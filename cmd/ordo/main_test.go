@@ -158,3 +158,19 @@ func TestRecoverOnlyFromTheCommandLine(t *testing.T) {
 		t.Errorf("recover from the environment: %v, want a usage error", err)
 	}
 }
+
+func TestFlagSet(t *testing.T) {
+	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs.Duration("duration", time.Second, "")
+	fs.Int("rounds", 0, "")
+	fs.String("from-env", "", "")
+	t.Setenv("ORDO_FROM_ENV", "x")
+	if err := parseFlags(fs, []string{"--rounds", "1"}); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]bool{"rounds": true, "from-env": true, "duration": false} {
+		if got := flagSet(fs, name); got != want {
+			t.Errorf("flagSet(%q) = %v, want %v", name, got, want)
+		}
+	}
+}

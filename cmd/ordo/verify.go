@@ -30,7 +30,7 @@ func runVerify(args []string) error {
 		maxCount    = fs.Int("max-count", 8, "each request asks for 1 to this many IDs")
 		faultList   = fs.String("faults", "all", "comma-separated fault kinds, 'all', or 'none': "+strings.Join(verify.FaultNames(), ", "))
 		interval    = fs.Duration("interval", 5*time.Second, "a fault every interval: quiet for interval-hold, then the fault for hold (the quiet time starts when the cluster serves again)")
-		rounds      = fs.Int("rounds", 0, "stop once every fault has run this many times (0: run for --duration)")
+		rounds      = fs.Int("rounds", 0, "stop once every fault has run this many times (0: run for --duration, which then caps the run only if given)")
 		hold        = fs.Duration("hold", 2500*time.Millisecond, "how long each fault lasts before it is healed")
 		dir         = fs.String("dir", "", "directory for the nodes' data and logs (default: a temporary one, removed unless the run fails)")
 		seed        = fs.Uint64("seed", uint64(time.Now().UnixNano()), "seed of the nemesis's choices")
@@ -77,6 +77,11 @@ func runVerify(args []string) error {
 	case "none", "":
 	default:
 		cfg.Faults = strings.Split(*faultList, ",")
+	}
+	if *rounds > 0 && !flagSet(fs, "duration") && len(cfg.Faults) > 0 {
+		// --rounds alone means every fault that many times: each takes an
+		// interval, plus the wait until the cluster serves again.
+		cfg.Duration = time.Duration(*rounds*len(cfg.Faults)) * (*interval + 30*time.Second)
 	}
 	if *addrs != "" {
 		cfg.Addrs = strings.Split(*addrs, ",")

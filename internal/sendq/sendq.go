@@ -55,7 +55,8 @@ func (q *Queue) Run(dead <-chan struct{}, send func(*api.NextStreamRequest) erro
 		if len(calls) == 0 {
 			continue
 		}
-		if err := send(&api.NextStreamRequest{Calls: calls}); err != nil {
+		// Both senders take joint answers (api.StreamAnswer.also).
+		if err := send(&api.NextStreamRequest{Calls: calls, Joint: true}); err != nil {
 			return err
 		}
 	}
