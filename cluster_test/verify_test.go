@@ -50,6 +50,29 @@ func TestVerifyEveryFault(t *testing.T) {
 	}
 }
 
+// TestVerifyLease runs the faults that leases elsewhere got wrong (leader
+// transfer, a paused or cut-off leader, a voter restarted within its
+// promise) against nodes serving from the lease.
+func TestVerifyLease(t *testing.T) {
+	cfg := verify.Config{
+		Binary: ordoBin, Dir: t.TempDir(), Nodes: 3,
+		Duration: 3 * time.Minute, Rounds: 1,
+		Clients: 8, Streams: 4, Pinned: true, MaxCount: 8,
+		Faults:   []string{"transfer-leader", "pause-leader", "restart-follower", "isolate-leader", "one-way", "kill-leader", "grow-shrink"},
+		Interval: 2500 * time.Millisecond, Hold: 1200 * time.Millisecond, Seed: 3,
+		ServeArgs: append([]string{"--log-level", "warn", "--lease=150ms"}, fastTimers...),
+		Progress:  testWriter{t},
+	}
+	res, err := verify.Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(res)
+	if !res.OK() || len(res.Faults) != len(cfg.Faults) {
+		t.Fatalf("verification failed or incomplete (%d faults ran):\n%s", len(res.Faults), res)
+	}
+}
+
 // TestVerifyFiveNodes runs the faults whose shape depends on the cluster
 // size against five voters: two may fail, three may not.
 func TestVerifyFiveNodes(t *testing.T) {
