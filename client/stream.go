@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/bits"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -27,8 +28,11 @@ import (
 type Stream struct {
 	c *Client
 
-	mu      sync.Mutex
-	conn    *streamConn // nil when none is open
+	mu   sync.Mutex
+	conn *streamConn // nil when none is open
+	// leaving are relayed streams whose calls moved to the leader, kept
+	// until their last answers came, so Close can end them too.
+	leaving map[*streamConn]bool
 	pending map[uint64]*streamCall
 	nextID  uint64
 	closed  bool
@@ -65,18 +69,23 @@ type streamCall struct {
 // OpenStream returns a Stream that uses c's addresses, options and
 // leader guess. It connects on the first call.
 func (c *Client) OpenStream() *Stream {
-	return &Stream{c: c, pending: map[uint64]*streamCall{}}
+	return &Stream{c: c, pending: map[uint64]*streamCall{}, leaving: map[*streamConn]bool{}}
 }
 
 // Close ends the stream; calls in flight fail with ErrClosed.
 func (s *Stream) Close() error {
 	s.mu.Lock()
 	s.closed = true
-	conn := s.conn
+	conns := []*streamConn{s.conn}
 	s.conn = nil
+	for c := range s.leaving {
+		conns = append(conns, c)
+	}
 	s.mu.Unlock()
-	if conn != nil {
-		conn.cancel()
+	for _, c := range conns {
+		if c != nil {
+			c.cancel()
+		}
 	}
 	return nil
 }
@@ -134,7 +143,7 @@ func (s *Stream) NextN(ctx context.Context, n int) ([]uint64, error) {
 // is given up: every call on it is sent again elsewhere. It returns nil
 // when call is answered.
 func (s *Stream) attempt(ctx context.Context, conn *streamConn, call *streamCall, id uint64) error {
-	call.sent.Store(time.Now().UnixNano())
+	call.sent.Store(monoNow())
 	call.on.Store(conn)
 	conn.send(&api.StreamCall{Id: id, Count: uint32(call.n)})
 	select {
@@ -244,7 +253,7 @@ func (s *Stream) watch(conn *streamConn) {
 			return
 		case <-t.C:
 		}
-		late := time.Now().Add(-s.c.attemptTimeout).UnixNano()
+		late := monoNow() - int64(s.c.attemptTimeout)
 		stalled := false
 		s.mu.Lock()
 		for _, call := range s.pending {
@@ -273,8 +282,8 @@ func (s *Stream) leaveRelay(conn *streamConn) {
 		return
 	}
 	v := hdr.Get(api.LeaderAddrKey)
-	if len(v) == 0 || v[0] == conn.target {
-		return
+	if len(v) == 0 || v[0] == conn.target || s.c.pin(conn.target, hdr) != nil {
+		return // not relayed, or by a node of another cluster: no hint to follow
 	}
 	leader := v[0]
 	direct, err := s.openTo(leader)
@@ -309,10 +318,23 @@ func (s *Stream) leaveRelay(conn *streamConn) {
 		return
 	}
 	s.useLocked(direct)
+	s.leaving[conn] = true
 	s.mu.Unlock()
 	s.c.moveOn(conn.target, leader)
-	time.AfterFunc(s.c.attemptTimeout, func() { conn.fail(errLeftRelay) })
+	time.AfterFunc(s.c.attemptTimeout, func() {
+		conn.fail(errLeftRelay)
+		s.mu.Lock()
+		delete(s.leaving, conn)
+		s.mu.Unlock()
+	})
 }
+
+// monoNow is the time since monoBase on the monotonic clock, which a step
+// of the wall clock does not move: a step back must not hold a call on a
+// stalled stream, nor a step forward fail a healthy one.
+func monoNow() int64 { return int64(time.Since(monoBase)) }
+
+var monoBase = time.Now()
 
 // errLeftRelay ends a relayed stream once calls moved to the leader.
 var errLeftRelay = status.Error(codes.Unavailable, "moved to a direct stream to the leader")
@@ -409,24 +431,77 @@ func (s *Stream) answer(a *api.StreamAnswer, calls []*streamCall) {
 		fail(fmt.Errorf("%w: an answer for %d calls with %d counts", ErrBadResponse, len(calls), len(counts)))
 		return
 	}
-	total := 0
 	for i, n := range counts {
 		if calls[i] != nil && int(n) != calls[i].n {
 			fail(fmt.Errorf("%w: %d IDs for a call that asked for %d", ErrBadResponse, n, calls[i].n))
 			return
 		}
-		total += int(n)
 	}
-	ids, err := expand(a.Runs, total)
-	if err != nil {
-		fail(err)
+	// One walk over the runs: a waiting call's IDs are taken (as many as
+	// it asked for), a gap's are passed over by arithmetic, so what a
+	// server claims costs time in its runs, never memory in its counts.
+	walk := runWalk{runs: a.Runs}
+	for i, call := range calls {
+		var ids []uint64
+		if call != nil {
+			ids = make([]uint64, 0, call.n)
+		}
+		ids, err := walk.take(uint64(counts[i]), ids, call != nil)
+		if err != nil {
+			fail(err)
+			return
+		}
+		if call != nil {
+			call.ids = ids
+		}
+	}
+	if walk.i != len(walk.runs) {
+		fail(fmt.Errorf("%w: the runs hold more IDs than the counts", ErrBadResponse))
 		return
 	}
-	for i, call := range calls {
-		n := int(counts[i])
+	for _, call := range calls {
 		if call != nil {
-			call.ids, call.err = s.c.accept(ids[:n:n], call.floor)
+			call.ids, call.err = s.c.accept(call.ids, call.floor)
 		}
-		ids = ids[n:]
 	}
+}
+
+// runWalk passes over an answer's runs in order, checking that their IDs
+// strictly increase and do not overflow.
+type runWalk struct {
+	runs []*api.IDRun
+	i    int    // the run being passed
+	off  uint64 // IDs of runs[i] already passed
+	last uint64 // the last ID passed, if any
+	any  bool
+}
+
+// take passes n IDs, appending them to ids when keep.
+func (w *runWalk) take(n uint64, ids []uint64, keep bool) ([]uint64, error) {
+	for n > 0 {
+		if w.i == len(w.runs) {
+			return nil, fmt.Errorf("%w: the runs hold fewer IDs than the counts", ErrBadResponse)
+		}
+		r := w.runs[w.i]
+		if w.off == 0 {
+			hi, span := bits.Mul64(uint64(max(r.Count, 1)-1), r.Step)
+			_, carry := bits.Add64(r.First, span, 0)
+			if r.Count == 0 || (r.Count > 1 && r.Step == 0) || hi != 0 || carry != 0 || (w.any && r.First <= w.last) {
+				return nil, fmt.Errorf("%w: run %v", ErrBadResponse, r)
+			}
+		}
+		k := min(n, uint64(r.Count)-w.off)
+		if keep {
+			for j := range k {
+				ids = append(ids, r.First+(w.off+j)*r.Step)
+			}
+		}
+		w.off += k
+		w.last, w.any = r.First+(w.off-1)*r.Step, true
+		n -= k
+		if w.off == uint64(r.Count) {
+			w.i, w.off = w.i+1, 0
+		}
+	}
+	return ids, nil
 }

@@ -2,6 +2,7 @@ package client
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -383,6 +384,10 @@ func TestStreamSplitsJointAnswers(t *testing.T) {
 		{"a count changed", func(a *api.StreamAnswer) { a.Counts[0]++; a.Runs[0].Count++ }, false},
 		{"a count missing", func(a *api.StreamAnswer) { a.Counts = a.Counts[1:] }, false},
 		{"too few IDs", func(a *api.StreamAnswer) { a.Runs[0].Count-- }, false},
+		{"too many IDs", func(a *api.StreamAnswer) { a.Runs[0].Count++ }, false},
+		{"IDs going back", func(a *api.StreamAnswer) {
+			a.Runs = []*api.IDRun{{First: a.Runs[0].First + 5, Count: 5, Step: 1}, {First: a.Runs[0].First, Count: 5, Step: 1}}
+		}, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var next atomic.Uint64
@@ -423,5 +428,76 @@ func TestStreamSplitsJointAnswers(t *testing.T) {
 				t.Fatalf("%d IDs handed out, want 10", len(seen))
 			}
 		})
+	}
+}
+
+// TestStreamJointAnswerClaimsCostNoMemory: a joint answer whose other
+// calls are unknown to the client (gave up, or never sent) may claim
+// billions of IDs in a few bytes; the client passes over them without
+// holding them, and refuses counts its runs do not hold.
+func TestStreamJointAnswerClaimsCostNoMemory(t *testing.T) {
+	for _, tt := range []struct {
+		name     string
+		withRuns bool // the runs hold what the counts claim
+	}{{"counts and runs agree", true}, {"counts without runs", false}} {
+		t.Run(tt.name, func(t *testing.T) {
+			f := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+				return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
+					a := &api.StreamAnswer{Id: call.Id, Counts: []uint32{call.Count}, Runs: []*api.IDRun{{First: 1, Count: call.Count, Step: 1}}}
+					next := 1 + uint64(call.Count)
+					for i := range 10000 {
+						a.Also = append(a.Also, 1<<60+uint64(i))
+						a.Counts = append(a.Counts, math.MaxUint32)
+						if tt.withRuns {
+							a.Runs = append(a.Runs, &api.IDRun{First: next, Count: math.MaxUint32, Step: 1})
+							next += math.MaxUint32
+						}
+					}
+					return a
+				})
+			}}
+			s := mustNew(t, []string{mustStreamServer(t, f)}).OpenStream()
+			defer s.Close()
+			ids, err := s.NextN(testCtx(t, 10*time.Second), 1)
+			if tt.withRuns && (err != nil || !slices.Equal(ids, []uint64{1})) {
+				t.Fatalf("NextN = %v, %v; want [1], the other calls' IDs passed over", ids, err)
+			}
+			if !tt.withRuns && !errors.Is(err, ErrBadResponse) {
+				t.Fatalf("NextN = %v, %v; want ErrBadResponse", ids, err)
+			}
+		})
+	}
+}
+
+// TestStreamCloseEndsTheRelayLeft: after moving to the leader, Close ends
+// the relayed stream too, not only when its last answers are due.
+func TestStreamCloseEndsTheRelayLeft(t *testing.T) {
+	var ids atomic.Uint64
+	leader, leaderAnswered, _ := relayServer(t, &ids, "")
+	ended := make(chan struct{})
+	relay := &fakeStreamServer{}
+	relay.serve = func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+		defer close(ended)
+		st.SetHeader(metadata.Pairs(api.LeaderAddrKey, leader))
+		if err := st.SendHeader(nil); err != nil {
+			return err
+		}
+		return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
+			first := ids.Add(uint64(call.Count)) - uint64(call.Count) + 1
+			return &api.StreamAnswer{Id: call.Id, Runs: []*api.IDRun{{First: first, Count: call.Count, Step: 1}}}
+		})
+	}
+	s := mustNew(t, []string{mustStreamServer(t, relay)}, WithAttemptTimeout(time.Minute)).OpenStream()
+	ctx := testCtx(t, 20*time.Second)
+	for leaderAnswered.Load() == 0 {
+		if _, err := s.Next(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	select {
+	case <-ended:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the relayed stream still runs 10 s after Close (it would end only after the one-minute attempt timeout)")
 	}
 }

@@ -676,7 +676,8 @@ func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReque
 		// Gather every call whose round has ended: usually the whole
 		// round.
 		resp.Answers = resp.Answers[:0]
-		for next != nil && len(resp.Answers) < maxAnswersPerMessage {
+		covered := 0 // calls answered in resp: a joint answer covers several
+		for next != nil && covered < maxAnswersPerMessage {
 			if err := next.ticket.Err(); err != nil {
 				return end(err)
 			}
@@ -686,6 +687,7 @@ func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReque
 				s.n.metrics.Issued(next.ticket.Count)
 			}
 			resp.Answers = append(resp.Answers, a)
+			covered += 1 + len(a.Also)
 			next = nil
 			select {
 			case c, ok := <-assigned:
@@ -730,7 +732,9 @@ func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServ
 				total uint64
 			)
 			for _, call := range calls {
-				if call.Count == 0 || uint64(call.Count) > s.n.cfg.MaxCount || total+uint64(call.Count) > s.n.cfg.MaxCount {
+				// At most maxAnswersPerMessage calls: a joint answer must
+				// fit in a message, and what a stream holds stays bounded.
+				if call.Count == 0 || uint64(call.Count) > s.n.cfg.MaxCount || total+uint64(call.Count) > s.n.cfg.MaxCount || len(chunk) == maxAnswersPerMessage {
 					break
 				}
 				chunk = append(chunk, streamCall{id: call.Id})
@@ -742,6 +746,16 @@ func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServ
 				chunk = []streamCall{{id: call.Id, invalid: fmt.Sprintf("count %d, want 1 to %d", call.Count, s.n.cfg.MaxCount)}}
 			} else {
 				t, err := s.n.seq.Assign(ctx, total)
+				for errors.Is(err, ErrAhead) && len(chunk) > 1 {
+					// Refused whole near the lead bound: serve the calls
+					// that fit, as assigning one by one would, and end
+					// the stream only at the first that does not.
+					chunk, total = chunk[:len(chunk)/2], 0
+					for _, call := range calls[:len(chunk)] {
+						total += uint64(call.Count)
+					}
+					t, err = s.n.seq.Assign(ctx, total)
+				}
 				if err != nil {
 					return err
 				}

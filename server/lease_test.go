@@ -447,21 +447,12 @@ func TestPromiseNotRenewedByALateRound(t *testing.T) {
 // mustLeaseNode is a one-node cluster with the lease, serving.
 func mustLeaseNode(t *testing.T, configure func(*Config)) (*Node, *grpc.ClientConn) {
 	t.Helper()
-	cfg := testConfig(t, "n1", t.TempDir())
-	leaseRaft(300 * time.Millisecond)(&cfg)
-	if configure != nil {
-		configure(&cfg)
-	}
-	n := mustOpen(t, cfg)
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
-	conn, err := n.peers.get(n.GRPCAddr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mustNextVia(t, conn, 1)
-	return n, conn
+	return mustSingleNode(t, func(c *Config) {
+		leaseRaft(300 * time.Millisecond)(c)
+		if configure != nil {
+			configure(c)
+		}
+	})
 }
 
 func (n *Node) leaseHolds() bool {
