@@ -63,6 +63,13 @@ func TestVerifyLease(t *testing.T) {
 		ServeArgs: append([]string{"--log-level", "warn", "--lease=150ms"}, fastTimers...),
 		Progress:  testWriter{t},
 	}
+	mustVerifyEach(t, cfg)
+}
+
+// mustVerifyEach runs cfg and fails unless the history is clean and every
+// fault ran.
+func mustVerifyEach(t *testing.T, cfg verify.Config) {
+	t.Helper()
 	res, err := verify.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -85,14 +92,7 @@ func TestVerifyFiveNodes(t *testing.T) {
 		ServeArgs: append([]string{"--log-level", "warn"}, fastTimers...),
 		Progress:  testWriter{t},
 	}
-	res, err := verify.Run(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Log(res)
-	if !res.OK() || len(res.Faults) != len(cfg.Faults) {
-		t.Fatalf("verification failed or incomplete (%d faults ran):\n%s", len(res.Faults), res)
-	}
+	mustVerifyEach(t, cfg)
 }
 
 // TestVerifyCatchesStaleLeader runs `ordo verify` against nodes built with
