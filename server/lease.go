@@ -28,10 +28,19 @@ package server
 //     confirms no leader, itself included, until the longest lease it may
 //     have promised (recorded in its stable store before it can promise)
 //     has passed since it started.
-//   - Membership changes one voter at a time, as Raft's do, and the leader
-//     drops its lease before each (Sequencer.DropLease), so a lease is
-//     always counted in the newest configuration or the one before it,
-//     whose majorities overlap any newer leader's.
+//   - Membership changes one voter at a time (Node.changeMembership), each
+//     after a round in the current configuration: the leader drops its
+//     own lease first (Sequencer.DropLease), and the round, which voters
+//     that promised another leader hold back, waits out any other's. So a
+//     lease is always counted in the newest configuration or the one
+//     before it, whose majorities overlap any newer leader's.
+//
+// Who may make or undo a promise: a voter promises only the leader it
+// knows, in its own term, so a deposed leader cannot keep renewing one
+// and hold the next leader back; a release must come from a member (see
+// Node.mayRelease), and one sent before a round of the same leader does
+// not undo that round's promise, nor does that round, arriving after the
+// release, get one.
 //
 // A leader that hands over leadership, or steps down, gives its lease up
 // first (Sequencer.EndLease) and then releases the promises, so the next
