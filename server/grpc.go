@@ -121,6 +121,9 @@ func (n *Node) forwardCtx(ctx context.Context) context.Context {
 // Next implements api.SequencerServer.
 func (s *service) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
 	resp, err := s.next(ctx, req)
+	if err == nil {
+		return resp, nil // the common case: no leader to look up
+	}
 	_, leaderAddr := s.n.leader()
 	return resp, toStatus(ctx, err, leaderAddr)
 }
