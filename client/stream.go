@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/bits"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -415,7 +414,7 @@ func (s *Stream) answer(a *api.StreamAnswer, calls []*streamCall) {
 	fail := func(err error) {
 		for _, call := range calls {
 			if call != nil {
-				call.err = err
+				call.ids, call.err = nil, err
 			}
 		}
 	}
@@ -455,7 +454,7 @@ func (s *Stream) answer(a *api.StreamAnswer, calls []*streamCall) {
 			call.ids = ids
 		}
 	}
-	if walk.i != len(walk.runs) {
+	if !walk.done() {
 		fail(fmt.Errorf("%w: the runs hold more IDs than the counts", ErrBadResponse))
 		return
 	}
@@ -464,44 +463,4 @@ func (s *Stream) answer(a *api.StreamAnswer, calls []*streamCall) {
 			call.ids, call.err = s.c.accept(call.ids, call.floor)
 		}
 	}
-}
-
-// runWalk passes over an answer's runs in order, checking that their IDs
-// strictly increase and do not overflow.
-type runWalk struct {
-	runs []*api.IDRun
-	i    int    // the run being passed
-	off  uint64 // IDs of runs[i] already passed
-	last uint64 // the last ID passed, if any
-	any  bool
-}
-
-// take passes n IDs, appending them to ids when keep.
-func (w *runWalk) take(n uint64, ids []uint64, keep bool) ([]uint64, error) {
-	for n > 0 {
-		if w.i == len(w.runs) {
-			return nil, fmt.Errorf("%w: the runs hold fewer IDs than the counts", ErrBadResponse)
-		}
-		r := w.runs[w.i]
-		if w.off == 0 {
-			hi, span := bits.Mul64(uint64(max(r.Count, 1)-1), r.Step)
-			_, carry := bits.Add64(r.First, span, 0)
-			if r.Count == 0 || (r.Count > 1 && r.Step == 0) || hi != 0 || carry != 0 || (w.any && r.First <= w.last) {
-				return nil, fmt.Errorf("%w: run %v", ErrBadResponse, r)
-			}
-		}
-		k := min(n, uint64(r.Count)-w.off)
-		if keep {
-			for j := range k {
-				ids = append(ids, r.First+(w.off+j)*r.Step)
-			}
-		}
-		w.off += k
-		w.last, w.any = r.First+(w.off-1)*r.Step, true
-		n -= k
-		if w.off == uint64(r.Count) {
-			w.i, w.off = w.i+1, 0
-		}
-	}
-	return ids, nil
 }

@@ -54,13 +54,8 @@ func echo(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamR
 		if req.Joint && len(req.Calls) > 1 {
 			// One joint answer, as the leader gives one to the calls it
 			// assigns together.
-			a := &api.StreamAnswer{Id: req.Calls[0].Id, Also: make([]uint64, 0, len(req.Calls)-1), Counts: make([]uint32, len(req.Calls))}
-			for i, c := range req.Calls {
-				a.Counts[i] = c.Count
-				if i > 0 {
-					a.Also = append(a.Also, c.Id)
-				}
-			}
+			a := &api.StreamAnswer{Id: req.Calls[0].Id}
+			a.Also, a.Counts = jointOf(req.Calls)
 			if err := stream.Send(&api.NextStreamResponse{Answers: []*api.StreamAnswer{a}}); err != nil {
 				return err
 			}

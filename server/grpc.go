@@ -728,33 +728,32 @@ func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServ
 		if err != nil {
 			return err
 		}
-		calls := req.Calls
-		for len(calls) > 0 {
-			var (
-				chunk []streamCall
-				total uint64
-			)
+		for calls := req.Calls; len(calls) > 0; {
+			// The longest run of valid calls from the front, within
+			// MaxCount IDs and maxAnswersPerMessage calls (a joint answer
+			// must fit in a message, and what a stream holds stays
+			// bounded).
+			k, total := 0, uint64(0)
 			for _, call := range calls {
-				// At most maxAnswersPerMessage calls: a joint answer must
-				// fit in a message, and what a stream holds stays bounded.
-				if call.Count == 0 || uint64(call.Count) > s.n.cfg.MaxCount || total+uint64(call.Count) > s.n.cfg.MaxCount || len(chunk) == maxAnswersPerMessage {
+				n := uint64(call.Count)
+				if n == 0 || n > s.n.cfg.MaxCount || total+n > s.n.cfg.MaxCount || k == maxAnswersPerMessage {
 					break
 				}
-				chunk = append(chunk, streamCall{id: call.Id})
-				total += uint64(call.Count)
+				k, total = k+1, total+n
 			}
-			if len(chunk) == 0 {
+			var answers []streamCall
+			if k == 0 {
 				// One bad call must not fail the others in flight.
-				call := calls[0]
-				chunk = []streamCall{{id: call.Id, invalid: fmt.Sprintf("count %d, want 1 to %d", call.Count, s.n.cfg.MaxCount)}}
+				k = 1
+				answers = []streamCall{{id: calls[0].Id, invalid: fmt.Sprintf("count %d, want 1 to %d", calls[0].Count, s.n.cfg.MaxCount)}}
 			} else {
 				t, err := s.n.seq.Assign(ctx, total)
-				for errors.Is(err, ErrAhead) && len(chunk) > 1 {
+				for errors.Is(err, ErrAhead) && k > 1 {
 					// Refused whole near the lead bound: serve the calls
 					// that fit, as assigning one by one would, and end
 					// the stream only at the first that does not.
-					chunk, total = chunk[:len(chunk)/2], 0
-					for _, call := range calls[:len(chunk)] {
+					k, total = k/2, 0
+					for _, call := range calls[:k] {
 						total += uint64(call.Count)
 					}
 					t, err = s.n.seq.Assign(ctx, total)
@@ -762,37 +761,10 @@ func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServ
 				if err != nil {
 					return err
 				}
-				k := len(chunk)
-				if req.Joint && k > 1 {
-					// One answer for the chunk: the client splits it.
-					joint := streamCall{id: chunk[0].id, ticket: t, also: make([]uint64, k-1), counts: make([]uint32, k)}
-					for i, call := range calls[:k] {
-						joint.counts[i] = call.Count
-						if i > 0 {
-							joint.also[i-1] = call.Id
-						}
-					}
-					chunk = []streamCall{joint}
-				} else {
-					next := t.First
-					for i := range chunk {
-						n := uint64(calls[i].Count)
-						chunk[i].ticket = Ticket{Block: Block{First: next, Count: n}, batch: t.batch}
-						next += n
-					}
-				}
-				calls = calls[k:]
-				for _, c := range chunk {
-					select {
-					case assigned <- c:
-					case <-ctx.Done():
-						return ctx.Err()
-					}
-				}
-				continue
+				answers = splitTicket(t, calls[:k], req.Joint)
 			}
-			calls = calls[len(chunk):]
-			for _, c := range chunk {
+			calls = calls[k:]
+			for _, c := range answers {
 				select {
 				case assigned <- c:
 				case <-ctx.Done():
@@ -801,6 +773,37 @@ func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServ
 			}
 		}
 	}
+}
+
+// splitTicket hands the calls their ticks from t, each its count in turn:
+// one joint answer when the client takes them (and there are several),
+// else one answer a call.
+func splitTicket(t Ticket, calls []*api.StreamCall, joint bool) []streamCall {
+	if joint && len(calls) > 1 {
+		also, counts := jointOf(calls)
+		return []streamCall{{id: calls[0].Id, ticket: t, also: also, counts: counts}}
+	}
+	answers := make([]streamCall, len(calls))
+	next := t.First
+	for i, call := range calls {
+		n := uint64(call.Count)
+		answers[i] = streamCall{id: call.Id, ticket: Ticket{Block: Block{First: next, Count: n}, batch: t.batch}}
+		next += n
+	}
+	return answers
+}
+
+// jointOf is what a joint answer to calls names besides its id: the other
+// calls, and every call's count, in order.
+func jointOf(calls []*api.StreamCall) (also []uint64, counts []uint32) {
+	also, counts = make([]uint64, 0, len(calls)-1), make([]uint32, len(calls))
+	for i, call := range calls {
+		counts[i] = call.Count
+		if i > 0 {
+			also = append(also, call.Id)
+		}
+	}
+	return also, counts
 }
 
 func isClosed(c <-chan struct{}) bool {
