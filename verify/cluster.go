@@ -130,8 +130,13 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		}
 	}
 	if err := c.WaitServing(ctx); err != nil {
+		// What each node last logged says why, once the data dir is gone.
+		var last []string
+		for _, n := range c.Nodes {
+			last = append(last, n.Name+": "+lastLine(n.LogFile))
+		}
 		c.Stop()
-		return nil, err
+		return nil, fmt.Errorf("%w; last log lines: %s", err, strings.Join(last, " | "))
 	}
 	return c, nil
 }
