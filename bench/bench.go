@@ -74,9 +74,9 @@ type Config struct {
 	// Coalesce, if positive, makes the callers' client share requests,
 	// with at most this many in flight (client.WithCoalescing). Ordo only.
 	Coalesce int
-	// Unary makes every call one unary RPC (client.WithUnary), as callers
-	// without the Go client make them; by default the callers share the
-	// default client's pipelined stream. Ordo only.
+	// Unary makes every call one bare unary Next on the leader, as callers
+	// without the Go client make them (generated stubs, no client checks);
+	// by default the callers share the default client's stream. Ordo only.
 	Unary bool
 	// Progress, if set, gets a line a second.
 	Progress io.Writer
@@ -137,6 +137,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	)
 	switch cfg.Target {
 	case TargetOrdo:
+		if cfg.Unary {
+			tgt = newUnaryTarget(cfg.Addrs, cfg.TLS, cfg.Count)
+			break
+		}
 		tgt, err = newOrdoTarget(cfg)
 	case TargetEtcd:
 		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
@@ -176,8 +180,6 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		requests, errs, ids atomic.Int64
 		lastErr             atomic.Value
 		wg                  sync.WaitGroup
-		mu                  sync.Mutex
-		latencies           []time.Duration
 	)
 	stopProgress := progress(cfg.Progress, &requests, &ids)
 	start := time.Now()
@@ -186,16 +188,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var mine []time.Duration
 			for runCtx.Err() == nil {
 				p := rec.Begin(i)
-				t0 := time.Now()
 				got, err := tgt.call(runCtx, i)
-				d := time.Since(t0)
 				switch {
 				case err == nil:
 					p.OK(got)
-					mine = append(mine, d)
 					requests.Add(1)
 					ids.Add(int64(len(got)))
 				case runCtx.Err() != nil || !time.Now().Before(end):
@@ -208,17 +206,22 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 					lastErr.Store(err.Error())
 				}
 			}
-			mu.Lock()
-			latencies = append(latencies, mine...)
-			mu.Unlock()
 		}()
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
 	stopProgress()
 
-	slices.Sort(latencies)
 	ops := rec.Ops()
+	// Latencies of the successful requests, as the history recorded them:
+	// the callers read the clock no more than the recorder does.
+	var latencies []time.Duration
+	for _, op := range ops {
+		if op.Outcome == history.OK {
+			latencies = append(latencies, op.End-op.Start)
+		}
+	}
+	slices.Sort(latencies)
 	res := Result{
 		Target:   cfg.Target,
 		Requests: requests.Load(), Errors: errs.Load(), IDs: ids.Load(), Elapsed: elapsed,
@@ -260,9 +263,6 @@ func newOrdoTarget(cfg Config) (*ordoTarget, error) {
 	}
 	if cfg.Coalesce > 0 {
 		opts = append(opts, client.WithCoalescing(cfg.Coalesce))
-	}
-	if cfg.Unary {
-		opts = append(opts, client.WithUnary())
 	}
 	c, err := client.New(cfg.Addrs, opts...)
 	if err != nil {

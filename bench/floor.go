@@ -32,15 +32,21 @@ type floorTarget struct {
 }
 
 func newFloorTarget(addr string, tlsConf *tls.Config) (*floorTarget, error) {
-	creds := insecure.NewCredentials()
-	if tlsConf != nil {
-		creds = credentials.NewTLS(tlsConf)
-	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	cc, err := dial(addr, tlsConf)
 	if err != nil {
 		return nil, fmt.Errorf("floor endpoint %q: %w", addr, err)
 	}
 	return &floorTarget{conn: cc, health: healthpb.NewHealthClient(cc)}, nil
+}
+
+// dial connects as the bench's bare targets do: one connection, with TLS
+// when it is set.
+func dial(addr string, tlsConf *tls.Config) (*grpc.ClientConn, error) {
+	creds := insecure.NewCredentials()
+	if tlsConf != nil {
+		creds = credentials.NewTLS(tlsConf)
+	}
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 }
 
 func (t *floorTarget) call(ctx context.Context, _ int) ([]uint64, error) {
@@ -79,11 +85,7 @@ type streamFloorTarget struct {
 }
 
 func newStreamFloorTarget(addr string, tlsConf *tls.Config) (*streamFloorTarget, error) {
-	creds := insecure.NewCredentials()
-	if tlsConf != nil {
-		creds = credentials.NewTLS(tlsConf)
-	}
-	cc, err := grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	cc, err := dial(addr, tlsConf)
 	if err != nil {
 		return nil, fmt.Errorf("stream floor endpoint %q: %w", addr, err)
 	}

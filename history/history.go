@@ -83,10 +83,21 @@ type Op struct {
 
 // Recorder collects operations from many goroutines. Each operation is
 // given its slot when it begins, so an operation that never completes still
-// appears in the history (as Unknown), and op indexes in a snapshot follow
-// invocation order.
+// appears in the history (as Unknown). Each client records into a log of
+// its own, so callers recording millions of operations a second do not
+// queue on one lock; a snapshot merges the logs in invocation order.
 type Recorder struct {
 	origin time.Time // carries a monotonic reading; only used via time.Since
+	logs   sync.Map  // client (int) -> *clientLog
+}
+
+// clientLog holds one client's operations. Its lock is taken by that
+// client and by snapshots, so it is almost never contended. Its storage
+// holds no pointers (IDs and error texts live in side tables, referred to
+// by index), so the garbage collector never scans the millions of
+// operations a long run records.
+type clientLog struct {
+	client int
 
 	mu sync.Mutex
 	// slots holds operation i at slots[i/slotChunk][i%slotChunk], in
@@ -94,18 +105,61 @@ type Recorder struct {
 	// copies the ones recorded before.
 	slots [][]slot
 	n     int
+	// ids holds the acknowledged IDs, each operation's contiguous within
+	// one chunk; full chunks are never copied either.
+	ids  [][]uint64
+	errs []string
 }
 
-// slot is one recorded operation; done reports whether it has completed.
+// slot is one recorded operation, in the fixed-size form its log keeps.
 type slot struct {
-	op   Op
-	done bool
+	start, end time.Duration
+	outcome    Outcome
+	done       bool
+	// idChunk, idAt and idLen place the IDs in the log's ids; errAt is
+	// the error text's index in errs plus one (0: none).
+	idChunk, idAt, idLen int
+	errAt                int
 }
 
-// slotChunk is the number of operations in one chunk of Recorder.slots.
-const slotChunk = 4096
+// slotChunk is the number of operations in one chunk of clientLog.slots,
+// and idChunk the number of IDs in one chunk of clientLog.ids (an
+// operation with more IDs gets a chunk of its own size).
+const (
+	slotChunk = 4096
+	idChunk   = 1 << 16
+)
 
-func (r *Recorder) slot(i int) *slot { return &r.slots[i/slotChunk][i%slotChunk] }
+func (l *clientLog) slot(i int) *slot { return &l.slots[i/slotChunk][i%slotChunk] }
+
+// keepIDs copies ids into the log's storage and places them in sl.
+func (l *clientLog) keepIDs(sl *slot, ids []uint64) {
+	if len(ids) == 0 {
+		return
+	}
+	last := len(l.ids) - 1
+	if last < 0 || cap(l.ids[last])-len(l.ids[last]) < len(ids) {
+		l.ids = append(l.ids, make([]uint64, 0, max(idChunk, len(ids))))
+		last++
+	}
+	sl.idChunk, sl.idAt, sl.idLen = last, len(l.ids[last]), len(ids)
+	l.ids[last] = append(l.ids[last], ids...)
+}
+
+// op rebuilds operation sl as an Op, its IDs placed in buf from which it
+// returns the rest.
+func (l *clientLog) op(sl *slot, buf []uint64) (Op, []uint64) {
+	op := Op{Client: l.client, Start: sl.start, End: sl.end, Outcome: sl.outcome}
+	if sl.idLen > 0 {
+		op.IDs = buf[:sl.idLen:sl.idLen]
+		copy(op.IDs, l.ids[sl.idChunk][sl.idAt:sl.idAt+sl.idLen])
+		buf = buf[sl.idLen:]
+	}
+	if sl.errAt > 0 {
+		op.Err = l.errs[sl.errAt-1]
+	}
+	return op, buf
+}
 
 // NewRecorder returns an empty recorder whose origin is now.
 func NewRecorder() *Recorder {
@@ -122,6 +176,7 @@ func (r *Recorder) Offset(t time.Time) time.Duration { return t.Sub(r.origin) }
 // would corrupt the history being checked.
 type Pending struct {
 	r   *Recorder
+	log *clientLog
 	idx int
 }
 
@@ -129,24 +184,27 @@ type Pending struct {
 // handle used to record its completion. The start time is taken before the
 // caller sends the request, so the recorded interval contains the real one.
 func (r *Recorder) Begin(client int) Pending {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	// Read the clock under the lock so that start times are non-decreasing
-	// in slot order, which keeps snapshots easy to read.
-	start := time.Since(r.origin)
-	if r.n%slotChunk == 0 {
-		r.slots = append(r.slots, make([]slot, 0, slotChunk))
+	l, ok := r.logs.Load(client)
+	if !ok {
+		l, _ = r.logs.LoadOrStore(client, &clientLog{client: client})
 	}
-	last := &r.slots[len(r.slots)-1]
-	*last = append(*last, slot{op: Op{Client: client, Start: start, End: start, Outcome: Unknown, Err: InFlight}})
-	r.n++
-	return Pending{r: r, idx: r.n - 1}
+	log := l.(*clientLog)
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	start := time.Since(r.origin)
+	if log.n%slotChunk == 0 {
+		log.slots = append(log.slots, make([]slot, 0, slotChunk))
+	}
+	last := &log.slots[len(log.slots)-1]
+	*last = append(*last, slot{start: start, end: start, outcome: Unknown})
+	log.n++
+	return Pending{r: r, log: log, idx: log.n - 1}
 }
 
 // OK records that the operation was acknowledged with ids. The slice is
 // copied, so the caller may reuse it.
 func (p Pending) OK(ids []uint64) {
-	p.finish(OK, slices.Clone(ids), "")
+	p.finish(OK, ids, "")
 }
 
 // Fail records that the server definitely rejected the operation.
@@ -165,18 +223,20 @@ func (p Pending) Unknown(err error) {
 // A longer interval only weakens the check, never produces false alarms.
 func (p Pending) finish(o Outcome, ids []uint64, errStr string) {
 	end := time.Since(p.r.origin)
-	p.r.mu.Lock()
-	defer p.r.mu.Unlock()
-	sl := p.r.slot(p.idx)
+	p.log.mu.Lock()
+	defer p.log.mu.Unlock()
+	sl := p.log.slot(p.idx)
 	if sl.done {
-		panic(fmt.Sprintf("history: operation %d completed twice", p.idx))
+		panic(fmt.Sprintf("history: operation %d of client %d completed twice", p.idx, p.log.client))
 	}
 	sl.done = true
-	op := &sl.op
-	op.End = end
-	op.Outcome = o
-	op.IDs = ids
-	op.Err = errStr
+	sl.end = end
+	sl.outcome = o
+	p.log.keepIDs(sl, ids)
+	if errStr != "" {
+		p.log.errs = append(p.log.errs, errStr)
+		sl.errAt = len(p.log.errs)
+	}
 }
 
 func errText(err error) string {
@@ -191,24 +251,39 @@ func errText(err error) string {
 const InFlight = "in flight"
 
 // Ops returns a snapshot of all operations recorded so far, in invocation
-// order. Operations still in flight are reported as Unknown with End set to
-// the snapshot time: they had not completed by then, so any real completion
-// is later, and Unknown operations impose no constraint anyway.
+// order (by Start; one client's operations stay in the order it began
+// them). Operations still in flight are reported as Unknown with End set
+// to the snapshot time: they had not completed by then, so any real
+// completion is later, and Unknown operations impose no constraint anyway.
 func (r *Recorder) Ops() []Op {
-	r.mu.Lock()
-	defer r.mu.Unlock()
 	now := time.Since(r.origin)
-	out := make([]Op, r.n)
-	for i := range out {
-		sl := r.slot(i)
-		op := sl.op
-		op.IDs = slices.Clone(op.IDs)
-		if !sl.done {
-			op.End = now
-			op.Err = InFlight
+	var out []Op
+	r.logs.Range(func(_, l any) bool {
+		log := l.(*clientLog)
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		// One allocation holds the IDs of all this client's operations.
+		total := 0
+		for i := range log.n {
+			total += log.slot(i).idLen
 		}
-		out[i] = op
-	}
+		buf := make([]uint64, total)
+		for i := range log.n {
+			var op Op
+			sl := log.slot(i)
+			op, buf = log.op(sl, buf)
+			if !sl.done {
+				// An operation may have begun after now was read.
+				op.End = max(now, op.Start)
+				op.Err = InFlight
+			}
+			out = append(out, op)
+		}
+		return true
+	})
+	slices.SortStableFunc(out, func(a, b Op) int {
+		return cmp.Or(cmp.Compare(a.Start, b.Start), cmp.Compare(a.Client, b.Client))
+	})
 	return out
 }
 

@@ -514,6 +514,10 @@ func TestRecorderConcurrent(t *testing.T) {
 		if op.End < op.Start {
 			t.Fatalf("op %d ends before it starts: %+v", i, op)
 		}
+		// The clients' logs merge in invocation order.
+		if i > 0 && op.Start < ops[i-1].Start {
+			t.Fatalf("op %d began at %v, before op %d (%v): the snapshot is not in invocation order", i, op.Start, i-1, ops[i-1].Start)
+		}
 		if op.Outcome == OK && op.IDs[0] == 0 {
 			t.Fatalf("op %d shares its IDs slice with the caller", i)
 		}

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -35,6 +36,7 @@ func runBench(args []string) error {
 	coalesce := fs.Int("coalesce", 0, "share requests among the callers, with at most this many in flight (0: one request per call)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	tlsFiles := addTLSFlags(fs, "client")
+	cpuProfile := fs.String("cpuprofile", "", "write the bench process's own CPU profile (the callers and the client, not the nodes: see serve --pprof-addr) to this file")
 	start := fs.Int("start", 0, "start this many local nodes (default Raft timers, data in a temporary dir removed afterwards) and measure them instead of --addrs")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -72,6 +74,13 @@ func runBench(args []string) error {
 	if t != nil {
 		tlsConf = t.ClientConfig()
 	}
+	if *cpuProfile != "" {
+		stopProfile, err := startCPUProfile(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer stopProfile()
+	}
 	fmt.Fprintf(os.Stderr, "ordo bench: target %s at %s: %d callers, %d IDs per call, coalescing %d, unary %t, %s\n",
 		*target, strings.Join(addrList, ","), *concurrency, *count, *coalesce, *unary, *duration)
 	res, err := bench.Run(ctx, bench.Config{
@@ -96,6 +105,19 @@ func runBench(args []string) error {
 		err = errBenchWrong
 	}
 	return err
+}
+
+// startCPUProfile profiles this process into path until stop is called.
+func startCPUProfile(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("cpu profile: %w", err)
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
 
 // localCluster is a cluster `ordo bench --start` runs for itself.

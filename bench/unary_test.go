@@ -1,0 +1,90 @@
+package bench
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/seed-e8569b35/ordo/api"
+)
+
+// pointer is a node that answers Next with one ID and the name of another
+// node as the leader, as a follower's forwarded answer does.
+type pointer struct {
+	api.UnimplementedSequencerServer
+	leader string
+	calls  chan struct{}
+}
+
+func (p *pointer) Next(context.Context, *api.NextRequest) (*api.NextResponse, error) {
+	select {
+	case p.calls <- struct{}{}:
+	default:
+	}
+	return &api.NextResponse{Runs: []*api.IDRun{{First: 1, Count: 1, Step: 1}}, LeaderAddr: p.leader}, nil
+}
+
+// TestUnaryCallsTheLeader: the bare unary target skips an address that
+// does not answer Next (a bare gRPC server), asks the next one, and then
+// calls only the leader that answer names; the IDs it gets are checked as
+// any run's are.
+func TestUnaryCallsTheLeader(t *testing.T) {
+	n := mustNode(t)
+	mustServeIDs(t, n.GRPCAddr())
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &pointer{leader: n.GRPCAddr(), calls: make(chan struct{}, 2)}
+	s := grpc.NewServer()
+	api.RegisterSequencerServer(s, p)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+
+	res, err := Run(context.Background(), Config{
+		Target: TargetOrdo, Unary: true, Addrs: []string{mustServe(t, true), lis.Addr().String()},
+		Concurrency: 8, Count: 3, Duration: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Requests == 0 || res.Errors != 0 || res.IDs != 3*res.Requests {
+		t.Fatalf("unary run: %d requests, %d errors (last %q), %d IDs; want some requests, no errors, 3 IDs each",
+			res.Requests, res.Errors, res.LastError, res.IDs)
+	}
+	if !res.Check.OK() || res.Check.IDs != int(res.IDs) {
+		t.Fatalf("unary run's check: %+v, want OK over all %d IDs", res.Check, res.IDs)
+	}
+	if got := len(p.calls); got != 1 {
+		t.Fatalf("the node that named the leader got %d calls, want 1 (the first; the rest go to the leader)", got)
+	}
+}
+
+// TestUnaryNeedsANode: when no address answers Next, the run fails before
+// it starts, naming why.
+func TestUnaryNeedsANode(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := Run(ctx, Config{
+		Target: TargetOrdo, Unary: true, Addrs: []string{mustServe(t, true)},
+		Concurrency: 1, Count: 1, Duration: 100 * time.Millisecond,
+	})
+	if err == nil {
+		t.Fatal("a run against a server without Next started")
+	}
+}
+
+// mustServeIDs waits, for at most 10 s, until the node at addr answers Next.
+func mustServeIDs(t *testing.T, addr string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	u := newUnaryTarget([]string{addr}, nil, 1)
+	defer u.close()
+	if err := u.warm(ctx); err != nil {
+		t.Fatalf("node %s serves no IDs: %v", addr, err)
+	}
+}
