@@ -1,12 +1,14 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync"
 	"time"
 
@@ -95,32 +97,131 @@ func (n *Node) confirmLeadership(ctx context.Context, askLease bool) (Confirmati
 	// stream: the buffer holds them all, so none ever blocks.
 	answers := make(chan termAnswer, len(others))
 	leaseMs := uint32(ask.Milliseconds())
-	for _, id := range others {
+	// A round asks only as many voters as a majority still needs, those
+	// that answered fastest first: on a few shared cores, every voter
+	// asked and not needed is CPU taken from the leader. Another voter is
+	// asked when one fails, and all the rest once the round is slower
+	// than the ones asked usually are (hedge). Every probeEvery-th round
+	// asks all, to keep the estimates of the others fresh.
+	order := n.terms.fastestFirst(others)
+	// sentAt holds the voters asked and not yet heard from. One still
+	// silent when the round ends took at least that long: it is recorded
+	// so, or a paused voter would be asked first, and waited for, forever.
+	sentAt := make(map[string]time.Time, len(others))
+	defer func() {
+		for id, at := range sentAt {
+			n.terms.observe(id, time.Since(at), true)
+		}
+	}()
+	asked := 0
+	askNext := func() {
+		id := order[asked]
+		asked++
+		sentAt[id] = time.Now()
 		go n.askTerm(ctx, id, &api.TermRequest{NodeId: id, ClusterId: cluster, Round: round, LeaderId: n.cfg.ID, Term: term, LeaseMs: leaseMs}, answers)
 	}
-	for left := len(others); left > 0; left-- {
+	first := need - have
+	if round%probeEvery == 0 {
+		first = len(order)
+	}
+	for asked < first {
+		askNext()
+	}
+	hedge := time.NewTimer(n.terms.hedgeAfter(order[:asked]))
+	defer hedge.Stop()
+	for waiting := asked; waiting > 0; {
 		select {
 		case a := <-answers:
+			waiting--
 			// Only the voter asked, in this term, counts.
-			if a.resp != nil && a.resp.NodeId == a.id && a.resp.Term == term {
+			ok := a.resp != nil && a.resp.NodeId == a.id && a.resp.Term == term
+			n.terms.observe(a.id, time.Since(sentAt[a.id]), ok)
+			delete(sentAt, a.id)
+			if ok {
 				have++
 				if p := time.Duration(a.resp.LeaseMs) * time.Millisecond; p > 0 && ask > 0 {
 					promised++
 					lease = min(lease, p)
 				}
+			} else if asked < len(order) {
+				askNext()
+				waiting++
 			}
+		case <-hedge.C:
+			for asked < len(order) {
+				askNext()
+				waiting++
+			}
+			continue
 		case <-ctx.Done():
-			left = 0
+			waiting = 0
 			continue
 		}
 		if have >= need {
 			return result(), nil
 		}
-		if have+left-1 < need {
+		if have+waiting+len(order)-asked < need {
 			break // a majority is out of reach: do not wait for the rest
 		}
 	}
 	return Confirmation{}, fmt.Errorf("%w: only %d of %d voters are still in term %d", ErrNotLeader, have, voters, term)
+}
+
+// probeEvery is how often a round asks every voter, not only those it
+// needs, so that the answer times of all are known.
+const probeEvery = 64
+
+// Bounds of the time a round waits for the voters it asked before it asks
+// the rest: a few answer times, not less than minHedge (a scheduler's
+// hiccup on a loaded machine should not double the work), not more than
+// maxHedge (a paused voter should not hold requests long).
+const (
+	minHedge = time.Millisecond
+	maxHedge = 20 * time.Millisecond
+)
+
+// unansweredTime is the answer time recorded for a voter that did not
+// answer: it is asked after the others until its answers bring its
+// average down.
+const unansweredTime = time.Second
+
+// fastestFirst returns ids ordered by how fast each voter answered lately;
+// one never asked comes first, so it is measured.
+func (t *termStreams) fastestFirst(ids []string) []string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := slices.Clone(ids)
+	slices.SortStableFunc(out, func(a, b string) int { return cmp.Compare(t.answerTime[a], t.answerTime[b]) })
+	return out
+}
+
+// hedgeAfter is how long a round waits for the voters ids before it asks
+// the rest.
+func (t *termStreams) hedgeAfter(ids []string) time.Duration {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var slowest time.Duration
+	for _, id := range ids {
+		slowest = max(slowest, t.answerTime[id])
+	}
+	return min(max(4*slowest, minHedge), maxHedge)
+}
+
+// observe records that voter id answered in d (ok), or did not answer.
+func (t *termStreams) observe(id string, d time.Duration, ok bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	old, seen := t.answerTime[id]
+	switch {
+	case !ok:
+		t.answerTime[id] = unansweredTime
+	case !seen:
+		t.answerTime[id] = d
+	default:
+		// A voter that failed comes back slowly: it is asked only when
+		// the others are slower, or fail.
+		t.answerTime[id] = (3*old + d) / 4
+	}
 }
 
 // releaseLease tells every voter that this node no longer serves from
@@ -188,6 +289,9 @@ type termStreams struct {
 	mu     sync.Mutex
 	slots  map[string]*termSlot // by node id
 	closed bool
+	// answerTime is, by node id, how long the voter took to answer lately
+	// (a moving average), for choosing whom a round asks.
+	answerTime map[string]time.Duration
 }
 
 // termSlot holds the stream to one voter; its lock is held while the
@@ -239,7 +343,9 @@ const maxQueuedTerms = 64
 // fail at once and their entries do not pile up.
 const maxUnanswered = 256
 
-func newTermStreams() *termStreams { return &termStreams{slots: map[string]*termSlot{}} }
+func newTermStreams() *termStreams {
+	return &termStreams{slots: map[string]*termSlot{}, answerTime: map[string]time.Duration{}}
+}
 
 // get returns the live stream to voter id at addr, opening one if needed.
 // Opening waits at most until ctx ends; the stream itself lives on.

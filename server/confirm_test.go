@@ -26,6 +26,7 @@ type fakePeer struct {
 	replaying bool
 	silent    bool
 	opened    *atomic.Int64 // counts the streams opened, if set
+	asked     *atomic.Int64 // counts the requests received, if set
 }
 
 func (p fakePeer) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
@@ -40,6 +41,9 @@ func (p fakePeer) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.Term
 		}
 		if i == 0 {
 			firstRound = req.Round
+		}
+		if p.asked != nil {
+			p.asked.Add(1)
 		}
 		resp := &api.TermResponse{Term: p.term(), NodeId: req.NodeId, Round: req.Round}
 		switch {
@@ -114,6 +118,11 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 		{"one in term, one newer", [2]string{mustFakePeer(t, same), mustFakePeer(t, newer)}, []bool{true}},
 		{"one in term, one unreachable", [2]string{mustFakePeer(t, same), dead}, []bool{true}},
 		{"one in term, one silent", [2]string{mustFakePeer(t, same), mustPeerServer(t, fakePeer{term: same, silent: true})}, []bool{true}},
+		// A round asks the first voter alone; it must ask the other when
+		// that one fails, answers out of term, or keeps silent.
+		{"one unreachable, one in term", [2]string{dead, mustFakePeer(t, same)}, []bool{true, true}},
+		{"one newer, one in term", [2]string{mustFakePeer(t, newer), mustFakePeer(t, same)}, []bool{true, true}},
+		{"one silent, one in term", [2]string{mustPeerServer(t, fakePeer{term: same, silent: true}), mustFakePeer(t, same)}, []bool{true, true}},
 		{"both newer: a newer leader may exist", [2]string{mustFakePeer(t, newer), mustFakePeer(t, newer)}, []bool{false}},
 		{"one newer, one unreachable", [2]string{mustFakePeer(t, newer), dead}, []bool{false}},
 		{"one newer, one silent", [2]string{mustFakePeer(t, newer), mustPeerServer(t, fakePeer{term: same, silent: true})}, []bool{false}},
@@ -131,6 +140,11 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 			for i, f := range followers {
 				mustPointAt(t, leader, f, tt.peers[i])
 			}
+			// Rounds ask voters never heard from in the configuration's
+			// order: the first peer of each case is asked first.
+			leader.terms.mu.Lock()
+			clear(leader.terms.answerTime)
+			leader.terms.mu.Unlock()
 			for round, wantOK := range tt.want {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 				c, err := leader.confirmLeadership(ctx, false)
@@ -144,6 +158,37 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRoundAsksOnlyTheVotersItNeeds: with two voters in the leader's term,
+// a round needs one of them, and asks the other only to keep its answer
+// time known (every probeEvery rounds) or when the first is unusually
+// slow: far fewer requests than a round to every voter.
+func TestRoundAsksOnlyTheVotersItNeeds(t *testing.T) {
+	nodes := mustClusterWith(t, calmRaft)
+	leader := mustLeader(t, nodes)
+	term := leader.raft.CurrentTerm()
+	var asked atomic.Int64
+	for _, n := range nodes {
+		if n != leader {
+			mustPointAt(t, leader, n, mustPeerServer(t, fakePeer{term: func() uint64 { return term }, asked: &asked}))
+		}
+	}
+	const rounds = 200
+	for round := range rounds {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := leader.confirmLeadership(ctx, false)
+		cancel()
+		if err != nil || c.Term != term {
+			t.Fatalf("round %d: confirm = %d, %v; want term %d", round, c.Term, err, term)
+		}
+	}
+	// A round to every voter makes 2*rounds requests (some may still be
+	// on their way). Rounds that hedge ask both, but only a round much
+	// slower than the usual does.
+	if got := asked.Load(); got > 3*rounds/2 {
+		t.Fatalf("%d rounds asked %d times, want at most %d: rounds ask voters they do not need", rounds, got, 3*rounds/2)
 	}
 }
 
@@ -269,6 +314,12 @@ func TestConfirmGivesUpAPeerThatStopsAnswering(t *testing.T) {
 	deadline := time.Now().Add(30 * time.Second)
 	round := 0
 	for ; round < maxUnanswered+10 || (opened.Load() < 2 && time.Now().Before(deadline)); round++ {
+		// A round asks the voters that answer fastest first, and the
+		// silent one never does: it is made to look fastest, so that
+		// every round asks it.
+		leader.terms.mu.Lock()
+		leader.terms.answerTime[silentID] = 0
+		leader.terms.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		c, err := leader.confirmLeadership(ctx, false)
 		got := c.Term
