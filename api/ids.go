@@ -11,6 +11,15 @@ const LeaderAddrKey = "ordo-leader-addr"
 // as Unavailable, so a client moves on to another address.
 const ClusterIDKey = "ordo-cluster-id"
 
+// TicksKey is the metadata key in which a Next or NextStream caller says
+// that it renders 128-bit IDs itself: under a 128-bit layout (uuidv7,
+// ulid) the runs carry ticks, not IDs, and the caller renders each with
+// the cluster's group (from Layout) and random bits. A node of a 128-bit
+// layout refuses a call without the key, and a node of a 64-bit layout a
+// call with it (FailedPrecondition), so neither kind of caller can
+// mistake one for the other. Any value counts; the Go client sends "1".
+const TicksKey = "ordo-ticks"
+
 // IDs expands the runs of a response into IDs, in order. It trusts the
 // server; the Go client checks what it expands.
 func (x *NextResponse) IDs() []uint64 {

@@ -436,11 +436,12 @@ func (l Layout) Decode(id uint64) Parts {
 	if l.Order != OrderTimeSeqGroup {
 		group = id >> l.SeqBits & groupMask
 	}
-	return l.parts(l.Tick(id), group)
+	return l.TickParts(l.Tick(id), group)
 }
 
-// parts fills Parts from a tick and a group, for either width.
-func (l Layout) parts(tick, group uint64) Parts {
+// TickParts fills Parts from a tick and a group, for layouts of either
+// width: what Decode or DecodeWide gives for the ID they make.
+func (l Layout) TickParts(tick, group uint64) Parts {
 	return Parts{Time: l.TickTime(tick), Group: group, Seq: tick & (uint64(1)<<l.SeqBits - 1), Tick: tick}
 }
 

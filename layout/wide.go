@@ -121,10 +121,10 @@ func (l Layout) DecodeWide(id [16]byte) (Parts, error) {
 		}
 		seq := (hi&(1<<uuidRandABits-1))<<uuidSeqLowBits | lo>>(62-uuidSeqLowBits)&(1<<uuidSeqLowBits-1)
 		tick := hi>>16<<wideSeqBits | seq
-		return l.parts(tick, lo>>uuidRandomBits&(1<<wideGroupBits-1)), nil
+		return l.TickParts(tick, lo>>uuidRandomBits&(1<<wideGroupBits-1)), nil
 	case FormatULID:
 		group := (hi&(1<<ulidTickShift-1))<<(wideGroupBits-ulidTickShift) | lo>>ulidRandomBits
-		return l.parts(hi>>ulidTickShift, group), nil
+		return l.TickParts(hi>>ulidTickShift, group), nil
 	}
 	return Parts{}, fmt.Errorf("layout %q makes 64-bit IDs, not 128-bit ones: %w", l.String(), ErrWrongWidth)
 }
