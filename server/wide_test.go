@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -81,6 +82,30 @@ func TestWideLayoutCluster(t *testing.T) {
 	}
 	if p := leader.cfg.Layout.TickParts(last, 3); p.Time.Year() < 2024 {
 		t.Fatalf("last tick %d is at %s, not a Unix millisecond of now", last, p.Time)
+	}
+
+	// The Go client, on its stream (the default) and unary: IDs above the
+	// ticks handed out so far, increasing as bytes.
+	addrs := []string{follower.GRPCAddr(), leader.GRPCAddr()}
+	for _, opts := range [][]client.Option{nil, {client.WithUnary()}} {
+		c, err := client.New(addrs, opts...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ids, err := c.NextUUIDs(ctx, 5)
+		cancel()
+		c.Close()
+		if err != nil {
+			t.Fatalf("NextUUIDs: %v", err)
+		}
+		for _, id := range ids {
+			p, err := leader.cfg.Layout.DecodeWide(id)
+			if err != nil || p.Group != 3 {
+				t.Fatalf("%s decodes to %+v, %v", id, p, err)
+			}
+			last = mustIncrease(t, last, []uint64{p.Tick})
+		}
 	}
 
 	narrow := mustCluster(t)
