@@ -1,5 +1,11 @@
 package api
 
+import (
+	"context"
+
+	"google.golang.org/grpc/metadata"
+)
+
 // LeaderAddrKey is the response trailer in which a node names the
 // leader's gRPC address whenever it knows it, so clients can go there.
 const LeaderAddrKey = "ordo-leader-addr"
@@ -19,6 +25,15 @@ const ClusterIDKey = "ordo-cluster-id"
 // call with it (FailedPrecondition), so neither kind of caller can
 // mistake one for the other. Any value counts; the Go client sends "1".
 const TicksKey = "ordo-ticks"
+
+// WithTicks names TicksKey in ctx's outgoing metadata when ticks is set:
+// the call asks for ticks of a 128-bit layout.
+func WithTicks(ctx context.Context, ticks bool) context.Context {
+	if !ticks {
+		return ctx
+	}
+	return metadata.AppendToOutgoingContext(ctx, TicksKey, "1")
+}
 
 // IDs expands the runs of a response into IDs, in order. It trusts the
 // server; the Go client checks what it expands.

@@ -301,7 +301,7 @@ func (c *Client) fetch(ctx context.Context, n int, ticks bool) ([]uint64, error)
 	var resp *api.NextResponse
 	err := c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
 		var err error
-		resp, err = api.NewSequencerClient(conn).Next(withTicks(ctx, ticks), &api.NextRequest{Count: uint32(n)}, opts...)
+		resp, err = api.NewSequencerClient(conn).Next(api.WithTicks(ctx, ticks), &api.NextRequest{Count: uint32(n)}, opts...)
 		return err
 	})
 	if err != nil {

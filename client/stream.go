@@ -230,7 +230,7 @@ func (s *Stream) openTo(target string) (*streamConn, error) {
 		return nil, err
 	}
 	// The stream outlives the call that opens it.
-	sctx, cancel := context.WithCancel(withTicks(s.c.clusterCtx(context.Background()), s.ticks))
+	sctx, cancel := context.WithCancel(api.WithTicks(s.c.clusterCtx(context.Background()), s.ticks))
 	watchdog := time.AfterFunc(s.c.attemptTimeout, cancel)
 	st, err := api.NewSequencerClient(cc).NextStream(sctx)
 	if !watchdog.Stop() && err == nil {

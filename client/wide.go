@@ -4,9 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"google.golang.org/grpc/metadata"
-
-	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -101,13 +98,4 @@ func (c *Client) checkNarrow() error {
 		return fmt.Errorf("the cluster's layout %s makes 128-bit IDs: call NextUUIDs or NextULIDs: %w", w.layout, layout.ErrWrongWidth)
 	}
 	return nil
-}
-
-// withTicks names api.TicksKey in ctx's outgoing metadata when ticks is
-// set: the call asks for ticks of a 128-bit layout.
-func withTicks(ctx context.Context, ticks bool) context.Context {
-	if !ticks {
-		return ctx
-	}
-	return metadata.AppendToOutgoingContext(ctx, api.TicksKey, "1")
 }

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -18,10 +17,7 @@ import (
 // widthCtx names api.TicksKey in ctx's outgoing metadata when l is a
 // 128-bit layout, as a caller that renders its IDs does.
 func widthCtx(ctx context.Context, l layout.Layout) context.Context {
-	if !l.Wide() {
-		return ctx
-	}
-	return metadata.AppendToOutgoingContext(ctx, api.TicksKey, "1")
+	return api.WithTicks(ctx, l.Wide())
 }
 
 // TestWideRuns checks that a 128-bit layout's block goes out as ticks,
@@ -110,7 +106,7 @@ func TestWideLayoutCluster(t *testing.T) {
 
 	narrow := mustCluster(t)
 	conn := mustConn(t, mustLeader(t, narrow).GRPCAddr())
-	ctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(context.Background(), api.TicksKey, "1"), 10*time.Second)
+	ctx, cancel := context.WithTimeout(api.WithTicks(context.Background(), true), 10*time.Second)
 	defer cancel()
 	if _, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: 1}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("default layout: Next with %s = %v, want FailedPrecondition", api.TicksKey, err)
