@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"cmp"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -59,6 +60,44 @@ func TestVerifyWideLayouts(t *testing.T) {
 				Progress:  testWriter{t},
 			})
 		})
+	}
+}
+
+// TestNextAndDecodeWide runs `ordo next` against a ulid cluster: it
+// prints canonical ULIDs, in order, as lines and as JSON strings, and
+// `ordo decode` takes them apart to the cluster's group; `ordo decode`
+// refuses a UUID of another version with a usage error.
+func TestNextAndDecodeWide(t *testing.T) {
+	c := mustNewCluster(t, clusterOpts{args: []string{"--layout", "ulid", "--group", "7"}})
+	lines := strings.Fields(mustRunOrdo(t, "next", "--count", "3", "--addrs", c.addrList()).Stdout)
+	var body struct{ IDs []string }
+	if err := json.Unmarshal([]byte(mustRunOrdo(t, "next", "--count", "2", "--json", "--addrs", c.addrList()).Stdout), &body); err != nil {
+		t.Fatal(err)
+	}
+	all := append(lines, body.IDs...)
+	if len(all) != 5 {
+		t.Fatalf("ordo next printed %q, want 5 ULIDs", all)
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i] <= all[i-1] {
+			t.Fatalf("ordo next printed %q: not strictly increasing", all)
+		}
+	}
+	var decoded []struct {
+		ID    string
+		Group uint64
+		Time  time.Time
+	}
+	if err := json.Unmarshal([]byte(mustRunOrdo(t, append([]string{"decode", "--json"}, all...)...).Stdout), &decoded); err != nil {
+		t.Fatal(err)
+	}
+	for i, d := range decoded {
+		if d.ID != all[i] || len(d.ID) != 26 || d.Group != 7 || time.Since(d.Time) > time.Minute {
+			t.Fatalf("ordo decode: %+v for %s, want group 7 and a time of now", d, all[i])
+		}
+	}
+	if res := runOrdo(t, "decode", "550e8400-e29b-41d4-a716-446655440000"); res.Code != 2 || !strings.Contains(res.Stderr, "version 4") {
+		t.Fatalf("ordo decode of a UUIDv4: exit %d, stderr %q; want 2 naming the version", res.Code, res.Stderr)
 	}
 }
 
