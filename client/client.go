@@ -141,6 +141,15 @@ type Client struct {
 	// on finding a server (or proxy) that does not serve NextStream.
 	stream *Stream
 	unary  atomic.Bool
+	// tickStream and tickCoalescer are stream and coalescer for the calls
+	// of a 128-bit layout (wide.go), which ask for ticks (api.TicksKey):
+	// a call's width is fixed by the stream or request it goes on, never
+	// by state another call may change under it.
+	tickStream    *Stream
+	tickCoalescer *coalescer
+	// wide is the cluster's 128-bit layout and group once a 128-bit call
+	// learned them; nil before, and for good on a 64-bit cluster.
+	wide atomic.Pointer[wideLayout]
 
 	// returned is the highest ID returned so far; every call reads it
 	// and most raise it, so it is an atomic, not under mu.
@@ -175,8 +184,11 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	}
 	if c.coalesceInFlight > 0 {
 		c.coalescer = &coalescer{c: c, maxInFlight: c.coalesceInFlight}
+		c.tickCoalescer = &coalescer{c: c, maxInFlight: c.coalesceInFlight, ticks: true}
 	}
 	c.stream = c.OpenStream()
+	c.tickStream = c.OpenStream()
+	c.tickStream.ticks = true
 	switch {
 	case c.coalesceInFlight < 0:
 		return nil, fmt.Errorf("%w: %d requests in flight, want at least 1", ErrBadOption, c.coalesceInFlight)
@@ -191,6 +203,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 // Close closes every connection.
 func (c *Client) Close() error {
 	c.stream.Close()
+	c.tickStream.Close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true
@@ -233,12 +246,25 @@ func (c *Client) floor() uint64 { return c.returned.Load() }
 // (see Stream); with WithCoalescing they share unary requests, and with
 // WithUnary each is a request of its own. Each call still gets its own
 // contiguous IDs, checked against its own floor.
+//
+// A cluster of a 128-bit layout refuses these calls (FailedPrecondition);
+// once NextUUIDs or NextULIDs has learned the layout, they return
+// layout.ErrWrongWidth without asking.
 func (c *Client) NextN(ctx context.Context, n int) ([]uint64, error) {
+	if err := c.checkNarrow(); err != nil {
+		return nil, err
+	}
+	return c.nextN(ctx, n, c.stream, c.coalescer)
+}
+
+// nextN is NextN on stream, or coalescer when set (WithCoalescing), or
+// unary: of 64-bit IDs, or of ticks when they are the tick lane.
+func (c *Client) nextN(ctx context.Context, n int, stream *Stream, coalescer *coalescer) ([]uint64, error) {
 	if err := checkCount(n); err != nil {
 		return nil, err
 	}
-	if c.coalescer == nil && !c.unary.Load() {
-		ids, err := c.stream.NextN(ctx, n)
+	if coalescer == nil && !c.unary.Load() {
+		ids, err := stream.nextN(ctx, n)
 		if status.Code(err) != codes.Unimplemented {
 			return ids, err
 		}
@@ -246,10 +272,10 @@ func (c *Client) NextN(ctx context.Context, n int) ([]uint64, error) {
 		c.unary.Store(true)
 	}
 	floor := c.floor()
-	if c.coalescer != nil {
-		return c.coalescer.nextN(ctx, n, floor)
+	if coalescer != nil {
+		return coalescer.nextN(ctx, n, floor)
 	}
-	ids, err := c.fetch(ctx, n)
+	ids, err := c.fetch(ctx, n, stream.ticks)
 	if err != nil {
 		return nil, err
 	}
@@ -268,13 +294,14 @@ func (c *Client) accept(ids []uint64, floor uint64) ([]uint64, error) {
 	return ids, nil
 }
 
-// fetch asks the cluster for n IDs, with failover and retries, and checks
-// the response's shape.
-func (c *Client) fetch(ctx context.Context, n int) ([]uint64, error) {
+// fetch asks the cluster for n IDs, or n ticks of a 128-bit layout when
+// ticks is set, with failover and retries, and checks the response's
+// shape.
+func (c *Client) fetch(ctx context.Context, n int, ticks bool) ([]uint64, error) {
 	var resp *api.NextResponse
 	err := c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
 		var err error
-		resp, err = api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: uint32(n)}, opts...)
+		resp, err = api.NewSequencerClient(conn).Next(api.WithTicks(ctx, ticks), &api.NextRequest{Count: uint32(n)}, opts...)
 		return err
 	})
 	if err != nil {

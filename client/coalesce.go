@@ -24,6 +24,7 @@ const maxCoalesced = 10_000
 type coalescer struct {
 	c           *Client
 	maxInFlight int
+	ticks       bool // asks for ticks of a 128-bit layout (api.TicksKey)
 
 	mu       sync.Mutex
 	queue    []*waiter
@@ -72,13 +73,13 @@ func (co *coalescer) sendLocked() {
 
 func (co *coalescer) send(batch []*waiter, total int) {
 	ctx, cancel := batchContext(batch)
-	ids, err := co.c.fetch(ctx, total)
+	ids, err := co.c.fetch(ctx, total, co.ticks)
 	cancel()
 	if status.Code(err) == codes.InvalidArgument && len(batch) > 1 {
 		// The shared count is more than the server allows (its
 		// --max-count may be below maxCoalesced): ask for each alone.
 		for _, w := range batch {
-			ids, err := co.c.fetch(w.ctx, w.n)
+			ids, err := co.c.fetch(w.ctx, w.n, co.ticks)
 			if err == nil {
 				ids, err = co.c.accept(ids, w.floor)
 			}

@@ -26,6 +26,9 @@ import (
 // use, and keeps every guarantee of Client.NextN.
 type Stream struct {
 	c *Client
+	// ticks makes the stream ask for ticks of a 128-bit layout
+	// (api.TicksKey): Client's own stream for NextUUIDs and NextULIDs.
+	ticks bool
 
 	mu   sync.Mutex
 	conn *streamConn // nil when none is open
@@ -93,8 +96,17 @@ func (s *Stream) Close() error {
 func (s *Stream) Next(ctx context.Context) (uint64, error) { return one(s.NextN(ctx, 1)) }
 
 // NextN returns n IDs, strictly increasing and contiguous in the cluster's
-// order, retrying on a new stream until ctx ends.
+// order, retrying on a new stream until ctx ends. Like Client.NextN, it
+// serves 64-bit layouts only.
 func (s *Stream) NextN(ctx context.Context, n int) ([]uint64, error) {
+	if err := s.c.checkNarrow(); err != nil {
+		return nil, err
+	}
+	return s.nextN(ctx, n)
+}
+
+// nextN is NextN of IDs, or of ticks on a tick stream.
+func (s *Stream) nextN(ctx context.Context, n int) ([]uint64, error) {
 	if err := checkCount(n); err != nil {
 		return nil, err
 	}
@@ -218,7 +230,7 @@ func (s *Stream) openTo(target string) (*streamConn, error) {
 		return nil, err
 	}
 	// The stream outlives the call that opens it.
-	sctx, cancel := context.WithCancel(s.c.clusterCtx(context.Background()))
+	sctx, cancel := context.WithCancel(api.WithTicks(s.c.clusterCtx(context.Background()), s.ticks))
 	watchdog := time.AfterFunc(s.c.attemptTimeout, cancel)
 	st, err := api.NewSequencerClient(cc).NextStream(sctx)
 	if !watchdog.Stop() && err == nil {

@@ -33,6 +33,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/secure/securetest"
 	"github.com/seed-e8569b35/ordo/verify"
@@ -615,6 +616,9 @@ func (c *cluster) mustServe() {
 	for time.Now().Before(deadline) {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		_, err = c.admin.Next(ctx)
+		if status.Code(err) == codes.FailedPrecondition || errors.Is(err, layout.ErrWrongWidth) {
+			err = nextWide(ctx, c.admin) // a 128-bit layout refuses 64-bit calls
+		}
 		cancel()
 		if err == nil {
 			return

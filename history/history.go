@@ -2,7 +2,7 @@
 // sequencer and checks the recorded history against the sequencer's
 // guarantee: IDs are handed out in one strict, linearizable order.
 //
-// A history is checked for four properties:
+// A history is checked for five properties:
 //
 //  1. Unique: no ID is acknowledged twice, across responses or within one.
 //  2. Real-time order: if operation a completed before operation b was
@@ -11,6 +11,9 @@
 //  4. Contiguous: no ID of another response falls strictly between the
 //     smallest and largest ID of a response, so the ranges handed out by two
 //     responses never interleave.
+//  5. Rendered in order: under a 128-bit layout, where IDs holds ticks and
+//     Rendered their UUIDv7 or ULID text, the text and the 16 bytes of
+//     every ID sort exactly as the ticks do, across the whole history.
 //
 // Only acknowledged (OK) operations carry IDs. Failed and Unknown operations
 // are counted but impose no constraint: a failed operation handed out
@@ -23,12 +26,15 @@
 package history
 
 import (
+	"bytes"
 	"cmp"
 	"fmt"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // Outcome classifies how an operation ended. The distinction between Failed
@@ -77,6 +83,10 @@ type Op struct {
 	// IDs are the acknowledged IDs, in the order the server returned them.
 	// They are only considered when Outcome is OK.
 	IDs []uint64
+	// Rendered is, under a 128-bit layout (uuidv7, ulid), the canonical
+	// text of each ID the client returned, in the order of IDs, which then
+	// holds the IDs' ticks. Empty for 64-bit layouts.
+	Rendered []string
 	// Err is the error text for Failed and Unknown operations.
 	Err string
 }
@@ -109,6 +119,9 @@ type clientLog struct {
 	// one chunk; full chunks are never copied either.
 	ids  [][]uint64
 	errs []string
+	// rendered holds the text of 128-bit IDs (Op.Rendered), one entry
+	// per operation that has any.
+	rendered [][]string
 }
 
 // slot is one recorded operation, in the fixed-size form its log keeps.
@@ -116,10 +129,10 @@ type slot struct {
 	start, end time.Duration
 	outcome    Outcome
 	done       bool
-	// idChunk, idAt and idLen place the IDs in the log's ids; errAt is
-	// the error text's index in errs plus one (0: none).
+	// idChunk, idAt and idLen place the IDs in the log's ids; errAt and
+	// renderedAt are indexes in errs and rendered plus one (0: none).
 	idChunk, idAt, idLen int
-	errAt                int
+	errAt, renderedAt    int
 }
 
 // slotChunk is the number of operations in one chunk of clientLog.slots,
@@ -157,6 +170,9 @@ func (l *clientLog) op(sl *slot, buf []uint64) (Op, []uint64) {
 	}
 	if sl.errAt > 0 {
 		op.Err = l.errs[sl.errAt-1]
+	}
+	if sl.renderedAt > 0 {
+		op.Rendered = slices.Clone(l.rendered[sl.renderedAt-1])
 	}
 	return op, buf
 }
@@ -207,6 +223,13 @@ func (p Pending) OK(ids []uint64) {
 	p.finish(OK, ids, "")
 }
 
+// OKRendered records an acknowledged operation of a 128-bit layout: the
+// ticks of its IDs, in order, and the IDs' canonical text (Op.Rendered).
+// Both slices are copied.
+func (p Pending) OKRendered(ticks []uint64, rendered []string) {
+	p.finishRendered(OK, ticks, slices.Clone(rendered), "")
+}
+
 // Fail records that the server definitely rejected the operation.
 func (p Pending) Fail(err error) {
 	p.finish(Failed, nil, errText(err))
@@ -222,6 +245,11 @@ func (p Pending) Unknown(err error) {
 // the recorder does not stretch the recorded interval more than necessary.
 // A longer interval only weakens the check, never produces false alarms.
 func (p Pending) finish(o Outcome, ids []uint64, errStr string) {
+	p.finishRendered(o, ids, nil, errStr)
+}
+
+// finishRendered is finish with the rendered IDs of a 128-bit layout.
+func (p Pending) finishRendered(o Outcome, ids []uint64, rendered []string, errStr string) {
 	end := time.Since(p.r.origin)
 	p.log.mu.Lock()
 	defer p.log.mu.Unlock()
@@ -233,6 +261,10 @@ func (p Pending) finish(o Outcome, ids []uint64, errStr string) {
 	sl.end = end
 	sl.outcome = o
 	p.log.keepIDs(sl, ids)
+	if len(rendered) > 0 {
+		p.log.rendered = append(p.log.rendered, rendered)
+		sl.renderedAt = len(p.log.rendered)
+	}
 	if errStr != "" {
 		p.log.errs = append(p.log.errs, errStr)
 		sl.errAt = len(p.log.errs)
@@ -298,6 +330,9 @@ const (
 	// KindInterleaved marks a response whose range contains another
 	// response's ID.
 	KindInterleaved = "interleaved"
+	// KindRendered marks a 128-bit ID whose canonical text or bytes do not
+	// sort as its tick does, or that is not a canonical UUID or ULID.
+	KindRendered = "rendered"
 )
 
 // MaxExamples bounds the examples kept per kind: enough to debug, while a
@@ -353,13 +388,18 @@ type Report struct {
 	// Interleaved counts responses r for which some ID of another response
 	// lies strictly between min(r.IDs) and max(r.IDs).
 	Interleaved int
+	// Misrendered counts 128-bit IDs (Op.Rendered) that are not canonical
+	// text of a UUID or ULID, that responses left out, or whose text or
+	// bytes do not sort above those of the next smaller ID (tick) in the
+	// whole history.
+	Misrendered int
 	// Examples holds up to MaxExamples violations of each kind.
 	Examples []Violation
 }
 
 // OK reports whether the history satisfies every checked property.
 func (r Report) OK() bool {
-	return r.Duplicates == 0 && r.OrderViolations == 0 && r.NotIncreasing == 0 && r.Interleaved == 0
+	return r.Duplicates == 0 && r.OrderViolations == 0 && r.NotIncreasing == 0 && r.Interleaved == 0 && r.Misrendered == 0
 }
 
 // String returns a one-line summary followed by one indented line per
@@ -374,6 +414,9 @@ func (r Report) String() string {
 	fmt.Fprintf(&b, "history %s: attempted=%d acknowledged=%d failed=%d unknown=%d ids=%d duplicates=%d order-violations=%d not-increasing=%d interleaved=%d",
 		verdict, r.Attempted, r.Acknowledged, r.Failed, r.Unknown, r.IDs,
 		r.Duplicates, r.OrderViolations, r.NotIncreasing, r.Interleaved)
+	if r.Misrendered > 0 {
+		fmt.Fprintf(&b, " misrendered=%d", r.Misrendered)
+	}
 	for _, v := range r.Examples {
 		b.WriteString("\n  ")
 		b.WriteString(v.String())
@@ -457,6 +500,7 @@ func Check(ops []Op) Report {
 
 	checkIDs(ops, resps, &rep, &ex)
 	rep.OrderViolations = checkOrder(ops, resps, &ex)
+	rep.Misrendered = checkRendered(ops, resps, &ex)
 	rep.Examples = ex.list
 	return rep
 }
@@ -604,4 +648,86 @@ func checkOrder(ops []Op, resps []resp, ex *examples) int64 {
 		}
 	}
 	return total
+}
+
+// renderedRef is one 128-bit ID: its tick, its text and its bytes.
+type renderedRef struct {
+	tick  uint64
+	text  string
+	bytes [16]byte
+	op    int
+}
+
+// checkRendered checks that the rendered 128-bit IDs of the history sort
+// exactly as their ticks do, as text and as bytes: sorted by tick, each
+// distinct tick's text and bytes must lie above the previous one's. The
+// ticks themselves are checked by the other passes; this one shows that
+// rendering kept their order. Each text must be canonical, so that its
+// bytes are read back without doubt. It returns how many IDs break this.
+func checkRendered(ops []Op, resps []resp, ex *examples) int {
+	var refs []renderedRef
+	bad := 0
+	for _, r := range resps {
+		op := ops[r.op]
+		if len(op.Rendered) == 0 {
+			continue // a 64-bit layout
+		}
+		if len(op.Rendered) != len(op.IDs) {
+			bad += len(op.IDs)
+			ex.add(Violation{Kind: KindRendered, A: r.op, B: -1,
+				Detail: fmt.Sprintf("client %d: %d rendered IDs for %d ticks", op.Client, len(op.Rendered), len(op.IDs))})
+			continue
+		}
+		for j, text := range op.Rendered {
+			b, err := parseCanonical(text)
+			if err != nil {
+				bad++
+				ex.add(Violation{Kind: KindRendered, A: r.op, B: -1, Detail: fmt.Sprintf("client %d: tick %d: %v", op.Client, op.IDs[j], err)})
+				continue
+			}
+			refs = append(refs, renderedRef{tick: op.IDs[j], text: text, bytes: b, op: r.op})
+		}
+	}
+	slices.SortFunc(refs, func(a, b renderedRef) int { return cmp.Compare(a.tick, b.tick) })
+	for i := 1; i < len(refs); i++ {
+		a, b := refs[i-1], refs[i]
+		if a.tick == b.tick {
+			continue // a duplicate, counted by checkIDs
+		}
+		if a.text >= b.text || bytes.Compare(a.bytes[:], b.bytes[:]) >= 0 {
+			bad++
+			ex.add(Violation{Kind: KindRendered, A: a.op, B: b.op,
+				Detail: fmt.Sprintf("tick %d renders as %s, not below tick %d's %s", a.tick, a.text, b.tick, b.text)})
+		}
+	}
+	return bad
+}
+
+// parseCanonical reads the canonical text of a UUID (36 characters) or a
+// ULID (26), and refuses any other spelling of them.
+func parseCanonical(text string) ([16]byte, error) {
+	var (
+		id  [16]byte
+		err error
+	)
+	switch len(text) {
+	case 36:
+		var u layout.UUID
+		u, err = layout.ParseUUID(text)
+		id = u
+	default:
+		var u layout.ULID
+		u, err = layout.ParseULID(text)
+		id = u
+	}
+	if err != nil {
+		return [16]byte{}, err
+	}
+	if canon := layout.UUID(id).String(); len(text) == 36 && canon != text {
+		return [16]byte{}, fmt.Errorf("%s is not canonical text (%s)", text, canon)
+	}
+	if canon := layout.ULID(id).String(); len(text) == 26 && canon != text {
+		return [16]byte{}, fmt.Errorf("%s is not canonical text (%s)", text, canon)
+	}
+	return id, nil
 }

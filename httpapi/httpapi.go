@@ -46,8 +46,9 @@ type Node interface {
 	// Leader is the leader's id and gRPC address, as far as the node
 	// knows; empty when it knows none.
 	Leader() (id, addr string)
-	// Layout is the layout the node's IDs are made with.
-	Layout() layout.Layout
+	// Layout is the layout the node's IDs are made with, and the group in
+	// them: a 128-bit layout's IDs are rendered here, from ticks.
+	Layout() (layout.Layout, uint64)
 }
 
 // LeaderHeader names the leader's gRPC address in a reply that failed
@@ -279,15 +280,27 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	l, group := h.node.Layout()
 	out := idsResponse{IDs: make([]string, len(ids)), Count: len(ids)}
+	var wide [][16]byte // under a 128-bit layout, ids are ticks
+	if l.Wide() {
+		wide = layout.RenderAll[[16]byte](l, ids, group)
+	}
 	for i, id := range ids {
-		out.IDs[i] = strconv.FormatUint(id, 10)
+		if wide != nil {
+			out.IDs[i] = l.FormatWide(wide[i])
+		} else {
+			out.IDs[i] = strconv.FormatUint(id, 10)
+		}
 	}
 	if decode {
-		l := h.node.Layout()
 		out.Decoded = make([]decodedID, len(ids))
 		for i, id := range ids {
+			// The tick and group are at hand: no need to take the ID apart.
 			p := l.Decode(id)
+			if wide != nil {
+				p = l.TickParts(id, group)
+			}
 			out.Decoded[i] = decodedID{ID: out.IDs[i], Time: p.Time.Format(rfc3339Milli), Group: p.Group, Seq: p.Seq}
 		}
 	}

@@ -35,6 +35,7 @@ type fakeNode struct {
 	notReady error
 	counts   []uint32 // every count Next was asked for
 	layout   layout.Layout
+	group    uint64
 	// short makes Next answer one ID fewer than asked (a broken leader).
 	short bool
 }
@@ -69,18 +70,23 @@ func (f *fakeNode) Status(ctx context.Context) (*api.StatusResponse, error) {
 	}, nil
 }
 
-func (f *fakeNode) Ready() error              { return f.notReady }
-func (f *fakeNode) Leader() (id, addr string) { return "n1", "127.0.0.1:7001" }
-func (f *fakeNode) Layout() layout.Layout     { return f.layout }
+func (f *fakeNode) Ready() error                    { return f.notReady }
+func (f *fakeNode) Leader() (id, addr string)       { return "n1", "127.0.0.1:7001" }
+func (f *fakeNode) Layout() (layout.Layout, uint64) { return f.layout, f.group }
 
 func newFake(t *testing.T) *fakeNode {
 	t.Helper()
-	l, err := layout.Preset("default")
+	// Above 2^53, where a JSON number would lose the low bits.
+	return &fakeNode{next: 1<<60 + 1, runLen: 1 << 20, layout: mustLayout(t, "default")}
+}
+
+func mustLayout(t *testing.T, name string) layout.Layout {
+	t.Helper()
+	l, err := layout.Preset(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Above 2^53, where a JSON number would lose the low bits.
-	return &fakeNode{next: 1<<60 + 1, runLen: 1 << 20, layout: l}
+	return l
 }
 
 // get serves one request through Handler(node, cfg).
@@ -192,6 +198,46 @@ func TestIDsDecode(t *testing.T) {
 	}
 	if w := get(t, f, Config{}, http.MethodGet, "/v1/ids?decode=false"); decodeBody[idsResponse](t, w).Decoded != nil {
 		t.Fatalf("decode=false decoded: %s", w.Body)
+	}
+}
+
+// TestIDsWide checks that under the 128-bit layouts /v1/ids renders the
+// ticks the node answers as canonical text that sorts in issue order, with
+// the node's group, and decodes them to the tick's time and counter.
+func TestIDsWide(t *testing.T) {
+	for _, name := range []string{"uuidv7", "ulid"} {
+		t.Run(name, func(t *testing.T) {
+			f := newFake(t)
+			f.layout, f.group = mustLayout(t, name), 5
+			f.runLen = 2
+			// 2026-01-01T00:00:00.007Z, counter 32766: the batch crosses
+			// into the next millisecond.
+			f.next = uint64(1767225600007)<<f.layout.SeqBits | 32766
+			w := get(t, f, Config{}, http.MethodGet, "/v1/ids?count=3&decode=true")
+			if w.Code != http.StatusOK {
+				t.Fatalf("%d %s", w.Code, w.Body)
+			}
+			body := decodeBody[idsResponse](t, w)
+			if len(body.IDs) != 3 || len(body.Decoded) != 3 {
+				t.Fatalf("%+v, want 3 IDs, decoded", body)
+			}
+			for i, s := range body.IDs {
+				id, err := f.layout.ParseWide(s)
+				if err != nil || f.layout.FormatWide(id) != s {
+					t.Fatalf("ID %q is not canonical %s: %v", s, name, err)
+				}
+				p, err := f.layout.DecodeWide(id)
+				if err != nil || p.Group != 5 || body.Decoded[i].Group != 5 || body.Decoded[i].Seq != p.Seq || body.Decoded[i].Time != p.Time.Format(rfc3339Milli) {
+					t.Fatalf("ID %s decodes to %+v (%v), the reply says %+v", s, p, err, body.Decoded[i])
+				}
+				if i > 0 && s <= body.IDs[i-1] {
+					t.Fatalf("ID %s does not sort above %s", s, body.IDs[i-1])
+				}
+			}
+			if body.Decoded[0].Time != "2026-01-01T00:00:00.007Z" || body.Decoded[0].Seq != 32766 {
+				t.Fatalf("first decoded %+v", body.Decoded[0])
+			}
+		})
 	}
 }
 

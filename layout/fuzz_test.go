@@ -13,7 +13,7 @@ import (
 var endOfTime = time.UnixMilli(math.MaxInt64)
 
 // sentinels are the errors every error of this package must wrap.
-var sentinels = []error{ErrInvalidLayout, ErrEpochInFuture, ErrUnknownPreset, ErrMalformedSpec, ErrGroupTooLarge}
+var sentinels = []error{ErrInvalidLayout, ErrEpochInFuture, ErrUnknownPreset, ErrMalformedSpec, ErrGroupTooLarge, ErrMalformedID, ErrNotUUIDv7, ErrULIDOverflow, ErrWrongWidth}
 
 func wrapsSentinel(err error) bool {
 	for _, s := range sentinels {

@@ -16,9 +16,14 @@
 // IDs sort exactly like ticks in both field orders, which is what lets Ordo
 // promise strictly increasing IDs.
 //
+// Two 128-bit layouts, "uuidv7" (RFC 9562) and "ulid", keep the same tick
+// (Unix milliseconds, then a counter) and render it with the group and
+// random bits into 16 bytes that sort like the ticks: see wide.go.
+//
 // The package is pure computation: no I/O, no clocks except the "now" that
-// callers pass to Validate (and the one Parse reads), and ID, Tick and
-// Decode do not allocate.
+// callers pass to Validate (and the one Parse reads), and no randomness
+// except crypto/rand's in RenderAll. ID, Tick, Decode and Render do not
+// allocate.
 package layout
 
 import (
@@ -52,6 +57,25 @@ var (
 	// ErrGroupTooLarge reports a group number that does not fit the
 	// layout's group field.
 	ErrGroupTooLarge = errors.New("group does not fit the group field")
+
+	// ErrMalformedID reports 128-bit ID text that is not a UUID or a ULID
+	// at all: the wrong length, a misplaced hyphen, a character outside
+	// the alphabet.
+	ErrMalformedID = errors.New("malformed 128-bit ID")
+
+	// ErrNotUUIDv7 reports a well-formed UUID whose version is not 7 or
+	// whose variant is not RFC 9562's: its first 48 bits are not a Unix
+	// millisecond time, so decoding it as one would print nonsense.
+	ErrNotUUIDv7 = errors.New("not a UUIDv7")
+
+	// ErrULIDOverflow reports 26 characters of Crockford base32 that hold
+	// more than 128 bits (a first character above 7), which the ULID spec
+	// says every implementation must refuse.
+	ErrULIDOverflow = errors.New("ULID overflows 128 bits")
+
+	// ErrWrongWidth reports a 64-bit operation asked of a 128-bit layout,
+	// or a 128-bit one asked of a 64-bit layout.
+	ErrWrongWidth = errors.New("wrong ID width for the layout")
 )
 
 // Order says how the group and sequence fields sit below the time field.
@@ -87,6 +111,11 @@ type Layout struct {
 	GroupBits uint   `json:"group_bits"` // width of the group field (may be 0)
 	SeqBits   uint   `json:"seq_bits"`   // width of the sequence field
 	Order     Order  `json:"order"`      // order of the group and sequence fields
+	// Format is "" for a 64-bit snowflake layout, or the 128-bit standard
+	// the IDs are rendered in (see Wide). Omitted from JSON when empty, so
+	// the state of every cluster made before 128-bit layouts existed reads
+	// back as the same layout.
+	Format Format `json:"format,omitempty"`
 }
 
 // presets holds the named layouts. It is unexported so that nothing can
@@ -107,13 +136,18 @@ var presets = map[string]Layout{
 	// Sonyflake: 10 ms units since 2014-09-01T00:00:00Z, then an 8-bit
 	// sequence, then a 16-bit machine ID in the low bits.
 	"sonyflake": {Name: "sonyflake", EpochMs: 1409529600000, UnitMs: 10, TimeBits: 39, GroupBits: 16, SeqBits: 8, Order: OrderTimeSeqGroup},
+	// The 128-bit layouts (wide.go): Unix milliseconds, as both standards
+	// define the time field, then the counter, then the group, then random
+	// bits; the widths are fixed by wideSeqBits and wideGroupBits.
+	"uuidv7": {Name: "uuidv7", EpochMs: 0, UnitMs: 1, TimeBits: wideTimeBits, GroupBits: wideGroupBits, SeqBits: wideSeqBits, Order: OrderTimeSeqGroup, Format: FormatUUIDv7},
+	"ulid":   {Name: "ulid", EpochMs: 0, UnitMs: 1, TimeBits: wideTimeBits, GroupBits: wideGroupBits, SeqBits: wideSeqBits, Order: OrderTimeSeqGroup, Format: FormatULID},
 }
 
 // presetNames lists the preset names in the order error messages show them.
-const presetNames = "default, discord, instagram, sonyflake, twitter"
+const presetNames = "default, discord, instagram, sonyflake, twitter, uuidv7, ulid"
 
 // Preset returns the named preset layout: "default", "twitter", "discord",
-// "instagram" or "sonyflake". Names are case-sensitive because the name is
+// "instagram", "sonyflake", or one of the 128-bit "uuidv7" and "ulid". Names are case-sensitive because the name is
 // also the canonical spec that String produces.
 func Preset(name string) (Layout, error) {
 	l, ok := presets[name]
@@ -244,10 +278,14 @@ func invalid(l Layout, format string, args ...any) error {
 // definitions use the sign bit), a unit of at least 1 ms, a time range that
 // fits int64 milliseconds, and an epoch not after now. Custom layouts must
 // leave the sign bit clear so that IDs stay positive as int64 in every
-// language and database that stores them.
+// language and database that stores them. A 128-bit layout must be its
+// preset unchanged: its standard fixes where every field sits.
 func (l Layout) Validate(now time.Time) error {
 	if l.Name == "" {
 		return invalid(l, "name is empty")
+	}
+	if l.Format != "" && !l.isPreset() {
+		return invalid(l, "format %q: a 128-bit layout must be the unchanged %q or %q preset", l.Format, FormatUUIDv7, FormatULID)
 	}
 	if l.Order != OrderTimeGroupSeq && l.Order != OrderTimeSeqGroup {
 		return invalid(l, "order %q, want %q or %q", l.Order, OrderTimeGroupSeq, OrderTimeSeqGroup)
@@ -262,7 +300,9 @@ func (l Layout) Validate(now time.Time) error {
 	if l.TimeBits > 64 || l.GroupBits > 64 || l.SeqBits > 64 {
 		return invalid(l, "widths %d/%d/%d: a field is wider than 64 bits", l.TimeBits, l.GroupBits, l.SeqBits)
 	}
-	if sum := l.TimeBits + l.GroupBits + l.SeqBits; sum != 63 && (sum != 64 || !l.isPreset()) {
+	// A 128-bit layout's group sits outside the tick (wide.go), so only
+	// 64-bit layouts must fill 63 or 64 bits.
+	if sum := l.TimeBits + l.GroupBits + l.SeqBits; !l.Wide() && sum != 63 && (sum != 64 || !l.isPreset()) {
 		return invalid(l, "widths %d+%d+%d = %d, want 63", l.TimeBits, l.GroupBits, l.SeqBits, sum)
 	}
 	if l.UnitMs < 1 {
@@ -343,9 +383,10 @@ func (l Layout) TicksIn(d time.Duration) uint64 {
 	return units << l.SeqBits
 }
 
-// ID packs tick and group into an ID. It is the hot path, so it neither
-// checks nor allocates: tick must be at most MaxTick and group must have
-// passed CheckGroup, or bits of one field spill into another.
+// ID packs tick and group into a 64-bit ID. It is the hot path, so it
+// neither checks nor allocates: l must not be Wide (Render makes those
+// IDs), tick must be at most MaxTick and group must have passed
+// CheckGroup, or bits of one field spill into another.
 func (l Layout) ID(tick, group uint64) uint64 {
 	if l.Order == OrderTimeSeqGroup {
 		// time<<(S+G) | seq<<G | group is just the tick above the group.
@@ -386,20 +427,28 @@ type Parts struct {
 	Tick  uint64    // time<<SeqBits | seq
 }
 
-// Decode takes id apart. Time is the start of the ID's time unit in UTC; l
-// must be valid, so that the time fits int64 milliseconds.
+// Decode takes a 64-bit id apart (DecodeWide takes a 128-bit one). Time is
+// the start of the ID's time unit in UTC; l must be valid, so that the time
+// fits int64 milliseconds.
 func (l Layout) Decode(id uint64) Parts {
-	tick := l.Tick(id)
 	groupMask := uint64(1)<<l.GroupBits - 1
 	group := id & groupMask
 	if l.Order != OrderTimeSeqGroup {
 		group = id >> l.SeqBits & groupMask
 	}
-	units := tick >> l.SeqBits
-	return Parts{
-		Time:  time.UnixMilli(l.EpochMs + int64(units)*l.UnitMs).UTC(),
-		Group: group,
-		Seq:   tick & (uint64(1)<<l.SeqBits - 1),
-		Tick:  tick,
-	}
+	return l.TickParts(l.Tick(id), group)
+}
+
+// TickParts fills Parts from a tick and a group, for layouts of either
+// width: what Decode or DecodeWide gives for the ID they make.
+func (l Layout) TickParts(tick, group uint64) Parts {
+	return Parts{Time: l.TickTime(tick), Group: group, Seq: tick & (uint64(1)<<l.SeqBits - 1), Tick: tick}
+}
+
+// TickTime returns the start, in UTC, of the time unit tick falls in, for
+// layouts of either width. A tick above MaxTick is read as MaxTick (a
+// high-water mark may sit one past the last tick handed out).
+func (l Layout) TickTime(tick uint64) time.Time {
+	units := min(tick, l.MaxTick()) >> l.SeqBits
+	return time.UnixMilli(l.EpochMs + int64(units)*l.UnitMs).UTC()
 }

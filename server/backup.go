@@ -162,7 +162,7 @@ func NewBackupFile(r *api.BackupResponse) (*BackupFile, error) {
 		Layout:          l.String(),
 		Group:           r.Group,
 		HighWater:       strconv.FormatUint(r.HighWater, 10),
-		HighWaterTime:   l.Decode(l.ID(min(r.HighWater, l.MaxTick()), 0)).Time.Format(time.RFC3339Nano),
+		HighWaterTime:   l.TickTime(r.HighWater).Format(time.RFC3339Nano),
 		Members:         maps.Clone(r.Members),
 		LeaderID:        r.LeaderId,
 		Term:            r.Term,
@@ -411,7 +411,7 @@ func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, ju
 	hw := base + ahead + l.TicksIn(jump)
 	if hw < base || hw > l.MaxTick() {
 		return 0, fmt.Errorf("%w: the restored high-water mark would be past the layout's last tick %d (%s): the time field is exhausted",
-			ErrTimeExhausted, l.MaxTick(), l.Decode(l.ID(l.MaxTick(), 0)).Time.Format(time.RFC3339))
+			ErrTimeExhausted, l.MaxTick(), l.TickTime(l.MaxTick()).Format(time.RFC3339))
 	}
 	return hw, nil
 }
@@ -591,7 +591,7 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 		window = DefaultReserveWindow
 	}
 	res.AheadAllowance = maxLeadTicks(l, window)
-	res.AheadUntil = l.Decode(l.ID(hw, 0)).Time
+	res.AheadUntil = l.TickTime(hw)
 	logger.Info("restored a new cluster from a backup",
 		"old_cluster_id", res.OldClusterID, "cluster_id", id, "backup_created", o.Backup.Created,
 		"backup_high_water", c.highWater, "high_water", hw, "jump", o.Jump, "node", o.ID, "data_dir", o.DataDir)

@@ -104,7 +104,7 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 		code = codes.Unavailable
 	case errors.Is(err, ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, layout.ErrInvalidLayout):
 		code = codes.InvalidArgument
-	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrClusterExists), errors.Is(err, ErrOtherCluster):
+	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, ErrClusterExists), errors.Is(err, ErrOtherCluster):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrPermissionDenied):
 		code = codes.PermissionDenied

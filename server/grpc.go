@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"slices"
 	"sync"
@@ -110,6 +111,11 @@ func (s *service) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
 // only proof of its rights.
 func (n *Node) forwardCtx(ctx context.Context) context.Context {
 	kv := []string{forwardedKey, "1"}
+	if n.cfg.Layout.Wide() {
+		// The caller passed checkWidth here, or is this node's HTTP API,
+		// which renders what the runs carry.
+		kv = append(kv, api.TicksKey, "1")
+	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
 		for _, v := range md.Get(authorizationKey) {
 			kv = append(kv, authorizationKey, v)
@@ -120,6 +126,9 @@ func (n *Node) forwardCtx(ctx context.Context) context.Context {
 
 // Next implements api.SequencerServer.
 func (s *service) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	if err := s.n.checkWidth(ctx); err != nil {
+		return nil, toStatus(ctx, err, "")
+	}
 	resp, err := s.next(ctx, req)
 	if err == nil {
 		return resp, nil // the common case: no leader to look up
@@ -151,16 +160,42 @@ func (s *service) next(ctx context.Context, req *api.NextRequest) (*api.NextResp
 	}, nil
 }
 
+// checkWidth refuses a Next or NextStream call that would read the runs
+// wrongly: without api.TicksKey under a 128-bit layout (the runs carry
+// ticks a caller must render), or with it under a 64-bit one.
+func (n *Node) checkWidth(ctx context.Context) error {
+	md, _ := metadata.FromIncomingContext(ctx)
+	asks := len(md.Get(api.TicksKey)) > 0
+	switch l := n.cfg.Layout; {
+	case l.Wide() && !asks:
+		return fmt.Errorf("layout %s makes 128-bit IDs: the runs carry ticks to render with the group and random bits, so the call must name %s in its metadata (the Go client's NextUUIDs and NextULIDs do): %w",
+			l, api.TicksKey, layout.ErrWrongWidth)
+	case !l.Wide() && asks:
+		return fmt.Errorf("layout %s makes 64-bit IDs, and the call asks for ticks of a 128-bit layout (%s): %w", l, api.TicksKey, layout.ErrWrongWidth)
+	}
+	return nil
+}
+
 // Runs encodes a block of ticks as runs of IDs with a constant step: one
-// run per time unit the block touches.
+// run per time unit the block touches. Under a 128-bit layout, whose IDs
+// a caller renders from ticks (api.TicksKey), the runs carry the ticks
+// themselves, step 1: consecutive ticks differ by 1 across time units
+// too, so one run holds the block unless its count overflows the field.
 func Runs(l layout.Layout, group uint64, b Block) []*api.IDRun {
-	perUnit := uint64(1) << l.SeqBits
-	runs := make([]*api.IDRun, 0, 1+b.Count/perUnit)
+	perRun := uint64(1) << l.SeqBits
+	if l.Wide() {
+		perRun = math.MaxUint32
+	}
+	runs := make([]*api.IDRun, 0, 1+b.Count/perRun)
 	for t, left := b.First, b.Count; left > 0; {
-		inUnit := min(left, perUnit-t%perUnit)
-		runs = append(runs, &api.IDRun{First: l.ID(t, group), Count: uint32(inUnit), Step: l.Step()})
-		t += inUnit
-		left -= inUnit
+		inRun := min(left, perRun-t%perRun)
+		run := &api.IDRun{First: t, Count: uint32(inRun), Step: 1}
+		if !l.Wide() {
+			run.First, run.Step = l.ID(t, group), l.Step()
+		}
+		runs = append(runs, run)
+		t += inRun
+		left -= inRun
 	}
 	return runs
 }
@@ -634,6 +669,9 @@ func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReque
 	end := func(err error) error {
 		_, leaderAddr := s.n.leader()
 		return toStatus(stream.Context(), err, leaderAddr)
+	}
+	if err := s.n.checkWidth(stream.Context()); err != nil {
+		return end(err)
 	}
 	conn, fwd, err := s.forward(stream.Context())
 	if err != nil {

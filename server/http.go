@@ -87,7 +87,7 @@ func (h httpNode) Ready() error { return h.status(context.Background(), h.s.n.re
 
 func (h httpNode) Leader() (id, addr string) { return h.s.n.leader() }
 
-func (h httpNode) Layout() layout.Layout { return h.s.n.cfg.Layout }
+func (h httpNode) Layout() (layout.Layout, uint64) { return h.s.n.cfg.Layout, h.s.n.cfg.Group }
 
 // status is toStatus for a caller outside gRPC: the leader hint goes in
 // the message (httpapi adds its own header), as there is no trailer.

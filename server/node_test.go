@@ -96,9 +96,16 @@ func mustNext(t *testing.T, addr string, count uint32) []uint64 {
 // mustNextVia is mustNext over conn.
 func mustNextVia(t *testing.T, conn *grpc.ClientConn, count uint32) []uint64 {
 	t.Helper()
+	return mustNextCtx(t, context.Background(), conn, count)
+}
+
+// mustNextCtx is mustNextVia with ctx's metadata (api.TicksKey for a
+// 128-bit layout).
+func mustNextCtx(t *testing.T, ctx context.Context, conn *grpc.ClientConn, count uint32) []uint64 {
+	t.Helper()
 	addr := conn.Target()
 	c := api.NewSequencerClient(conn)
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for {
 		resp, err := c.Next(ctx, &api.NextRequest{Count: count})
@@ -155,7 +162,8 @@ func mustClusterWith(t *testing.T, configure func(*Config)) []*Node {
 		}
 		return cfg
 	}
-	n1 := mustOpen(t, config("n1"))
+	cfg1 := config("n1")
+	n1 := mustOpen(t, cfg1)
 	if err := n1.BootstrapSingle(); err != nil {
 		t.Fatal(err)
 	}
@@ -163,7 +171,7 @@ func mustClusterWith(t *testing.T, configure func(*Config)) []*Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mustNextVia(t, own, 1)
+	mustNextCtx(t, widthCtx(context.Background(), cfg1.Layout), own, 1)
 	nodes := []*Node{n1}
 	for _, id := range []string{"n2", "n3"} {
 		n := mustOpen(t, config(id))

@@ -27,6 +27,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/faultproxy"
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // Errors of this package.
@@ -48,6 +49,9 @@ type ClusterConfig struct {
 	// ServeArgs are added to every node's `ordo serve` command line (Raft
 	// timers, or a test-only switch).
 	ServeArgs []string
+	// Layout is the layout spec the nodes serve (--layout); "" is ordo
+	// serve's default. The cluster's own calls for IDs follow its width.
+	Layout string
 	// TLS, if set, runs every node with mutual TLS (TLS.Node, and admin
 	// rights for TLS.Admin's subject), and the cluster's own calls
 	// (finding the leader, admin calls) present TLS.Admin.
@@ -88,6 +92,9 @@ type Cluster struct {
 	// own calls dial. Both nil for plaintext.
 	tlsArgs  []string
 	adminTLS *tls.Config
+	// wide is set when the nodes serve a 128-bit layout: the cluster's
+	// own calls for IDs then ask for ticks (api.TicksKey).
+	wide bool
 }
 
 // StartCluster starts cfg.Nodes nodes that bootstrap together and waits
@@ -100,6 +107,13 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 		cfg.Logf = func(string, ...any) {}
 	}
 	c := &Cluster{cfg: cfg, Net: faultproxy.NewNet()}
+	if cfg.Layout != "" {
+		l, err := layout.Parse(cfg.Layout)
+		if err != nil {
+			return nil, fmt.Errorf("%w: layout: %w", ErrBadConfig, err)
+		}
+		c.wide = l.Wide()
+	}
 	if cfg.TLS != nil {
 		var ips []string
 		for i := range cfg.Nodes {
@@ -194,6 +208,9 @@ func (c *Cluster) start(n *Node, extra ...string) error {
 		"--test-clock-offset-file", n.ClockFile,
 	}, c.tlsArgs...)
 	args = append(args, c.cfg.ServeArgs...)
+	if c.cfg.Layout != "" {
+		args = append(args, "--layout", c.cfg.Layout)
+	}
 	args = append(args, extra...)
 	logFile, err := os.OpenFile(n.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
@@ -421,7 +438,7 @@ func (c *Cluster) nodeAdmin(ctx context.Context, n *Node, fn func(context.Contex
 func (c *Cluster) askLeader(ctx context.Context, n *Node) *Node {
 	var leader *Node
 	_ = c.onNode(ctx, n, func(ctx context.Context, conn *grpc.ClientConn) error {
-		resp, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: 1})
+		resp, err := api.NewSequencerClient(conn).Next(api.WithTicks(ctx, c.wide), &api.NextRequest{Count: 1})
 		if err == nil {
 			leader = c.Node(resp.LeaderId)
 		}

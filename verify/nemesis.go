@@ -581,7 +581,7 @@ func passMark(ctx context.Context, c *Cluster, l *Node, lay layout.Layout, mark 
 	for {
 		var last uint64
 		err = c.onNode(ctx, l, func(ctx context.Context, conn *grpc.ClientConn) error {
-			resp, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: count})
+			resp, err := api.NewSequencerClient(conn).Next(api.WithTicks(ctx, lay.Wide()), &api.NextRequest{Count: count})
 			if err == nil {
 				if ids := resp.IDs(); len(ids) > 0 {
 					last = ids[len(ids)-1]
@@ -589,8 +589,11 @@ func passMark(ctx context.Context, c *Cluster, l *Node, lay layout.Layout, mark 
 			}
 			return err
 		})
+		if !lay.Wide() {
+			last = lay.Tick(last) // a 128-bit layout's runs carry ticks already
+		}
 		switch {
-		case err == nil && lay.Tick(last) > mark:
+		case err == nil && last > mark:
 			return
 		case status.Code(err) == codes.InvalidArgument && count > 1:
 			count = 1 // a --max-count below markCount

@@ -10,7 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // Config is one verification run.
@@ -44,6 +46,10 @@ type Config struct {
 	Rounds int
 	// ServeArgs are extra `ordo serve` flags for every node.
 	ServeArgs []string
+	// Layout is the layout spec of the nodes the run starts (--layout);
+	// "" is ordo serve's default. The workload asks the cluster for its
+	// layout either way.
+	Layout string
 	// TLS, if set, turns on mutual TLS: every node verify starts serves
 	// with TLS.Node, the workload's clients present TLS.Client and the
 	// nemesis TLS.Admin. With Addrs only TLS.Client is used.
@@ -162,7 +168,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if len(addrs) == 0 {
 		var err error
 		cluster, err = StartCluster(ctx, ClusterConfig{
-			Binary: cfg.Binary, Dir: cfg.Dir, Nodes: cfg.Nodes, ServeArgs: cfg.ServeArgs, TLS: cfg.TLS,
+			Binary: cfg.Binary, Dir: cfg.Dir, Nodes: cfg.Nodes, ServeArgs: cfg.ServeArgs, Layout: cfg.Layout, TLS: cfg.TLS,
 			Logf: func(f string, a ...any) { fmt.Fprintf(progress, "  cluster: "+f+"\n", a...) },
 		})
 		if err != nil {
@@ -172,8 +178,12 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		addrs = cluster.Addrs()
 	}
 
+	lay, group, err := askLayout(ctx, addrs, clientTLS)
+	if err != nil {
+		return Result{}, err
+	}
 	rec := history.NewRecorder()
-	w, err := StartWorkload(WorkloadConfig{Addrs: addrs, Clients: cfg.Clients, Streams: cfg.Streams, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount, TLS: clientTLS}, rec)
+	w, err := StartWorkload(WorkloadConfig{Addrs: addrs, Clients: cfg.Clients, Streams: cfg.Streams, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount, TLS: clientTLS, Layout: lay, Group: group}, rec)
 	if err != nil {
 		return Result{}, err
 	}
@@ -211,6 +221,27 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	res.IDsPerSec = float64(ids) / elapsed.Seconds()
 	measureGaps(ops, res.Faults, elapsed)
 	return res, nil
+}
+
+// askLayout asks the cluster at addrs for its layout and group, so that
+// the workload asks for IDs of the width the cluster makes.
+func askLayout(ctx context.Context, addrs []string, tlsConfig *tls.Config) (layout.Layout, uint64, error) {
+	var opts []client.Option
+	if tlsConfig != nil {
+		opts = append(opts, client.WithTLS(tlsConfig))
+	}
+	c, err := client.New(addrs, opts...)
+	if err != nil {
+		return layout.Layout{}, 0, err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(ctx, recoveryTimeout)
+	defer cancel()
+	l, group, err := c.Layout(ctx)
+	if err != nil {
+		return layout.Layout{}, 0, fmt.Errorf("ask the cluster for its layout: %w", err)
+	}
+	return l, group, nil
 }
 
 func (cfg Config) validate() error {

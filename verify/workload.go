@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -18,6 +19,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // Timeouts of the workload's requests: short, so a client stuck on a dead
@@ -58,6 +60,64 @@ type WorkloadConfig struct {
 	// TLS, if set, is how every client dials (a client certificate and
 	// the cluster CA); nil means plaintext.
 	TLS *tls.Config
+	// Layout and Group are the cluster's. Under a 128-bit layout the
+	// clients ask for UUIDv7s or ULIDs, and the history records their
+	// ticks and their text, whose order history.Check also checks.
+	Layout layout.Layout
+	Group  uint64
+}
+
+// nextFunc asks for n IDs and returns them in order, under a 128-bit
+// layout as ticks with their canonical text.
+type nextFunc func(ctx context.Context, n int) (ids []uint64, rendered []string, err error)
+
+// narrow is a nextFunc of 64-bit IDs.
+func narrow(next func(ctx context.Context, n int) ([]uint64, error)) nextFunc {
+	return func(ctx context.Context, n int) ([]uint64, []string, error) {
+		ids, err := next(ctx, n)
+		return ids, nil, err
+	}
+}
+
+// wideNext is the nextFunc of c under the 128-bit layout l: the IDs the
+// client rendered, taken back apart into ticks. One that does not decode
+// is a bad response.
+func wideNext(c *client.Client, l layout.Layout) nextFunc {
+	return func(ctx context.Context, n int) ([]uint64, []string, error) {
+		var ids [][16]byte
+		var err error
+		if l.Format == layout.FormatULID {
+			ids, err = as16(c.NextULIDs(ctx, n))
+		} else {
+			ids, err = as16(c.NextUUIDs(ctx, n))
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		return ticksOf(l, ids)
+	}
+}
+
+// as16 converts IDs of a [16]byte type to plain [16]byte.
+func as16[T ~[16]byte](ids []T, err error) ([][16]byte, error) {
+	out := make([][16]byte, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out, err
+}
+
+// ticksOf returns the ticks and canonical text of 128-bit IDs of l.
+func ticksOf(l layout.Layout, ids [][16]byte) ([]uint64, []string, error) {
+	ticks, rendered := make([]uint64, len(ids)), make([]string, len(ids))
+	for i, id := range ids {
+		p, err := l.DecodeWide(id)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
+		}
+		ticks[i], rendered[i] = p.Tick, l.FormatWide(id)
+	}
+	return ticks, rendered, nil
 }
 
 // StartWorkload starts the clients; Stop ends them.
@@ -79,7 +139,11 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 			w.Stop()
 			return nil, err
 		}
-		w.spawn(id, cfg.MaxCount, func(ctx context.Context, n int) ([]uint64, error) { return c.NextN(ctx, n) }, func() { c.Close() })
+		next := narrow(c.NextN)
+		if cfg.Layout.Wide() {
+			next = wideNext(c, cfg.Layout)
+		}
+		w.spawn(id, cfg.MaxCount, next, func() { c.Close() })
 		id++
 	}
 	if cfg.Streams > 0 {
@@ -88,12 +152,18 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 			w.Stop()
 			return nil, err
 		}
+		// A stream of its own for 64-bit IDs; the client's own stream
+		// for 128-bit ones, which is the only stream that carries them.
 		s := c.OpenStream()
+		next := narrow(s.NextN)
+		if cfg.Layout.Wide() {
+			next = wideNext(c, cfg.Layout)
+		}
 		var closers sync.WaitGroup
 		closers.Add(cfg.Streams)
 		go func() { closers.Wait(); s.Close(); c.Close() }()
 		for range cfg.Streams {
-			w.spawn(id, cfg.MaxCount, s.NextN, closers.Done)
+			w.spawn(id, cfg.MaxCount, next, closers.Done)
 			id++
 		}
 	}
@@ -105,14 +175,16 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 				return nil, err
 			}
 			seq := api.NewSequencerClient(conn)
-			w.spawn(id, cfg.MaxCount, func(ctx context.Context, n int) ([]uint64, error) {
-				ctx, cancel := context.WithTimeout(ctx, attemptTimeout)
+			w.spawn(id, cfg.MaxCount, func(ctx context.Context, n int) ([]uint64, []string, error) {
+				ctx, cancel := context.WithTimeout(api.WithTicks(ctx, cfg.Layout.Wide()), attemptTimeout)
 				defer cancel()
 				resp, err := seq.Next(ctx, &api.NextRequest{Count: uint32(n)})
-				if err != nil {
-					return nil, err
+				if err != nil || !cfg.Layout.Wide() {
+					return resp.IDs(), nil, err
 				}
-				return resp.IDs(), nil
+				// Rendered as a client without Ordo's would: what comes
+				// back from the node is ticks.
+				return ticksOf(cfg.Layout, layout.RenderAll[[16]byte](cfg.Layout, resp.IDs(), cfg.Group))
 			}, func() { conn.Close() })
 			id++
 		}
@@ -129,7 +201,7 @@ func dial(addr string, cfg *tls.Config) (*grpc.ClientConn, error) {
 	return grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
 }
 
-func (w *Workload) spawn(id, maxCount int, next func(context.Context, int) ([]uint64, error), closeFn func()) {
+func (w *Workload) spawn(id, maxCount int, next nextFunc, closeFn func()) {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
@@ -144,11 +216,15 @@ func (w *Workload) spawn(id, maxCount int, next func(context.Context, int) ([]ui
 			n := 1 + rng.IntN(maxCount)
 			p := w.rec.Begin(id)
 			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-			ids, err := next(ctx, n)
+			ids, rendered, err := next(ctx, n)
 			cancel()
 			switch {
 			case err == nil:
-				p.OK(ids)
+				if rendered != nil {
+					p.OKRendered(ids, rendered)
+				} else {
+					p.OK(ids)
+				}
 				w.ok.Add(1)
 				w.ids.Add(int64(len(ids)))
 			case errors.Is(err, client.ErrBadResponse):

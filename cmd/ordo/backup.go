@@ -125,7 +125,7 @@ func runRestore(args []string) error {
 	l := res.Layout
 	fmt.Printf("restored a NEW cluster %s from backup of cluster %s (taken %s)\n", res.ClusterID, res.OldClusterID, b.Created)
 	fmt.Printf("high-water %d (%s), backup had %d (%s)\n",
-		res.HighWater, l.Decode(l.ID(res.HighWater, 0)).Time.Format(time.RFC3339), res.BackupHighWater, b.HighWaterTime)
+		res.HighWater, l.TickTime(res.HighWater).Format(time.RFC3339), res.BackupHighWater, b.HighWaterTime)
 	if now := time.Now(); res.AheadUntil.After(now) {
 		fmt.Printf("note: the new cluster's IDs run ahead of the clock until about %s (%s from now); until then it hands out about %d IDs in all\n"+
 			"  (more after each change of leader), then answers ResourceExhausted until the clock catches up. A smaller --jump shortens\n"+

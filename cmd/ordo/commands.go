@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
@@ -103,24 +105,58 @@ func runNext(args []string) error {
 	}
 	defer cancel()
 	defer c.Close()
-	ids, err := c.NextN(ctx, *count)
+	ids, err := nextText(ctx, c, *count)
 	if err != nil {
 		return err
 	}
 	if *cf.json {
 		// IDs as strings: a JSON number above 2^53 loses precision in
 		// JavaScript and in many JSON tools.
-		s := make([]string, len(ids))
-		for i, id := range ids {
-			s[i] = strconv.FormatUint(id, 10)
-		}
-		return printJSON(map[string]any{"ids": s})
+		return printJSON(map[string]any{"ids": ids})
 	}
 	w := bufio.NewWriter(os.Stdout)
 	for _, id := range ids {
 		fmt.Fprintln(w, id)
 	}
 	return w.Flush()
+}
+
+// nextText returns count IDs as text: decimal under a 64-bit layout, the
+// canonical UUIDv7 or ULID text under a 128-bit one. A 64-bit layout costs
+// one call, as before; a 128-bit cluster refuses that call
+// (FailedPrecondition), and only then is its layout asked for.
+func nextText(ctx context.Context, c *client.Client, count int) ([]string, error) {
+	ids, err := c.NextN(ctx, count)
+	if err == nil {
+		s := make([]string, len(ids))
+		for i, id := range ids {
+			s[i] = strconv.FormatUint(id, 10)
+		}
+		return s, nil
+	}
+	if status.Code(err) != codes.FailedPrecondition {
+		return nil, err
+	}
+	l, _, lerr := c.Layout(ctx)
+	if lerr != nil || !l.Wide() {
+		return nil, err
+	}
+	if l.Format == layout.FormatULID {
+		return texts(c.NextULIDs(ctx, count))
+	}
+	return texts(c.NextUUIDs(ctx, count))
+}
+
+// texts returns the canonical text of 128-bit IDs.
+func texts[T fmt.Stringer](ids []T, err error) ([]string, error) {
+	if err != nil {
+		return nil, err
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = id.String()
+	}
+	return s, nil
 }
 
 func runStatus(args []string) error {
@@ -186,13 +222,14 @@ func runDecode(args []string) error {
 		Group uint64    `json:"group"`
 		Seq   uint64    `json:"seq"`
 	}
+	explicit := false
+	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "layout" })
 	var out []decoded
 	for _, a := range fs.Args() {
-		id, err := strconv.ParseUint(a, 10, 64)
+		p, err := decodeID(a, l, explicit)
 		if err != nil {
-			return fmt.Errorf("%w: %q is not a 64-bit unsigned integer", errUsage, a)
+			return fmt.Errorf("%w: %w", errUsage, err)
 		}
-		p := l.Decode(id)
 		out = append(out, decoded{ID: a, Time: p.Time, Group: p.Group, Seq: p.Seq})
 	}
 	if *asJSON {
@@ -204,6 +241,31 @@ func runDecode(args []string) error {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", d.ID, d.Time.Format(time.RFC3339Nano), d.Group, d.Seq)
 	}
 	return w.Flush()
+}
+
+// decodeID takes one ID apart: a decimal 64-bit ID under l, or a UUIDv7
+// or ULID, whether Ordo made it or not (PostgreSQL 18's uuidv7(), any
+// library's). Without an explicit 128-bit --layout, the text's length
+// tells which: 36 characters (or 32 hex digits) a UUID, 26 a ULID.
+func decodeID(a string, l layout.Layout, explicit bool) (layout.Parts, error) {
+	if !l.Wide() {
+		if id, err := strconv.ParseUint(a, 10, 64); err == nil {
+			return l.Decode(id), nil
+		}
+		guess := map[int]string{26: "ulid", 32: "uuidv7", 36: "uuidv7"}[len(a)]
+		if explicit || guess == "" {
+			return layout.Parts{}, fmt.Errorf("%q is not a 64-bit unsigned integer (layout %s), a UUIDv7 or a ULID", a, l)
+		}
+		var err error
+		if l, err = layout.Preset(guess); err != nil {
+			return layout.Parts{}, err
+		}
+	}
+	id, err := l.ParseWide(a)
+	if err != nil {
+		return layout.Parts{}, err
+	}
+	return l.DecodeWide(id)
 }
 
 func runJoin(args []string) error {

@@ -20,7 +20,7 @@ Commands:
   serve            run a node
   next             get IDs
   status           show every node of the cluster
-  decode           split IDs into time, group and sequence (offline)
+  decode           split IDs (64-bit, UUIDv7, ULID) into time, group and sequence (offline)
   join             add a node to the cluster
   remove           remove a node from the cluster
   transfer-leader  hand leadership to another node

@@ -40,6 +40,7 @@ func runVerify(args []string) error {
 		lease       = &leaseFlag{}
 		unsafeTrust = fs.Bool("unsafe-trust-reservation", false, "TESTS ONLY: start nodes with the stale-leader bug built in (see ordo serve --test-unsafe-trust-reservation), to show the checker catches it")
 		asJSON      = fs.Bool("json", false, "print the result as JSON")
+		spec        = fs.String("layout", "", "layout of the nodes verify starts (ordo serve --layout; default: serve's); under uuidv7 or ulid the clients ask for those IDs and the checker also checks that their text and bytes sort as their ticks")
 		tlsDir      = fs.String("tls-dir", "", "mutual TLS with the certificates scripts/gen-certs.sh writes into this directory: nodes verify starts serve node.pem and grant admin to admin.pem's subject, workload clients present client.pem, the nemesis admin.pem; with --addrs only ca.pem and client.pem are used")
 	)
 	fs.Var(lease, "lease", "start nodes with ordo serve --lease: bare, half their heartbeat timeout; or a duration")
@@ -48,7 +49,7 @@ func runVerify(args []string) error {
 	}
 	cfg := verify.Config{
 		Nodes: *nodes, Duration: *duration, Clients: *clients, Streams: *streams, Pinned: *pinned, MaxCount: *maxCount,
-		Interval: *interval, Hold: *hold, Rounds: *rounds, Seed: *seed, Progress: os.Stderr,
+		Interval: *interval, Hold: *hold, Rounds: *rounds, Seed: *seed, Progress: os.Stderr, Layout: *spec,
 		ServeArgs: []string{
 			"--heartbeat-timeout", heartbeat.String(), "--election-timeout", election.String(),
 			"--leader-lease-timeout", raftLease.String(), "--log-level", "warn",

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// TestDecodeID checks `ordo decode`'s reading of one ID: 64-bit IDs under
+// --layout, UUIDv7s and ULIDs told apart by their length (the RFC 9562
+// and ULID spec examples, which Ordo did not make), and the refusals.
+func TestDecodeID(t *testing.T) {
+	def, err := layout.Preset("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	uuid, _ := layout.Preset("uuidv7")
+	tests := []struct {
+		arg      string
+		l        layout.Layout
+		explicit bool
+		wantMs   int64
+		wantErr  error
+	}{
+		{"017F22E2-79B0-7CC3-98C4-DC0C0C07398F", def, false, 1645557742000, nil},
+		{"017f22e279b07cc398c4dc0c0c07398f", def, false, 1645557742000, nil},
+		{"017f22e2-79b0-7cc3-98c4-dc0c0c07398f", uuid, true, 1645557742000, nil},
+		{"01ARYZ6S41TSV4RRFFQ69G5FAV", def, false, 1469918176385, nil},
+		{"5", def, false, 1704067200000, nil},
+		{"550e8400-e29b-41d4-a716-446655440000", def, false, 0, layout.ErrNotUUIDv7},
+		{"550e8400-e29b-41d4-a716-446655440000", uuid, true, 0, layout.ErrNotUUIDv7},
+		{"01ARYZ6S41TSV4RRFFQ69G5FAI", def, false, 0, layout.ErrMalformedID},
+		{"81ARYZ6S41TSV4RRFFQ69G5FAV", def, false, 0, layout.ErrULIDOverflow},
+		{"01ARYZ6S41TSV4RRFFQ69G5FAV", uuid, true, 0, layout.ErrMalformedID},
+	}
+	for _, tt := range tests {
+		p, err := decodeID(tt.arg, tt.l, tt.explicit)
+		if tt.wantErr != nil {
+			if !errors.Is(err, tt.wantErr) {
+				t.Errorf("decodeID(%q, %s) = %+v, %v; want %v", tt.arg, tt.l, p, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil || p.Time.UnixMilli() != tt.wantMs {
+			t.Errorf("decodeID(%q, %s) = %+v, %v; want time %d ms", tt.arg, tt.l, p, err, tt.wantMs)
+		}
+	}
+	// With --layout given, a 64-bit layout does not guess.
+	if _, err := decodeID("01ARYZ6S41TSV4RRFFQ69G5FAV", def, true); err == nil {
+		t.Error("a ULID under an explicit --layout default decoded")
+	}
+	for _, arg := range []string{"", "abc", "-1", "18446744073709551616"} {
+		if _, err := decodeID(arg, def, false); err == nil {
+			t.Errorf("decodeID(%q) decoded", arg)
+		}
+	}
+}
