@@ -46,7 +46,7 @@ func TestUnaryCallsTheLeader(t *testing.T) {
 
 	res, err := Run(context.Background(), Config{
 		Target: TargetOrdo, Unary: true, Addrs: []string{mustServe(t, true), lis.Addr().String()},
-		Concurrency: 8, Count: 3, Duration: 300 * time.Millisecond,
+		Concurrency: 8, Count: 3, Duration: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

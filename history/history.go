@@ -110,11 +110,10 @@ type clientLog struct {
 	client int
 
 	mu sync.Mutex
-	// slots holds operation i at slots[i/slotChunk][i%slotChunk], in
-	// chunks of fixed size, so recording millions of operations never
-	// copies the ones recorded before.
+	// slots holds the operations in order, in chunks that double in size
+	// up to maxSlotChunk, so a client with few operations costs little
+	// and recording millions never copies the ones recorded before.
 	slots [][]slot
-	n     int
 	// ids holds the acknowledged IDs, each operation's contiguous within
 	// one chunk; full chunks are never copied either.
 	ids  [][]uint64
@@ -135,15 +134,21 @@ type slot struct {
 	errAt, renderedAt    int
 }
 
-// slotChunk is the number of operations in one chunk of clientLog.slots,
-// and idChunk the number of IDs in one chunk of clientLog.ids (an
+// Chunk sizes of clientLog.slots and clientLog.ids: the first of each
+// kind is small, each next one twice the last, up to the largest (an
 // operation with more IDs gets a chunk of its own size).
 const (
-	slotChunk = 4096
-	idChunk   = 1 << 16
+	firstSlotChunk, maxSlotChunk = 16, 4096
+	firstIDChunk, maxIDChunk     = 64, 1 << 16
 )
 
-func (l *clientLog) slot(i int) *slot { return &l.slots[i/slotChunk][i%slotChunk] }
+// nextChunk is the capacity of the chunk after one of capacity last.
+func nextChunk(last, first, most int) int {
+	if last == 0 {
+		return first
+	}
+	return min(2*last, most)
+}
 
 // keepIDs copies ids into the log's storage and places them in sl.
 func (l *clientLog) keepIDs(sl *slot, ids []uint64) {
@@ -152,7 +157,11 @@ func (l *clientLog) keepIDs(sl *slot, ids []uint64) {
 	}
 	last := len(l.ids) - 1
 	if last < 0 || cap(l.ids[last])-len(l.ids[last]) < len(ids) {
-		l.ids = append(l.ids, make([]uint64, 0, max(idChunk, len(ids))))
+		size := firstIDChunk
+		if last >= 0 {
+			size = nextChunk(cap(l.ids[last]), firstIDChunk, maxIDChunk)
+		}
+		l.ids = append(l.ids, make([]uint64, 0, max(size, len(ids))))
 		last++
 	}
 	sl.idChunk, sl.idAt, sl.idLen = last, len(l.ids[last]), len(ids)
@@ -193,7 +202,7 @@ func (r *Recorder) Offset(t time.Time) time.Duration { return t.Sub(r.origin) }
 type Pending struct {
 	r   *Recorder
 	log *clientLog
-	idx int
+	sl  *slot // in a chunk that never moves
 }
 
 // Begin records the invocation of an operation by client and returns the
@@ -208,13 +217,16 @@ func (r *Recorder) Begin(client int) Pending {
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	start := time.Since(r.origin)
-	if log.n%slotChunk == 0 {
-		log.slots = append(log.slots, make([]slot, 0, slotChunk))
+	if n := len(log.slots); n == 0 || len(log.slots[n-1]) == cap(log.slots[n-1]) {
+		last := 0
+		if n > 0 {
+			last = cap(log.slots[n-1])
+		}
+		log.slots = append(log.slots, make([]slot, 0, nextChunk(last, firstSlotChunk, maxSlotChunk)))
 	}
 	last := &log.slots[len(log.slots)-1]
 	*last = append(*last, slot{start: start, end: start, outcome: Unknown})
-	log.n++
-	return Pending{r: r, log: log, idx: log.n - 1}
+	return Pending{r: r, log: log, sl: &(*last)[len(*last)-1]}
 }
 
 // OK records that the operation was acknowledged with ids. The slice is
@@ -253,9 +265,9 @@ func (p Pending) finishRendered(o Outcome, ids []uint64, rendered []string, errS
 	end := time.Since(p.r.origin)
 	p.log.mu.Lock()
 	defer p.log.mu.Unlock()
-	sl := p.log.slot(p.idx)
+	sl := p.sl
 	if sl.done {
-		panic(fmt.Sprintf("history: operation %d of client %d completed twice", p.idx, p.log.client))
+		panic(fmt.Sprintf("history: an operation of client %d, begun at %v, completed twice", p.log.client, sl.start))
 	}
 	sl.done = true
 	sl.end = end
@@ -296,20 +308,24 @@ func (r *Recorder) Ops() []Op {
 		defer log.mu.Unlock()
 		// One allocation holds the IDs of all this client's operations.
 		total := 0
-		for i := range log.n {
-			total += log.slot(i).idLen
+		for _, chunk := range log.slots {
+			for i := range chunk {
+				total += chunk[i].idLen
+			}
 		}
 		buf := make([]uint64, total)
-		for i := range log.n {
-			var op Op
-			sl := log.slot(i)
-			op, buf = log.op(sl, buf)
-			if !sl.done {
-				// An operation may have begun after now was read.
-				op.End = max(now, op.Start)
-				op.Err = InFlight
+		for _, chunk := range log.slots {
+			for i := range chunk {
+				var op Op
+				sl := &chunk[i]
+				op, buf = log.op(sl, buf)
+				if !sl.done {
+					// An operation may have begun after now was read.
+					op.End = max(now, op.Start)
+					op.Err = InFlight
+				}
+				out = append(out, op)
 			}
-			out = append(out, op)
 		}
 		return true
 	})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -554,5 +555,28 @@ func BenchmarkCheck(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestRecorderManyClientsCostLittle: a client's log starts small, so a
+// run with thousands of callers making few calls each does not take
+// memory by the callers (the logs once began at 4,096 slots and 65,536
+// IDs each: 2,000 clients held 1.5 GiB).
+func TestRecorderManyClientsCostLittle(t *testing.T) {
+	const clients = 2000
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	rec := NewRecorder()
+	for c := range clients {
+		rec.Begin(c).OK([]uint64{uint64(c) + 1})
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if grew := int64(after.HeapAlloc) - int64(before.HeapAlloc); grew > 64<<20 {
+		t.Fatalf("%d clients of one operation each hold %d MiB", clients, grew>>20)
+	}
+	if ops := rec.Ops(); len(ops) != clients {
+		t.Fatalf("recorded %d operations, want %d", len(ops), clients)
 	}
 }

@@ -20,8 +20,9 @@ import (
 
 // confirmLeadership proves that this node still leads in its current term,
 // by a round of messages sent after the caller assigned its IDs: it asks
-// every other voter for its Raft term and succeeds once a majority,
-// counting itself, is still in this term.
+// other voters for their Raft term, as many as a majority still needs and
+// more when some fail or are slow, and succeeds once a majority, counting
+// itself, answers that it is still in this term.
 //
 // Why that is enough: a newer leader needs the votes of a majority, and a
 // node that votes in a newer term stores that term first, and its term
@@ -100,17 +101,17 @@ func (n *Node) confirmLeadership(ctx context.Context, askLease bool) (Confirmati
 	// A round asks only as many voters as a majority still needs, those
 	// that answered fastest first: on a few shared cores, every voter
 	// asked and not needed is CPU taken from the leader. Another voter is
-	// asked when one fails, and all the rest once the round is slower
-	// than the ones asked usually are (hedge). Every probeEvery-th round
-	// asks all, to keep the estimates of the others fresh.
-	order := n.terms.fastestFirst(others)
+	// asked when one fails, answers out of term, or (asked for a lease)
+	// promises nothing; all the rest once the round is slower than the
+	// ones asked usually are (hedge). Every probeEvery-th round asks all,
+	// to keep every voter's answer time known.
+	order := n.terms.choose(others, ask > 0)
 	// sentAt holds the voters asked and not yet heard from. One still
-	// silent when the round ends took at least that long: it is recorded
-	// so, or a paused voter would be asked first, and waited for, forever.
+	// silent when the round ends took at least that long (see silent).
 	sentAt := make(map[string]time.Time, len(others))
 	defer func() {
 		for id, at := range sentAt {
-			n.terms.observe(id, time.Since(at), true)
+			n.terms.silent(id, time.Since(at))
 		}
 	}()
 	asked := 0
@@ -129,40 +130,51 @@ func (n *Node) confirmLeadership(ctx context.Context, askLease bool) (Confirmati
 	}
 	hedge := time.NewTimer(n.terms.hedgeAfter(order[:asked]))
 	defer hedge.Stop()
+	hedged := false
 	for waiting := asked; waiting > 0; {
 		select {
 		case a := <-answers:
 			waiting--
 			// Only the voter asked, in this term, counts.
 			ok := a.resp != nil && a.resp.NodeId == a.id && a.resp.Term == term
-			n.terms.observe(a.id, time.Since(sentAt[a.id]), ok)
+			p := time.Duration(0)
+			if ok && ask > 0 {
+				p = time.Duration(a.resp.LeaseMs) * time.Millisecond
+			}
+			n.terms.answered(a.id, time.Since(sentAt[a.id]), ok, ask > 0, p > 0)
 			delete(sentAt, a.id)
 			if ok {
 				have++
-				if p := time.Duration(a.resp.LeaseMs) * time.Millisecond; p > 0 && ask > 0 {
+				if p > 0 {
 					promised++
 					lease = min(lease, p)
 				}
-			} else if asked < len(order) {
+			}
+			if (!ok || (ask > 0 && p == 0)) && asked < len(order) {
 				askNext()
 				waiting++
 			}
 		case <-hedge.C:
+			hedged = true
 			for asked < len(order) {
 				askNext()
 				waiting++
 			}
-			continue
 		case <-ctx.Done():
 			waiting = 0
 			continue
 		}
-		if have >= need {
+		// Asked for a lease, a round that has its majority still waits,
+		// until the hedge, for promises from voters already asked.
+		if have >= need && (promised >= need || ask == 0 || waiting == 0 || hedged) {
 			return result(), nil
 		}
 		if have+waiting+len(order)-asked < need {
 			break // a majority is out of reach: do not wait for the rest
 		}
+	}
+	if have >= need {
+		return result(), nil
 	}
 	return Confirmation{}, fmt.Errorf("%w: only %d of %d voters are still in term %d", ErrNotLeader, have, voters, term)
 }
@@ -180,19 +192,48 @@ const (
 	maxHedge = 20 * time.Millisecond
 )
 
-// unansweredTime is the answer time recorded for a voter that did not
-// answer: it is asked after the others until its answers bring its
-// average down.
-const unansweredTime = time.Second
+// voterRecord is what a leader knows of how one voter answers its rounds.
+type voterRecord struct {
+	// answerTime is a moving average of how long the voter took to
+	// answer; failed marks a voter whose last round failed, asked after
+	// every other until it answers again.
+	answerTime time.Duration
+	failed     bool
+	// noPromise marks a voter that answered a round asking for a lease
+	// without promising (a node without --lease): rounds that ask for one
+	// ask it after those that promise.
+	noPromise bool
+}
 
-// fastestFirst returns ids ordered by how fast each voter answered lately;
-// one never asked comes first, so it is measured.
-func (t *termStreams) fastestFirst(ids []string) []string {
+// choose returns ids in the order a round asks them: voters that failed
+// last, and, when the round asks for a lease, those that do not promise
+// after those that do; then the fastest first. A voter never heard from
+// comes first, so it is measured.
+func (t *termStreams) choose(ids []string, wantPromise bool) []string {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	out := slices.Clone(ids)
-	slices.SortStableFunc(out, func(a, b string) int { return cmp.Compare(t.answerTime[a], t.answerTime[b]) })
+	rank := func(id string) (bool, bool, time.Duration) {
+		v := t.voters[id]
+		return v.failed, wantPromise && v.noPromise, v.answerTime
+	}
+	slices.SortStableFunc(out, func(a, b string) int {
+		fa, na, ta := rank(a)
+		fb, nb, tb := rank(b)
+		return cmp.Or(compareBool(fa, fb), compareBool(na, nb), cmp.Compare(ta, tb))
+	})
 	return out
+}
+
+// compareBool orders false before true.
+func compareBool(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case a:
+		return 1
+	}
+	return -1
 }
 
 // hedgeAfter is how long a round waits for the voters ids before it asks
@@ -202,26 +243,43 @@ func (t *termStreams) hedgeAfter(ids []string) time.Duration {
 	defer t.mu.Unlock()
 	var slowest time.Duration
 	for _, id := range ids {
-		slowest = max(slowest, t.answerTime[id])
+		slowest = max(slowest, t.voters[id].answerTime)
 	}
-	return min(max(4*slowest, minHedge), maxHedge)
+	return min(max(4*slowest, t.hedgeMin), t.hedgeMax)
 }
 
-// observe records that voter id answered in d (ok), or did not answer.
-func (t *termStreams) observe(id string, d time.Duration, ok bool) {
+// answered records voter id's answer to a round, d after it was asked:
+// in the round's term (ok) or not, and, to a round that asked for a lease,
+// whether it promised. A voter that failed is trusted again from its
+// first answer.
+func (t *termStreams) answered(id string, d time.Duration, ok, askedLease, promised bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	old, seen := t.answerTime[id]
+	v, seen := t.voters[id]
 	switch {
 	case !ok:
-		t.answerTime[id] = unansweredTime
-	case !seen:
-		t.answerTime[id] = d
+		v.failed = true
+	case !seen || v.failed:
+		v = voterRecord{answerTime: d}
 	default:
-		// A voter that failed comes back slowly: it is asked only when
-		// the others are slower, or fail.
-		t.answerTime[id] = (3*old + d) / 4
+		v.answerTime = (3*v.answerTime + d) / 4
 	}
+	if ok && askedLease {
+		v.noPromise = !promised
+	}
+	t.voters[id] = v
+}
+
+// silent records that voter id had not answered d after it was asked,
+// when the round ended without it: its answer time is at least d. A
+// silence never lowers it, or a paused voter would come to look as fast as
+// the voters that answered for it.
+func (t *termStreams) silent(id string, d time.Duration) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	v := t.voters[id]
+	v.answerTime = max(v.answerTime, d)
+	t.voters[id] = v
 }
 
 // releaseLease tells every voter that this node no longer serves from
@@ -289,9 +347,11 @@ type termStreams struct {
 	mu     sync.Mutex
 	slots  map[string]*termSlot // by node id
 	closed bool
-	// answerTime is, by node id, how long the voter took to answer lately
-	// (a moving average), for choosing whom a round asks.
-	answerTime map[string]time.Duration
+	// voters holds, by node id, how each voter answered lately, for
+	// choosing whom a round asks; hedgeMin and hedgeMax bound how long a
+	// round waits for them (minHedge and maxHedge).
+	voters             map[string]voterRecord
+	hedgeMin, hedgeMax time.Duration
 }
 
 // termSlot holds the stream to one voter; its lock is held while the
@@ -344,7 +404,7 @@ const maxQueuedTerms = 64
 const maxUnanswered = 256
 
 func newTermStreams() *termStreams {
-	return &termStreams{slots: map[string]*termSlot{}, answerTime: map[string]time.Duration{}}
+	return &termStreams{slots: map[string]*termSlot{}, voters: map[string]voterRecord{}, hedgeMin: minHedge, hedgeMax: maxHedge}
 }
 
 // get returns the live stream to voter id at addr, opening one if needed.

@@ -385,11 +385,11 @@ func TestLeaseVoterConfirmsNoOtherLeader(t *testing.T) {
 	nodes := mustClusterWith(t, leaseRaft(300*time.Millisecond))
 	leader := mustLeader(t, nodes)
 	voter := followerOf(nodes, leader)
-	// A round asks only the voters it needs, fastest first: the other
-	// follower is made to look slow, so every round asks this one.
+	// A round asks only the voters it needs: the other follower is made
+	// unreachable for the leader's rounds, so every round asks this one.
 	for _, n := range nodes {
 		if n != leader && n != voter {
-			leader.terms.observe(n.cfg.ID, 0, false)
+			mustPointAt(t, leader, n, "127.0.0.1:1")
 		}
 	}
 	conn, err := leader.peers.get(leader.GRPCAddr())
@@ -559,3 +559,47 @@ func TestTermStreamsNeedTheTokenToRelease(t *testing.T) {
 type doneFuture struct{}
 
 func (doneFuture) Error() error { return nil }
+
+// TestLeaseWithAVoterWithoutLease: a voter without --lease answers rounds
+// but promises nothing. Even when it answers fastest, a round that asks
+// for a lease asks another voter for its promise, and later rounds ask
+// that one first, so the leader keeps its lease.
+func TestLeaseWithAVoterWithoutLease(t *testing.T) {
+	const noLease = "n3"
+	nodes := mustClusterWith(t, func(c *Config) {
+		leaseRaft(300 * time.Millisecond)(c)
+		if c.ID == noLease {
+			c.Lease = 0
+		}
+	})
+	leader := mustLeader(t, nodes)
+	if leader.cfg.ID == noLease {
+		t.Fatalf("%s, the node without a lease, leads: the test needs another leader", noLease)
+	}
+	other := ""
+	for _, n := range nodes {
+		if n != leader && n.cfg.ID != noLease {
+			other = n.cfg.ID
+		}
+	}
+	leader.terms.mu.Lock()
+	leader.terms.voters[noLease] = voterRecord{answerTime: time.Microsecond}
+	leader.terms.voters[other] = voterRecord{answerTime: time.Second}
+	leader.terms.mu.Unlock()
+	const rounds = 50
+	leased := 0
+	for round := range rounds {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := leader.confirmLeadership(ctx, true)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if c.Lease > 0 {
+			leased++
+		}
+	}
+	if leased < rounds*4/5 {
+		t.Fatalf("%d of %d rounds gave a lease, want nearly all", leased, rounds)
+	}
+}
