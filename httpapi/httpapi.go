@@ -284,7 +284,12 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 	out := idsResponse{IDs: make([]string, len(ids)), Count: len(ids)}
 	var wide [][16]byte // under a 128-bit layout, ids are ticks
 	if l.Wide() {
-		wide = layout.RenderAll[[16]byte](l, ids, group)
+		if wide, err = layout.RenderAll[[16]byte](l, ids, group); err != nil {
+			// The leader answered beyond the layout: IDs rendered from it
+			// would not sort, and the trouble is the server's (500).
+			h.fail(w, r, err)
+			return
+		}
 	}
 	for i, id := range ids {
 		if wide != nil {

@@ -241,6 +241,19 @@ func TestIDsWide(t *testing.T) {
 	}
 }
 
+// TestIDsWidePastTheLastTick: a leader's tick above the layout's last
+// would render with its time wrapped to 0, sorting below the IDs before
+// it; /v1/ids answers 500 with none of the batch.
+func TestIDsWidePastTheLastTick(t *testing.T) {
+	f := newFake(t)
+	f.layout = mustLayout(t, "ulid")
+	f.next = f.layout.MaxTick()
+	w := get(t, f, Config{}, http.MethodGet, "/v1/ids?count=2")
+	if w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), `"ids"`) {
+		t.Fatalf("ticks %d and %d: %d %s, want 500 and no IDs", f.layout.MaxTick(), f.layout.MaxTick()+1, w.Code, w.Body)
+	}
+}
+
 func TestIDsBadInput(t *testing.T) {
 	f := newFake(t)
 	for _, q := range []string{"count=0", "count=-1", "count=abc", "count=4294967296", "count=1.5", "decode=maybe"} {

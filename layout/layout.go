@@ -76,6 +76,11 @@ var (
 	// ErrWrongWidth reports a 64-bit operation asked of a 128-bit layout,
 	// or a 128-bit one asked of a 64-bit layout.
 	ErrWrongWidth = errors.New("wrong ID width for the layout")
+
+	// ErrTickRange reports a tick above MaxTick given to RenderAll: its
+	// time would not fit the 48-bit field and would wrap to an ID that
+	// sorts below the ones before it.
+	ErrTickRange = errors.New("tick beyond the layout's last")
 )
 
 // Order says how the group and sequence fields sit below the time field.

@@ -91,17 +91,24 @@ func (l Layout) Render(tick, group, random uint64) [16]byte {
 
 // RenderAll renders ticks with group, as Render does, into IDs of type T
 // (UUID for uuidv7, ULID for ulid), with random bits read from crypto/rand
-// in one call for the whole batch. crypto/rand does not fail on a
-// supported system (Go ends the program if it ever does), so there is no
-// error to return.
-func RenderAll[T ~[16]byte](l Layout, ticks []uint64, group uint64) []T {
+// in one call for the whole batch. Ticks usually come from a server, so
+// unlike Render it checks them: a tick above MaxTick would wrap the time
+// field and sort below the IDs before it, so it fails the whole batch
+// with ErrTickRange. (crypto/rand does not fail on a supported system; Go
+// ends the program if it ever does.)
+func RenderAll[T ~[16]byte](l Layout, ticks []uint64, group uint64) ([]T, error) {
+	for _, tick := range ticks {
+		if tick > l.MaxTick() {
+			return nil, fmt.Errorf("tick %d is above layout %s's last, %d: %w", tick, l.String(), l.MaxTick(), ErrTickRange)
+		}
+	}
 	random := make([]byte, 8*len(ticks))
 	rand.Read(random)
 	ids := make([]T, len(ticks))
 	for i, tick := range ticks {
 		ids[i] = T(l.Render(tick, group, binary.LittleEndian.Uint64(random[8*i:])))
 	}
-	return ids
+	return ids, nil
 }
 
 // DecodeWide takes a 128-bit ID of l's format apart: any UUIDv7 (or any
