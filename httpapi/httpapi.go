@@ -47,8 +47,10 @@ type Node interface {
 	// knows; empty when it knows none.
 	Leader() (id, addr string)
 	// Layout is the layout the node's IDs are made with, and the group in
-	// them: a 128-bit layout's IDs are rendered here, from ticks.
-	Layout() (layout.Layout, uint64)
+	// them, as the cluster recorded them: a 128-bit layout's IDs are
+	// rendered here, from ticks. An error (a node that does not know them
+	// yet) is one the node's Next would give.
+	Layout() (layout.Layout, uint64, error)
 }
 
 // LeaderHeader names the leader's gRPC address in a reply that failed
@@ -268,6 +270,12 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Asked first, so that a node that cannot render burns no IDs.
+	l, group, err := h.node.Layout()
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
 	resp, err := h.node.Next(ctx, uint32(count))
@@ -280,7 +288,6 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	l, group := h.node.Layout()
 	out := idsResponse{IDs: make([]string, len(ids)), Count: len(ids)}
 	var wide [][16]byte // under a 128-bit layout, ids are ticks
 	if l.Wide() {

@@ -6,11 +6,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -110,5 +112,24 @@ func TestWideLayoutCluster(t *testing.T) {
 	defer cancel()
 	if _, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: 1}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("default layout: Next with %s = %v, want FailedPrecondition", api.TicksKey, err)
+	}
+}
+
+// TestHTTPLayoutIsTheClusters: the HTTP API renders /v1/ids with the
+// layout and group the cluster recorded, as the Layout RPC answers, not
+// with this node's flags.
+func TestHTTPLayoutIsTheClusters(t *testing.T) {
+	n := &Node{cfg: Config{Layout: mustPreset(t, "default"), Group: 1}, fsm: fsm.New(nil)}
+	recorded := mustPreset(t, "ulid")
+	data, err := fsm.Encode(fsm.Command{Op: fsm.OpInit, Layout: &recorded, Group: 7, ClusterID: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, ok := n.fsm.Apply(&raft.Log{Data: data}).(fsm.Result); !ok || res.Err != nil {
+		t.Fatalf("apply init: %+v", res)
+	}
+	l, group, err := httpNode{&service{n: n}}.Layout()
+	if err != nil || l != recorded || group != 7 {
+		t.Fatalf("Layout() = %s, %d, %v; want the recorded ulid, 7", l, group, err)
 	}
 }
