@@ -246,17 +246,24 @@ func runDecode(args []string) error {
 // decodeID takes one ID apart: a decimal 64-bit ID under l, or a UUIDv7
 // or ULID, whether Ordo made it or not (PostgreSQL 18's uuidv7(), any
 // library's). Without an explicit 128-bit --layout, the text's length
-// tells which: 36 characters (or 32 hex digits) a UUID, 26 a ULID.
+// tells which: 36 characters (or 32 hex digits) a UUID, 26 a ULID. Text of
+// decimal digits only is a 64-bit ID whatever its length: one too large
+// is a mistyped or foreign number far likelier than a ULID or UUID that
+// happens to have no letters, and decoding it as one would print a
+// plausible time for nonsense.
 func decodeID(a string, l layout.Layout, explicit bool) (layout.Parts, error) {
 	if !l.Wide() {
-		if id, err := strconv.ParseUint(a, 10, 64); err == nil {
+		id, err := strconv.ParseUint(a, 10, 64)
+		if err == nil {
 			return l.Decode(id), nil
+		}
+		if a != "" && strings.Trim(a, "0123456789") == "" {
+			return layout.Parts{}, fmt.Errorf("%q is not a 64-bit unsigned integer (layout %s): %w", a, l, err)
 		}
 		guess := map[int]string{26: "ulid", 32: "uuidv7", 36: "uuidv7"}[len(a)]
 		if explicit || guess == "" {
 			return layout.Parts{}, fmt.Errorf("%q is not a 64-bit unsigned integer (layout %s), a UUIDv7 or a ULID", a, l)
 		}
-		var err error
 		if l, err = layout.Preset(guess); err != nil {
 			return layout.Parts{}, err
 		}
