@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -31,6 +32,24 @@ func TestWideRuns(t *testing.T) {
 	runs := Runs(l, 1, b)
 	if len(runs) != 1 || runs[0].First != b.First || uint64(runs[0].Count) != b.Count || runs[0].Step != 1 {
 		t.Fatalf("runs %v, want one run of ticks %d..+%d", runs, b.First, b.Count)
+	}
+	// Only the count field's width splits ticks, wherever the block starts.
+	for _, b := range []Block{{First: 3*math.MaxUint32 - 1, Count: 5}, {First: 1 << 40, Count: math.MaxUint32 + 3}} {
+		runs := Runs(l, 1, b)
+		want := []uint64{b.Count}
+		if b.Count > math.MaxUint32 {
+			want = []uint64{math.MaxUint32, b.Count - math.MaxUint32}
+		}
+		next := b.First
+		for i, r := range runs {
+			if i >= len(want) || r.First != next || uint64(r.Count) != want[i] || r.Step != 1 {
+				t.Fatalf("block %+v: runs %v, want counts %v from %d", b, runs, want, b.First)
+			}
+			next += uint64(r.Count)
+		}
+		if len(runs) != len(want) {
+			t.Fatalf("block %+v: runs %v, want counts %v", b, runs, want)
+		}
 	}
 }
 
