@@ -308,10 +308,12 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 	if decode {
 		out.Decoded = make([]decodedID, len(ids))
 		for i, id := range ids {
-			// The tick and group are at hand: no need to take the ID apart.
-			p := l.Decode(id)
+			var p layout.Parts
 			if wide != nil {
+				// The tick and group are at hand: no need to take the ID apart.
 				p = l.TickParts(id, group)
+			} else {
+				p = l.Decode(id)
 			}
 			out.Decoded[i] = decodedID{ID: out.IDs[i], Time: p.Time.Format(rfc3339Milli), Group: p.Group, Seq: p.Seq}
 		}
