@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
@@ -122,29 +120,28 @@ func runNext(args []string) error {
 }
 
 // nextText returns count IDs as text: decimal under a 64-bit layout, the
-// canonical UUIDv7 or ULID text under a 128-bit one. A 64-bit layout costs
-// one call, as before; a 128-bit cluster refuses that call
-// (FailedPrecondition), and only then is its layout asked for.
+// canonical UUIDv7 or ULID text under a 128-bit one. The cluster's layout
+// says which call to make.
 func nextText(ctx context.Context, c *client.Client, count int) ([]string, error) {
-	ids, err := c.NextN(ctx, count)
-	if err == nil {
-		s := make([]string, len(ids))
-		for i, id := range ids {
-			s[i] = strconv.FormatUint(id, 10)
-		}
-		return s, nil
+	l, _, err := c.Layout(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ask the cluster for its layout: %w", err)
 	}
-	if status.Code(err) != codes.FailedPrecondition {
-		return nil, err
-	}
-	l, _, lerr := c.Layout(ctx)
-	if lerr != nil || !l.Wide() {
-		return nil, err
-	}
-	if l.Format == layout.FormatULID {
+	switch l.Format {
+	case layout.FormatULID:
 		return texts(c.NextULIDs(ctx, count))
+	case layout.FormatUUIDv7:
+		return texts(c.NextUUIDs(ctx, count))
 	}
-	return texts(c.NextUUIDs(ctx, count))
+	ids, err := c.NextN(ctx, count)
+	if err != nil {
+		return nil, err
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	return s, nil
 }
 
 // texts returns the canonical text of 128-bit IDs.
