@@ -198,6 +198,20 @@ func (u UUID) String() string {
 	return string(b[:])
 }
 
+// MarshalText returns String's canonical text, so that encoding/json and
+// the like write a UUID as text, not as 16 numbers.
+func (u UUID) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
+
+// UnmarshalText reads what ParseUUID reads.
+func (u *UUID) UnmarshalText(text []byte) error {
+	v, err := ParseUUID(string(text))
+	if err != nil {
+		return err
+	}
+	*u = v
+	return nil
+}
+
 // ParseUUID reads a UUID of any version from its 36-character text, or
 // the 32 hex digits without hyphens, in either case. Layout.ParseWide
 // also checks that it is a UUIDv7.
@@ -281,6 +295,20 @@ func (u ULID) String() string {
 		hi >>= 5
 	}
 	return string(b[:])
+}
+
+// MarshalText returns String's canonical text, so that encoding/json and
+// the like write a ULID as text, not as 16 numbers.
+func (u ULID) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
+
+// UnmarshalText reads what ParseULID reads.
+func (u *ULID) UnmarshalText(text []byte) error {
+	v, err := ParseULID(string(text))
+	if err != nil {
+		return err
+	}
+	*u = v
+	return nil
 }
 
 // ParseULID reads a ULID from its 26 characters of Crockford base32 in

@@ -322,3 +322,34 @@ func FuzzParseWide(f *testing.F) {
 		}
 	})
 }
+
+// TestWideJSON: UUIDs and ULIDs go through encoding/json as their
+// canonical text and back, and bad text is refused with its sentinel.
+func TestWideJSON(t *testing.T) {
+	type ids struct {
+		U UUID
+		L ULID
+	}
+	u, err := ParseUUID("017f22e2-79b0-7cc3-98c4-dc0c0c07398f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ParseULID("01ARYZ6S41TSV4RRFFQ69G5FAV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(ids{u, l})
+	if want := `{"U":"017f22e2-79b0-7cc3-98c4-dc0c0c07398f","L":"01ARYZ6S41TSV4RRFFQ69G5FAV"}`; err != nil || string(b) != want {
+		t.Fatalf("json.Marshal = %s, %v; want %s", b, err, want)
+	}
+	var back ids
+	if err := json.Unmarshal(b, &back); err != nil || back != (ids{u, l}) {
+		t.Fatalf("json.Unmarshal(%s) = %+v, %v", b, back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"L":"01ARYZ6S41TSV4RRFFQ69G5FAI"}`), &back); !errors.Is(err, ErrMalformedID) {
+		t.Errorf("a ULID with an I: %v, want ErrMalformedID", err)
+	}
+	if err := json.Unmarshal([]byte(`{"U":"not a uuid"}`), &back); !errors.Is(err, ErrMalformedID) {
+		t.Errorf("a bad UUID: %v, want ErrMalformedID", err)
+	}
+}
