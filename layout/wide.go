@@ -203,14 +203,7 @@ func (u UUID) String() string {
 func (u UUID) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
 
 // UnmarshalText reads what ParseUUID reads.
-func (u *UUID) UnmarshalText(text []byte) error {
-	v, err := ParseUUID(string(text))
-	if err != nil {
-		return err
-	}
-	*u = v
-	return nil
-}
+func (u *UUID) UnmarshalText(text []byte) error { return unmarshalText(u, ParseUUID, text) }
 
 // ParseUUID reads a UUID of any version from its 36-character text, or
 // the 32 hex digits without hyphens, in either case. Layout.ParseWide
@@ -302,14 +295,7 @@ func (u ULID) String() string {
 func (u ULID) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
 
 // UnmarshalText reads what ParseULID reads.
-func (u *ULID) UnmarshalText(text []byte) error {
-	v, err := ParseULID(string(text))
-	if err != nil {
-		return err
-	}
-	*u = v
-	return nil
-}
+func (u *ULID) UnmarshalText(text []byte) error { return unmarshalText(u, ParseULID, text) }
 
 // ParseULID reads a ULID from its 26 characters of Crockford base32 in
 // either case. A character outside the alphabet (I, L, O and U included)
@@ -335,6 +321,17 @@ func ParseULID(s string) (ULID, error) {
 	binary.BigEndian.PutUint64(u[:8], hi)
 	binary.BigEndian.PutUint64(u[8:], lo)
 	return u, nil
+}
+
+// unmarshalText sets *dst to what parse reads from text, leaving it as it
+// was on an error: UUID's and ULID's UnmarshalText.
+func unmarshalText[T any](dst *T, parse func(string) (T, error), text []byte) error {
+	v, err := parse(string(text))
+	if err != nil {
+		return err
+	}
+	*dst = v
+	return nil
 }
 
 // quote quotes text for an error message, cut short when long, so that a
