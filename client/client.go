@@ -407,13 +407,37 @@ func (c *Client) Admin(ctx context.Context, fn func(ctx context.Context, a api.A
 
 // Decode splits an ID made with layout spec (a preset name or a custom
 // spec, see layout.Parse) into its time, group and sequence. It needs no
-// server.
+// server. A 128-bit layout's IDs do not fit a uint64: for those it returns
+// layout.ErrWrongWidth (DecodeWide reads them).
 func Decode(spec string, id uint64) (layout.Parts, error) {
 	l, err := layout.Parse(spec)
 	if err != nil {
 		return layout.Parts{}, err
 	}
+	if l.Wide() {
+		return layout.Parts{}, fmt.Errorf("layout %s makes 128-bit IDs, not a uint64: call DecodeWide: %w", l, layout.ErrWrongWidth)
+	}
 	return l.Decode(id), nil
+}
+
+// DecodeWide is Decode for the canonical text of a UUIDv7 or ULID, under
+// layout spec uuidv7 or ulid; as layout.ParseWide, it takes either case,
+// and a UUID also without hyphens. Any UUIDv7 or ULID decodes, but only
+// in Ordo's are the group and counter what they say (see
+// layout.DecodeWide). A 64-bit layout gives layout.ErrWrongWidth.
+func DecodeWide(spec, text string) (layout.Parts, error) {
+	l, err := layout.Parse(spec)
+	if err != nil {
+		return layout.Parts{}, err
+	}
+	if !l.Wide() {
+		return layout.Parts{}, fmt.Errorf("layout %s makes 64-bit IDs: call Decode: %w", l, layout.ErrWrongWidth)
+	}
+	id, err := l.ParseWide(text)
+	if err != nil {
+		return layout.Parts{}, err
+	}
+	return l.DecodeWide(id)
 }
 
 type call func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error

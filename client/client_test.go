@@ -729,6 +729,23 @@ func TestDecode(t *testing.T) {
 	if _, err := Decode("nope", 1); !errors.Is(err, layout.ErrUnknownPreset) {
 		t.Errorf("Decode(nope, 1): err = %v, want ErrUnknownPreset", err)
 	}
+	// A 128-bit layout's IDs are not a uint64, and a 64-bit one's not text.
+	if p, err := Decode("uuidv7", id); !errors.Is(err, layout.ErrWrongWidth) {
+		t.Errorf("Decode(uuidv7, %d) = %+v, %v; want ErrWrongWidth", id, p, err)
+	}
+	if p, err := DecodeWide("default", "01ARYZ6S41TSV4RRFFQ69G5FAV"); !errors.Is(err, layout.ErrWrongWidth) {
+		t.Errorf("DecodeWide(default, a ULID) = %+v, %v; want ErrWrongWidth", p, err)
+	}
+	// The ULID spec's example, and RFC 9562's UUIDv7 (without hyphens).
+	for spec, text := range map[string]string{"ulid": "01ARYZ6S41TSV4RRFFQ69G5FAV", "uuidv7": "017f22e279b07cc398c4dc0c0c07398f"} {
+		want := map[string]int64{"ulid": 1469918176385, "uuidv7": 1645557742000}[spec]
+		if p, err := DecodeWide(spec, text); err != nil || p.Time.UnixMilli() != want {
+			t.Errorf("DecodeWide(%s, %s) = %+v, %v; want time %d ms", spec, text, p, err, want)
+		}
+	}
+	if _, err := DecodeWide("uuidv7", "550e8400-e29b-41d4-a716-446655440000"); !errors.Is(err, layout.ErrNotUUIDv7) {
+		t.Errorf("DecodeWide of a UUIDv4: %v, want ErrNotUUIDv7", err)
+	}
 }
 
 func TestClose(t *testing.T) {

@@ -50,7 +50,8 @@ func oneWide[T ~[16]byte](ids []T, err error) (T, error) {
 
 // nextWide asks for n ticks on the tick lane and renders them in format.
 // Ticks are checked as IDs are (increasing, above every tick returned),
-// and rendering keeps their order, so the IDs keep every guarantee.
+// and against the layout's last tick (RenderAll), and rendering keeps
+// their order, so the IDs keep every guarantee.
 func nextWide[T ~[16]byte](ctx context.Context, c *Client, format layout.Format, n int) ([]T, error) {
 	if err := checkCount(n); err != nil {
 		return nil, err
@@ -63,7 +64,11 @@ func nextWide[T ~[16]byte](ctx context.Context, c *Client, format layout.Format,
 	if err != nil {
 		return nil, err
 	}
-	return layout.RenderAll[T](w.layout, ticks, w.group), nil
+	ids, err := layout.RenderAll[T](w.layout, ticks, w.group)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadResponse, err)
+	}
+	return ids, nil
 }
 
 // wideLayout returns the cluster's 128-bit layout and group, asking the

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -112,5 +113,47 @@ func TestNextULIDsChecksTicks(t *testing.T) {
 	}
 	if _, err := c.NextN(ctx, 1); err != nil {
 		t.Fatalf("NextN on a default cluster: %v", err)
+	}
+}
+
+// wideStreamSeq is wideSeq that also serves NextStream, answering every
+// call with runs: the default client's path.
+type wideStreamSeq struct {
+	*fakeSeq
+	runs []*api.IDRun
+}
+
+func (f wideStreamSeq) NextStream(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	return answerEach(st, func(c *api.StreamCall) *api.StreamAnswer { return &api.StreamAnswer{Id: c.Id, Runs: f.runs} })
+}
+
+// TestNextUUIDsRefusesTicksPastTheLast: a tick above the layout's last
+// would render with its time field wrapped to 0, an ID that sorts below
+// the ones before it. A node that sends one gets ErrBadResponse and no
+// IDs at all, on every path a client calls on.
+func TestNextUUIDsRefusesTicksPastTheLast(t *testing.T) {
+	l, _ := layout.Preset("uuidv7")
+	past := &api.IDRun{First: l.MaxTick(), Count: 2, Step: 1}
+	for name, opts := range map[string][]Option{
+		"unary":      {WithUnary()},
+		"coalescing": {WithCoalescing(1)},
+		"stream":     nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			f := wideStreamSeq{fakeSeq: wideSeq("uuidv7", 1, serve(past)), runs: []*api.IDRun{past}}
+			addr := mustServeOn(t, mustListen(t), func(s *grpc.Server) { api.RegisterSequencerServer(s, f) })
+			c, err := New([]string{addr}, append([]Option{WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = c.Close() })
+			ids, err := c.NextUUIDs(testCtx(t, 5*time.Second), 2)
+			if !errors.Is(err, ErrBadResponse) || !errors.Is(err, layout.ErrTickRange) || ids != nil {
+				t.Fatalf("NextUUIDs of ticks %d and %d = %v, %v; want ErrBadResponse and no IDs", past.First, past.First+1, ids, err)
+			}
+			if streamed := f.nextCalls.Load() == 0; streamed != (name == "stream") {
+				t.Errorf("%d unary calls: the %s path was not the one taken", f.nextCalls.Load(), name)
+			}
+		})
 	}
 }

@@ -69,6 +69,9 @@ func TestVerifyWideLayouts(t *testing.T) {
 // refuses a UUID of another version with a usage error.
 func TestNextAndDecodeWide(t *testing.T) {
 	c := mustNewCluster(t, clusterOpts{args: []string{"--layout", "ulid", "--group", "7"}})
+	// No timing: the IDs' time is the cluster's clock, which may lead this
+	// one; an hour's margin below tells a time of now from a wrong field.
+	before := time.Now().Add(-time.Hour)
 	lines := strings.Fields(mustRunOrdo(t, "next", "--count", "3", "--addrs", c.addrList()).Stdout)
 	var body struct{ IDs []string }
 	if err := json.Unmarshal([]byte(mustRunOrdo(t, "next", "--count", "2", "--json", "--addrs", c.addrList()).Stdout), &body); err != nil {
@@ -92,7 +95,7 @@ func TestNextAndDecodeWide(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, d := range decoded {
-		if d.ID != all[i] || len(d.ID) != 26 || d.Group != 7 || time.Since(d.Time) > time.Minute {
+		if d.ID != all[i] || len(d.ID) != 26 || d.Group != 7 || d.Time.Before(before) {
 			t.Fatalf("ordo decode: %+v for %s, want group 7 and a time of now", d, all[i])
 		}
 	}
@@ -108,21 +111,40 @@ type postgres struct {
 	cred               *syscall.Credential // nil: run as this user
 }
 
+// requirePostgresEnv, when set (as .ci/run sets it after installing
+// PostgreSQL), turns every reason startPostgres would skip into a failure:
+// otherwise a broken setup in CI would pass as a skip.
+const requirePostgresEnv = "ORDO_REQUIRE_POSTGRES"
+
+// skipPostgres skips the test for want of a PostgreSQL server, or fails
+// it when requirePostgresEnv says the server must be there.
+func skipPostgres(t *testing.T, format string, args ...any) {
+	t.Helper()
+	if os.Getenv(requirePostgresEnv) != "" {
+		t.Fatalf("%s is set, but "+format, append([]any{requirePostgresEnv}, args...)...)
+	}
+	t.Skipf(format, args...)
+}
+
+// pgTimeout bounds each PostgreSQL program this test runs but the server:
+// initdb, and psql for one statement.
+const pgTimeout = 60 * time.Second
+
 // startPostgres starts a throwaway PostgreSQL server from Debian's
 // postgresql package (or any /usr/lib/postgresql/<ver>/bin), as the
 // postgres user when the test runs as root (initdb and postgres refuse
 // root), on a Unix socket in a fresh directory, and stops it when the
 // test ends. It skips the test, naming what is missing, when no server
-// can start.
+// can start (skipPostgres).
 func startPostgres(t *testing.T) *postgres {
 	t.Helper()
 	bins, _ := filepath.Glob("/usr/lib/postgresql/*/bin/initdb")
 	if len(bins) == 0 {
-		t.Skip("no PostgreSQL server: /usr/lib/postgresql/<ver>/bin/initdb is missing (apt-get install postgresql)")
+		skipPostgres(t, "no PostgreSQL server: /usr/lib/postgresql/<ver>/bin/initdb is missing (apt-get install postgresql)")
 	}
 	slices.Sort(bins)
 	if _, err := exec.LookPath("psql"); err != nil {
-		t.Skip("no psql client on PATH (apt-get install postgresql-client)")
+		skipPostgres(t, "no psql client on PATH (apt-get install postgresql-client)")
 	}
 	pg := &postgres{bin: filepath.Dir(bins[len(bins)-1])}
 	// Not t.TempDir: the postgres user must reach the directory, and a
@@ -135,7 +157,7 @@ func startPostgres(t *testing.T) *postgres {
 	if os.Geteuid() == 0 {
 		u, err := user.Lookup("postgres")
 		if err != nil {
-			t.Skipf("running as root and no postgres user to run PostgreSQL as: %v", err)
+			skipPostgres(t, "running as root and no postgres user to run PostgreSQL as: %v", err)
 		}
 		uid, _ := strconv.Atoi(u.Uid)
 		gid, _ := strconv.Atoi(u.Gid)
@@ -147,18 +169,20 @@ func startPostgres(t *testing.T) *postgres {
 	pg.sockDir = base
 	pg.port = strings.TrimPrefix(mustFreeAddrs(t, 1)[0], "127.0.0.1:")
 	data := filepath.Join(base, "data")
-	if out, err := pg.command(base, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync").CombinedOutput(); err != nil {
-		t.Skipf("no PostgreSQL server can start: initdb: %v\n%s", err, out)
+	initdb := pg.command(testCtx(t, pgTimeout), base, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
+	if out, err := initdb.CombinedOutput(); err != nil {
+		skipPostgres(t, "no PostgreSQL server can start: initdb: %v\n%s", err, out)
 	}
 	logFile, err := os.Create(filepath.Join(t.TempDir(), "postgres.log"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	server := pg.command(base, "postgres", "-D", data, "-k", base, "-p", pg.port,
+	// Not bounded by a context: it runs until the cleanup below stops it.
+	server := pg.command(context.Background(), base, "postgres", "-D", data, "-k", base, "-p", pg.port,
 		"-c", "listen_addresses=", "-c", "fsync=off", "-c", "max_connections=40")
 	server.Stdout, server.Stderr = logFile, logFile
 	if err := server.Start(); err != nil {
-		t.Skipf("no PostgreSQL server can start: %v", err)
+		skipPostgres(t, "no PostgreSQL server can start: %v", err)
 	}
 	exited := make(chan struct{})
 	go func() { server.Wait(); close(exited) }()
@@ -175,14 +199,16 @@ func startPostgres(t *testing.T) *postgres {
 	})
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		out, err := pg.psql("-c", "SELECT 1").CombinedOutput()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		out, err := pg.psql(ctx, "-c", "SELECT 1").CombinedOutput()
+		cancel()
 		if err == nil {
 			return pg
 		}
 		select {
 		case <-exited:
 			log, _ := os.ReadFile(logFile.Name())
-			t.Skipf("no PostgreSQL server can start: postgres exited: %s", log)
+			skipPostgres(t, "no PostgreSQL server can start: postgres exited: %s", log)
 		default:
 		}
 		if time.Now().After(deadline) {
@@ -193,9 +219,9 @@ func startPostgres(t *testing.T) *postgres {
 }
 
 // command runs one of the server's programs, as the postgres user when
-// this test is root.
-func (pg *postgres) command(dir, name string, args ...string) *exec.Cmd {
-	cmd := exec.Command(filepath.Join(pg.bin, name), args...)
+// this test is root, killed when ctx ends.
+func (pg *postgres) command(ctx context.Context, dir, name string, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, filepath.Join(pg.bin, name), args...)
 	cmd.Dir = dir
 	if pg.cred != nil {
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: pg.cred}
@@ -203,9 +229,10 @@ func (pg *postgres) command(dir, name string, args ...string) *exec.Cmd {
 	return cmd
 }
 
-// psql runs psql against the server, stopping at the first error.
-func (pg *postgres) psql(args ...string) *exec.Cmd {
-	return exec.Command("psql", append([]string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", pg.sockDir, "-p", pg.port, "-U", "postgres", "-d", "postgres"}, args...)...)
+// psql runs psql against the server, stopping at the first error, killed
+// when ctx ends.
+func (pg *postgres) psql(ctx context.Context, args ...string) *exec.Cmd {
+	return exec.CommandContext(ctx, "psql", append([]string{"-X", "-q", "-v", "ON_ERROR_STOP=1", "-h", pg.sockDir, "-p", pg.port, "-U", "postgres", "-d", "postgres"}, args...)...)
 }
 
 // TestPostgresOrdersUUIDv7 inserts the UUIDv7s of many concurrent clients
@@ -216,7 +243,7 @@ func (pg *postgres) psql(args ...string) *exec.Cmd {
 // twice, none out of place.
 func TestPostgresOrdersUUIDv7(t *testing.T) {
 	pg := startPostgres(t)
-	if out, err := pg.psql("-c", "CREATE TABLE ids (id uuid PRIMARY KEY)").CombinedOutput(); err != nil {
+	if out, err := pg.psql(testCtx(t, pgTimeout), "-c", "CREATE TABLE ids (id uuid PRIMARY KEY)").CombinedOutput(); err != nil {
 		t.Fatalf("create table: %v\n%s", err, out)
 	}
 	c := mustNewCluster(t, clusterOpts{args: []string{"--layout", "uuidv7", "--group", "5"}})
@@ -228,9 +255,12 @@ func TestPostgresOrdersUUIDv7(t *testing.T) {
 	const clients = 8
 	rec := history.NewRecorder()
 	ctx, stop := context.WithCancel(context.Background())
-	defer stop()
+	var wg sync.WaitGroup
+	// On every path out, t.Fatal included, the clients end and with them
+	// their psql sessions (each bounded by waitBounded) before the cluster
+	// and the server they talk to are stopped by earlier cleanups.
+	t.Cleanup(func() { stop(); wg.Wait() })
 	var (
-		wg    sync.WaitGroup
 		mu    sync.Mutex
 		acked int
 		fails []string
@@ -246,7 +276,9 @@ func TestPostgresOrdersUUIDv7(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		session := pg.psql()
+		// Bounded by waitBounded, not a context: it must outlive stop()
+		// long enough to finish the inserts it was given.
+		session := pg.psql(context.Background())
 		in, err := session.StdinPipe()
 		if err != nil {
 			t.Fatal(err)
@@ -338,7 +370,7 @@ func TestPostgresOrdersUUIDv7(t *testing.T) {
 		}
 	}
 	slices.SortFunc(want, func(a, b idOf) int { return cmp.Compare(a.tick, b.tick) })
-	out, err := pg.psql("-A", "-t", "-c", "SELECT id FROM ids ORDER BY id").Output()
+	out, err := pg.psql(testCtx(t, pgTimeout), "-A", "-t", "-c", "SELECT id FROM ids ORDER BY id").Output()
 	if err != nil {
 		t.Fatalf("select: %v", err)
 	}
@@ -352,6 +384,13 @@ func TestPostgresOrdersUUIDv7(t *testing.T) {
 		}
 	}
 	t.Logf("%d UUIDv7s from %d clients in PostgreSQL's order, as the history's; %s", len(got), clients, rep)
+}
+
+// testCtx returns a context that ends after d, or when the test does.
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
 }
 
 // waitBounded waits for cmd to exit, killing it after d.

@@ -12,8 +12,9 @@
 //     smallest and largest ID of a response, so the ranges handed out by two
 //     responses never interleave.
 //  5. Rendered in order: under a 128-bit layout, where IDs holds ticks and
-//     Rendered their UUIDv7 or ULID text, the text and the 16 bytes of
-//     every ID sort exactly as the ticks do, across the whole history.
+//     Rendered their UUIDv7 or ULID text, every text is its tick's, and
+//     the text and the 16 bytes of every ID sort exactly as the ticks do,
+//     across the whole history.
 //
 // Only acknowledged (OK) operations carry IDs. Failed and Unknown operations
 // are counted but impose no constraint: a failed operation handed out
@@ -347,7 +348,8 @@ const (
 	// response's ID.
 	KindInterleaved = "interleaved"
 	// KindRendered marks a 128-bit ID whose canonical text or bytes do not
-	// sort as its tick does, or that is not a canonical UUID or ULID.
+	// sort as its tick does, that is not a canonical UUIDv7 or ULID, that
+	// holds another tick, or that is missing.
 	KindRendered = "rendered"
 )
 
@@ -405,9 +407,10 @@ type Report struct {
 	// lies strictly between min(r.IDs) and max(r.IDs).
 	Interleaved int
 	// Misrendered counts 128-bit IDs (Op.Rendered) that are not canonical
-	// text of a UUID or ULID, that responses left out, or whose text or
-	// bytes do not sort above those of the next smaller ID (tick) in the
-	// whole history.
+	// text of a UUIDv7 or ULID, that do not hold the tick beside them, that
+	// responses left out (all of a response's, when a history with
+	// renderings has one without), or whose text or bytes do not sort
+	// above those of the next smaller ID (tick) in the whole history.
 	Misrendered int
 	// Examples holds up to MaxExamples violations of each kind.
 	Examples []Violation
@@ -674,20 +677,25 @@ type renderedRef struct {
 	op    int
 }
 
-// checkRendered checks that the rendered 128-bit IDs of the history sort
-// exactly as their ticks do, as text and as bytes: sorted by tick, each
-// distinct tick's text and bytes must lie above the previous one's. The
-// ticks themselves are checked by the other passes; this one shows that
-// rendering kept their order. Each text must be canonical, so that its
-// bytes are read back without doubt. It returns how many IDs break this.
+// checkRendered checks that the rendered 128-bit IDs of the history are
+// the renderings of their ticks and sort exactly as the ticks do, as text
+// and as bytes. Each text must be canonical, so that its bytes are read
+// back without doubt, and must decode to the tick it stands beside, or a
+// text rendered from another tick (in order, but not this one) would
+// pass. Once any operation has renderings, every acknowledged one must:
+// the history is of a 128-bit layout, and IDs with no text are IDs whose
+// rendering went unchecked. Sorted by tick, each distinct tick's text and
+// bytes must lie above the previous one's. The ticks themselves are
+// checked by the other passes. It returns how many IDs break this.
 func checkRendered(ops []Op, resps []resp, ex *examples) int {
+	wide := slices.ContainsFunc(resps, func(r resp) bool { return len(ops[r.op].Rendered) > 0 })
+	if !wide {
+		return 0 // a 64-bit layout
+	}
 	var refs []renderedRef
 	bad := 0
 	for _, r := range resps {
 		op := ops[r.op]
-		if len(op.Rendered) == 0 {
-			continue // a 64-bit layout
-		}
 		if len(op.Rendered) != len(op.IDs) {
 			bad += len(op.IDs)
 			ex.add(Violation{Kind: KindRendered, A: r.op, B: -1,
@@ -695,7 +703,10 @@ func checkRendered(ops []Op, resps []resp, ex *examples) int {
 			continue
 		}
 		for j, text := range op.Rendered {
-			b, err := parseCanonical(text)
+			b, tick, err := parseRendered(text)
+			if err == nil && tick != op.IDs[j] {
+				err = fmt.Errorf("%s holds tick %d", text, tick)
+			}
 			if err != nil {
 				bad++
 				ex.add(Violation{Kind: KindRendered, A: r.op, B: -1, Detail: fmt.Sprintf("client %d: tick %d: %v", op.Client, op.IDs[j], err)})
@@ -719,31 +730,28 @@ func checkRendered(ops []Op, resps []resp, ex *examples) int {
 	return bad
 }
 
-// parseCanonical reads the canonical text of a UUID (36 characters) or a
-// ULID (26), and refuses any other spelling of them.
-func parseCanonical(text string) ([16]byte, error) {
-	var (
-		id  [16]byte
-		err error
-	)
-	switch len(text) {
-	case 36:
-		var u layout.UUID
-		u, err = layout.ParseUUID(text)
-		id = u
-	default:
-		var u layout.ULID
-		u, err = layout.ParseULID(text)
-		id = u
+// parseRendered reads the canonical text of a UUIDv7 (36 characters) or a
+// ULID (26), refusing any other spelling of them, and returns its bytes
+// and the tick they hold.
+func parseRendered(text string) ([16]byte, uint64, error) {
+	name := "ulid"
+	if len(text) == 36 {
+		name = "uuidv7"
 	}
+	l, err := layout.Preset(name)
 	if err != nil {
-		return [16]byte{}, err
+		return [16]byte{}, 0, err
 	}
-	if canon := layout.UUID(id).String(); len(text) == 36 && canon != text {
-		return [16]byte{}, fmt.Errorf("%s is not canonical text (%s)", text, canon)
+	id, err := l.ParseWide(text)
+	if err != nil {
+		return [16]byte{}, 0, err
 	}
-	if canon := layout.ULID(id).String(); len(text) == 26 && canon != text {
-		return [16]byte{}, fmt.Errorf("%s is not canonical text (%s)", text, canon)
+	if canon := l.FormatWide(id); canon != text {
+		return [16]byte{}, 0, fmt.Errorf("%s is not canonical text (%s)", text, canon)
 	}
-	return id, nil
+	p, err := l.DecodeWide(id)
+	if err != nil {
+		return [16]byte{}, 0, err
+	}
+	return id, p.Tick, nil
 }

@@ -53,6 +53,11 @@ func TestCheckRendered(t *testing.T) {
 			},
 			"garbage": func(ops []Op) { ops[0].Rendered[0] = "not an ID" },
 			"missing": func(ops []Op) { ops[1].Rendered = ops[1].Rendered[:1] },
+			// The last ID's text rendered from another, later tick: still
+			// in order, but not this tick's ID.
+			"other tick": func(ops []Op) { ops[1].Rendered[1] = l.FormatWide(l.Render(1<<20+1+1e9, 3, 0)) },
+			// An acknowledged op with no text in a history of renderings.
+			"unrendered": func(ops []Op) { ops[1].Rendered = nil },
 		}
 		for what, f := range mutate {
 			ops := []Op{renderedOp(t, l, 1, 0, 10, 100, 101), renderedOp(t, l, 2, 20, 30, 1<<20, 1<<20+1)}

@@ -47,8 +47,10 @@ type Node interface {
 	// knows; empty when it knows none.
 	Leader() (id, addr string)
 	// Layout is the layout the node's IDs are made with, and the group in
-	// them: a 128-bit layout's IDs are rendered here, from ticks.
-	Layout() (layout.Layout, uint64)
+	// them, as the cluster recorded them: a 128-bit layout's IDs are
+	// rendered here, from ticks. An error (a node that does not know them
+	// yet) is one the node's Next would give.
+	Layout() (layout.Layout, uint64, error)
 }
 
 // LeaderHeader names the leader's gRPC address in a reply that failed
@@ -268,6 +270,12 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Asked first, so that a node that cannot render burns no IDs.
+	l, group, err := h.node.Layout()
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
 	resp, err := h.node.Next(ctx, uint32(count))
@@ -280,11 +288,15 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	l, group := h.node.Layout()
 	out := idsResponse{IDs: make([]string, len(ids)), Count: len(ids)}
 	var wide [][16]byte // under a 128-bit layout, ids are ticks
 	if l.Wide() {
-		wide = layout.RenderAll[[16]byte](l, ids, group)
+		if wide, err = layout.RenderAll[[16]byte](l, ids, group); err != nil {
+			// The leader answered beyond the layout: IDs rendered from it
+			// would not sort, and the trouble is the server's (500).
+			h.fail(w, r, err)
+			return
+		}
 	}
 	for i, id := range ids {
 		if wide != nil {
@@ -296,10 +308,12 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 	if decode {
 		out.Decoded = make([]decodedID, len(ids))
 		for i, id := range ids {
-			// The tick and group are at hand: no need to take the ID apart.
-			p := l.Decode(id)
+			var p layout.Parts
 			if wide != nil {
+				// The tick and group are at hand: no need to take the ID apart.
 				p = l.TickParts(id, group)
+			} else {
+				p = l.Decode(id)
 			}
 			out.Decoded[i] = decodedID{ID: out.IDs[i], Time: p.Time.Format(rfc3339Milli), Group: p.Group, Seq: p.Seq}
 		}

@@ -70,9 +70,9 @@ func (f *fakeNode) Status(ctx context.Context) (*api.StatusResponse, error) {
 	}, nil
 }
 
-func (f *fakeNode) Ready() error                    { return f.notReady }
-func (f *fakeNode) Leader() (id, addr string)       { return "n1", "127.0.0.1:7001" }
-func (f *fakeNode) Layout() (layout.Layout, uint64) { return f.layout, f.group }
+func (f *fakeNode) Ready() error                           { return f.notReady }
+func (f *fakeNode) Leader() (id, addr string)              { return "n1", "127.0.0.1:7001" }
+func (f *fakeNode) Layout() (layout.Layout, uint64, error) { return f.layout, f.group, nil }
 
 func newFake(t *testing.T) *fakeNode {
 	t.Helper()
@@ -238,6 +238,19 @@ func TestIDsWide(t *testing.T) {
 				t.Fatalf("first decoded %+v", body.Decoded[0])
 			}
 		})
+	}
+}
+
+// TestIDsWidePastTheLastTick: a leader's tick above the layout's last
+// would render with its time wrapped to 0, sorting below the IDs before
+// it; /v1/ids answers 500 with none of the batch.
+func TestIDsWidePastTheLastTick(t *testing.T) {
+	f := newFake(t)
+	f.layout = mustLayout(t, "ulid")
+	f.next = f.layout.MaxTick()
+	w := get(t, f, Config{}, http.MethodGet, "/v1/ids?count=2")
+	if w.Code != http.StatusInternalServerError || strings.Contains(w.Body.String(), `"ids"`) {
+		t.Fatalf("ticks %d and %d: %d %s, want 500 and no IDs", f.layout.MaxTick(), f.layout.MaxTick()+1, w.Code, w.Body)
 	}
 }
 

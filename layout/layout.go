@@ -76,6 +76,11 @@ var (
 	// ErrWrongWidth reports a 64-bit operation asked of a 128-bit layout,
 	// or a 128-bit one asked of a 64-bit layout.
 	ErrWrongWidth = errors.New("wrong ID width for the layout")
+
+	// ErrTickRange reports a tick above MaxTick given to RenderAll: its
+	// time would not fit the 48-bit field and would wrap to an ID that
+	// sorts below the ones before it.
+	ErrTickRange = errors.New("tick beyond the layout's last")
 )
 
 // Order says how the group and sequence fields sit below the time field.
@@ -397,7 +402,8 @@ func (l Layout) ID(tick, group uint64) uint64 {
 	return (tick^seq)<<l.GroupBits | group<<l.SeqBits | seq
 }
 
-// Tick returns the tick of id, undoing ID for any group.
+// Tick returns the tick of id, undoing ID for any group. Like ID it does
+// not check: under a Wide layout the result means nothing.
 func (l Layout) Tick(id uint64) uint64 {
 	if l.Order == OrderTimeSeqGroup {
 		return id >> l.GroupBits
@@ -429,7 +435,8 @@ type Parts struct {
 
 // Decode takes a 64-bit id apart (DecodeWide takes a 128-bit one). Time is
 // the start of the ID's time unit in UTC; l must be valid, so that the time
-// fits int64 milliseconds.
+// fits int64 milliseconds. It does not check the width, to stay as cheap
+// as ID: under a Wide layout the result means nothing.
 func (l Layout) Decode(id uint64) Parts {
 	groupMask := uint64(1)<<l.GroupBits - 1
 	group := id & groupMask

@@ -91,17 +91,24 @@ func (l Layout) Render(tick, group, random uint64) [16]byte {
 
 // RenderAll renders ticks with group, as Render does, into IDs of type T
 // (UUID for uuidv7, ULID for ulid), with random bits read from crypto/rand
-// in one call for the whole batch. crypto/rand does not fail on a
-// supported system (Go ends the program if it ever does), so there is no
-// error to return.
-func RenderAll[T ~[16]byte](l Layout, ticks []uint64, group uint64) []T {
+// in one call for the whole batch. Ticks usually come from a server, so
+// unlike Render it checks them: a tick above MaxTick would wrap the time
+// field and sort below the IDs before it, so it fails the whole batch
+// with ErrTickRange. (crypto/rand does not fail on a supported system; Go
+// ends the program if it ever does.)
+func RenderAll[T ~[16]byte](l Layout, ticks []uint64, group uint64) ([]T, error) {
+	for _, tick := range ticks {
+		if tick > l.MaxTick() {
+			return nil, fmt.Errorf("tick %d is above layout %s's last, %d: %w", tick, l.String(), l.MaxTick(), ErrTickRange)
+		}
+	}
 	random := make([]byte, 8*len(ticks))
 	rand.Read(random)
 	ids := make([]T, len(ticks))
 	for i, tick := range ticks {
 		ids[i] = T(l.Render(tick, group, binary.LittleEndian.Uint64(random[8*i:])))
 	}
-	return ids
+	return ids, nil
 }
 
 // DecodeWide takes a 128-bit ID of l's format apart: any UUIDv7 (or any
@@ -191,6 +198,13 @@ func (u UUID) String() string {
 	return string(b[:])
 }
 
+// MarshalText returns String's canonical text, so that encoding/json and
+// the like write a UUID as text, not as 16 numbers.
+func (u UUID) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
+
+// UnmarshalText reads what ParseUUID reads.
+func (u *UUID) UnmarshalText(text []byte) error { return unmarshalText(u, ParseUUID, text) }
+
 // ParseUUID reads a UUID of any version from its 36-character text, or
 // the 32 hex digits without hyphens, in either case. Layout.ParseWide
 // also checks that it is a UUIDv7.
@@ -276,6 +290,13 @@ func (u ULID) String() string {
 	return string(b[:])
 }
 
+// MarshalText returns String's canonical text, so that encoding/json and
+// the like write a ULID as text, not as 16 numbers.
+func (u ULID) MarshalText() ([]byte, error) { return []byte(u.String()), nil }
+
+// UnmarshalText reads what ParseULID reads.
+func (u *ULID) UnmarshalText(text []byte) error { return unmarshalText(u, ParseULID, text) }
+
 // ParseULID reads a ULID from its 26 characters of Crockford base32 in
 // either case. A character outside the alphabet (I, L, O and U included)
 // is ErrMalformedID; a first character above 7, which would need more
@@ -300,6 +321,17 @@ func ParseULID(s string) (ULID, error) {
 	binary.BigEndian.PutUint64(u[:8], hi)
 	binary.BigEndian.PutUint64(u[8:], lo)
 	return u, nil
+}
+
+// unmarshalText sets *dst to what parse reads from text, leaving it as it
+// was on an error: UUID's and ULID's UnmarshalText.
+func unmarshalText[T any](dst *T, parse func(string) (T, error), text []byte) error {
+	v, err := parse(string(text))
+	if err != nil {
+		return err
+	}
+	*dst = v
+	return nil
 }
 
 // quote quotes text for an error message, cut short when long, so that a

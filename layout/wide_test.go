@@ -236,7 +236,10 @@ func TestWideOrder(t *testing.T) {
 func TestRenderAll(t *testing.T) {
 	l := mustPreset(t, "uuidv7")
 	ticks := []uint64{100, 101, 102, 103}
-	ids := RenderAll[UUID](l, ticks, 7)
+	ids, err := RenderAll[UUID](l, ticks, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, id := range ids {
 		p, err := l.DecodeWide(id)
 		if err != nil || p.Tick != ticks[i] || p.Group != 7 {
@@ -246,6 +249,11 @@ func TestRenderAll(t *testing.T) {
 	// The last 48 of two IDs' 49 random bits agreeing by chance: 2^-48.
 	if bytes.Equal(ids[0][10:], ids[1][10:]) {
 		t.Errorf("two IDs share their random bits: %s %s", ids[0], ids[1])
+	}
+	// A tick past the last would wrap the time field to 0: refused, and
+	// nothing of the batch comes back.
+	if ids, err := RenderAll[UUID](l, []uint64{l.MaxTick(), l.MaxTick() + 1}, 7); !errors.Is(err, ErrTickRange) || ids != nil {
+		t.Errorf("RenderAll past MaxTick = %v, %v; want ErrTickRange and no IDs", ids, err)
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = l.Render(12345, 7, 99) }); n != 0 {
 		t.Errorf("Render allocates %v times", n)
@@ -313,4 +321,35 @@ func FuzzParseWide(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestWideJSON: UUIDs and ULIDs go through encoding/json as their
+// canonical text and back, and bad text is refused with its sentinel.
+func TestWideJSON(t *testing.T) {
+	type ids struct {
+		U UUID
+		L ULID
+	}
+	u, err := ParseUUID("017f22e2-79b0-7cc3-98c4-dc0c0c07398f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := ParseULID("01ARYZ6S41TSV4RRFFQ69G5FAV")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(ids{u, l})
+	if want := `{"U":"017f22e2-79b0-7cc3-98c4-dc0c0c07398f","L":"01ARYZ6S41TSV4RRFFQ69G5FAV"}`; err != nil || string(b) != want {
+		t.Fatalf("json.Marshal = %s, %v; want %s", b, err, want)
+	}
+	var back ids
+	if err := json.Unmarshal(b, &back); err != nil || back != (ids{u, l}) {
+		t.Fatalf("json.Unmarshal(%s) = %+v, %v", b, back, err)
+	}
+	if err := json.Unmarshal([]byte(`{"L":"01ARYZ6S41TSV4RRFFQ69G5FAI"}`), &back); !errors.Is(err, ErrMalformedID) {
+		t.Errorf("a ULID with an I: %v, want ErrMalformedID", err)
+	}
+	if err := json.Unmarshal([]byte(`{"U":"not a uuid"}`), &back); !errors.Is(err, ErrMalformedID) {
+		t.Errorf("a bad UUID: %v, want ErrMalformedID", err)
+	}
 }

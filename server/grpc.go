@@ -182,17 +182,17 @@ func (n *Node) checkWidth(ctx context.Context) error {
 // themselves, step 1: consecutive ticks differ by 1 across time units
 // too, so one run holds the block unless its count overflows the field.
 func Runs(l layout.Layout, group uint64, b Block) []*api.IDRun {
-	perRun := uint64(1) << l.SeqBits
-	if l.Wide() {
-		perRun = math.MaxUint32
-	}
-	runs := make([]*api.IDRun, 0, 1+b.Count/perRun)
+	perUnit := uint64(1) << l.SeqBits
+	runs := make([]*api.IDRun, 0, 1+b.Count/min(perUnit, math.MaxUint32))
 	for t, left := b.First, b.Count; left > 0; {
-		inRun := min(left, perRun-t%perRun)
-		run := &api.IDRun{First: t, Count: uint32(inRun), Step: 1}
-		if !l.Wide() {
-			run.First, run.Step = l.ID(t, group), l.Step()
+		var run *api.IDRun
+		if l.Wide() {
+			// Only the count field's width ends a run of ticks.
+			run = &api.IDRun{First: t, Count: uint32(min(left, math.MaxUint32)), Step: 1}
+		} else {
+			run = &api.IDRun{First: l.ID(t, group), Count: uint32(min(left, perUnit-t%perUnit)), Step: l.Step()}
 		}
+		inRun := uint64(run.Count)
 		runs = append(runs, run)
 		t += inRun
 		left -= inRun

@@ -87,7 +87,15 @@ func (h httpNode) Ready() error { return h.status(context.Background(), h.s.n.re
 
 func (h httpNode) Leader() (id, addr string) { return h.s.n.leader() }
 
-func (h httpNode) Layout() (layout.Layout, uint64) { return h.s.n.cfg.Layout, h.s.n.cfg.Group }
+// Layout is the replicated layout and group, as the Layout RPC answers:
+// the cluster's durable word, not this node's flags.
+func (h httpNode) Layout() (layout.Layout, uint64, error) {
+	st := h.s.n.fsm.State()
+	if st.Layout == nil {
+		return layout.Layout{}, 0, h.status(context.Background(), fmt.Errorf("%w: the cluster's layout is not known here yet", ErrNotReady))
+	}
+	return *st.Layout, st.Group, nil
+}
 
 // status is toStatus for a caller outside gRPC: the leader hint goes in
 // the message (httpapi adds its own header), as there is no trailer.

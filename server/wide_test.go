@@ -2,15 +2,18 @@ package server
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -29,6 +32,24 @@ func TestWideRuns(t *testing.T) {
 	runs := Runs(l, 1, b)
 	if len(runs) != 1 || runs[0].First != b.First || uint64(runs[0].Count) != b.Count || runs[0].Step != 1 {
 		t.Fatalf("runs %v, want one run of ticks %d..+%d", runs, b.First, b.Count)
+	}
+	// Only the count field's width splits ticks, wherever the block starts.
+	for _, b := range []Block{{First: 3*math.MaxUint32 - 1, Count: 5}, {First: 1 << 40, Count: math.MaxUint32 + 3}} {
+		runs := Runs(l, 1, b)
+		want := []uint64{b.Count}
+		if b.Count > math.MaxUint32 {
+			want = []uint64{math.MaxUint32, b.Count - math.MaxUint32}
+		}
+		next := b.First
+		for i, r := range runs {
+			if i >= len(want) || r.First != next || uint64(r.Count) != want[i] || r.Step != 1 {
+				t.Fatalf("block %+v: runs %v, want counts %v from %d", b, runs, want, b.First)
+			}
+			next += uint64(r.Count)
+		}
+		if len(runs) != len(want) {
+			t.Fatalf("block %+v: runs %v, want counts %v", b, runs, want)
+		}
 	}
 }
 
@@ -110,5 +131,24 @@ func TestWideLayoutCluster(t *testing.T) {
 	defer cancel()
 	if _, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: 1}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("default layout: Next with %s = %v, want FailedPrecondition", api.TicksKey, err)
+	}
+}
+
+// TestHTTPLayoutIsTheClusters: the HTTP API renders /v1/ids with the
+// layout and group the cluster recorded, as the Layout RPC answers, not
+// with this node's flags.
+func TestHTTPLayoutIsTheClusters(t *testing.T) {
+	n := &Node{cfg: Config{Layout: mustPreset(t, "default"), Group: 1}, fsm: fsm.New(nil)}
+	recorded := mustPreset(t, "ulid")
+	data, err := fsm.Encode(fsm.Command{Op: fsm.OpInit, Layout: &recorded, Group: 7, ClusterID: "c"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, ok := n.fsm.Apply(&raft.Log{Data: data}).(fsm.Result); !ok || res.Err != nil {
+		t.Fatalf("apply init: %+v", res)
+	}
+	l, group, err := httpNode{&service{n: n}}.Layout()
+	if err != nil || l != recorded || group != 7 {
+		t.Fatalf("Layout() = %s, %d, %v; want the recorded ulid, 7", l, group, err)
 	}
 }

@@ -184,7 +184,11 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 				}
 				// Rendered as a client without Ordo's would: what comes
 				// back from the node is ticks.
-				return ticksOf(cfg.Layout, layout.RenderAll[[16]byte](cfg.Layout, resp.IDs(), cfg.Group))
+				ids, err := layout.RenderAll[[16]byte](cfg.Layout, resp.IDs(), cfg.Group)
+				if err != nil {
+					return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
+				}
+				return ticksOf(cfg.Layout, ids)
 			}, func() { conn.Close() })
 			id++
 		}

@@ -13,8 +13,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
@@ -122,29 +120,28 @@ func runNext(args []string) error {
 }
 
 // nextText returns count IDs as text: decimal under a 64-bit layout, the
-// canonical UUIDv7 or ULID text under a 128-bit one. A 64-bit layout costs
-// one call, as before; a 128-bit cluster refuses that call
-// (FailedPrecondition), and only then is its layout asked for.
+// canonical UUIDv7 or ULID text under a 128-bit one. The cluster's layout
+// says which call to make.
 func nextText(ctx context.Context, c *client.Client, count int) ([]string, error) {
-	ids, err := c.NextN(ctx, count)
-	if err == nil {
-		s := make([]string, len(ids))
-		for i, id := range ids {
-			s[i] = strconv.FormatUint(id, 10)
-		}
-		return s, nil
+	l, _, err := c.Layout(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("ask the cluster for its layout: %w", err)
 	}
-	if status.Code(err) != codes.FailedPrecondition {
-		return nil, err
-	}
-	l, _, lerr := c.Layout(ctx)
-	if lerr != nil || !l.Wide() {
-		return nil, err
-	}
-	if l.Format == layout.FormatULID {
+	switch l.Format {
+	case layout.FormatULID:
 		return texts(c.NextULIDs(ctx, count))
+	case layout.FormatUUIDv7:
+		return texts(c.NextUUIDs(ctx, count))
 	}
-	return texts(c.NextUUIDs(ctx, count))
+	ids, err := c.NextN(ctx, count)
+	if err != nil {
+		return nil, err
+	}
+	s := make([]string, len(ids))
+	for i, id := range ids {
+		s[i] = strconv.FormatUint(id, 10)
+	}
+	return s, nil
 }
 
 // texts returns the canonical text of 128-bit IDs.
@@ -246,17 +243,24 @@ func runDecode(args []string) error {
 // decodeID takes one ID apart: a decimal 64-bit ID under l, or a UUIDv7
 // or ULID, whether Ordo made it or not (PostgreSQL 18's uuidv7(), any
 // library's). Without an explicit 128-bit --layout, the text's length
-// tells which: 36 characters (or 32 hex digits) a UUID, 26 a ULID.
+// tells which: 36 characters (or 32 hex digits) a UUID, 26 a ULID. Text of
+// decimal digits only is a 64-bit ID whatever its length: one too large
+// is a mistyped or foreign number far likelier than a ULID or UUID that
+// happens to have no letters, and decoding it as one would print a
+// plausible time for nonsense.
 func decodeID(a string, l layout.Layout, explicit bool) (layout.Parts, error) {
 	if !l.Wide() {
-		if id, err := strconv.ParseUint(a, 10, 64); err == nil {
+		id, err := strconv.ParseUint(a, 10, 64)
+		if err == nil {
 			return l.Decode(id), nil
+		}
+		if a != "" && strings.Trim(a, "0123456789") == "" {
+			return layout.Parts{}, fmt.Errorf("%q is not a 64-bit unsigned integer (layout %s): %w", a, l, err)
 		}
 		guess := map[int]string{26: "ulid", 32: "uuidv7", 36: "uuidv7"}[len(a)]
 		if explicit || guess == "" {
 			return layout.Parts{}, fmt.Errorf("%q is not a 64-bit unsigned integer (layout %s), a UUIDv7 or a ULID", a, l)
 		}
-		var err error
 		if l, err = layout.Preset(guess); err != nil {
 			return layout.Parts{}, err
 		}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 
 	"github.com/seed-e8569b35/ordo/layout"
@@ -53,6 +54,18 @@ func TestDecodeID(t *testing.T) {
 	for _, arg := range []string{"", "abc", "-1", "18446744073709551616"} {
 		if _, err := decodeID(arg, def, false); err == nil {
 			t.Errorf("decodeID(%q) decoded", arg)
+		}
+	}
+	// Decimal digits only are a 64-bit ID that overflows, never a guessed
+	// ULID (26 characters) or UUIDv7 (32; this one has version 7 and
+	// variant 10); an explicit --layout still reads them.
+	for arg, spec := range map[string]string{"01234567890123456789012345": "ulid", "01890000000070008000000000000000": "uuidv7"} {
+		if p, err := decodeID(arg, def, false); !errors.Is(err, strconv.ErrRange) {
+			t.Errorf("decodeID(%q) = %+v, %v; want the 64-bit overflow", arg, p, err)
+		}
+		wide, _ := layout.Preset(spec)
+		if _, err := decodeID(arg, wide, true); err != nil {
+			t.Errorf("decodeID(%q) under --layout %s: %v", arg, spec, err)
 		}
 	}
 }
