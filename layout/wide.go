@@ -94,9 +94,14 @@ func (l Layout) Render(tick, group, random uint64) [16]byte {
 // in one call for the whole batch. Ticks usually come from a server, so
 // unlike Render it checks them: a tick above MaxTick would wrap the time
 // field and sort below the IDs before it, so it fails the whole batch
-// with ErrTickRange. (crypto/rand does not fail on a supported system; Go
+// with ErrTickRange. A group past the layout's field would spill into the
+// counter (and a UUID's variant bits), so it fails with CheckGroup's
+// error. (crypto/rand does not fail on a supported system; Go
 // ends the program if it ever does.)
 func RenderAll[T ~[16]byte](l Layout, ticks []uint64, group uint64) ([]T, error) {
+	if err := l.CheckGroup(group); err != nil {
+		return nil, err
+	}
 	for _, tick := range ticks {
 		if tick > l.MaxTick() {
 			return nil, fmt.Errorf("tick %d is above layout %s's last, %d: %w", tick, l.String(), l.MaxTick(), ErrTickRange)

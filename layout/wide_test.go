@@ -3,6 +3,7 @@ package layout
 import (
 	"bytes"
 	"cmp"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -89,6 +90,43 @@ func TestULIDSpecVectors(t *testing.T) {
 		y, _ := decode(pair[1])
 		if inc(x) != y {
 			t.Errorf("%s + 1 = %s, want %s", pair[0], ULID(inc(x)), pair[1])
+		}
+	}
+}
+
+// TestWideFieldPlacement pins where Render puts each field, against values
+// worked out by hand (Python's integers, not this package): the spec
+// vectors fix the time alone, and a round trip through DecodeWide would
+// pass with the counter and the group swapped in both directions.
+func TestWideFieldPlacement(t *testing.T) {
+	const ms, group, random = 0x0123456789AB, 0x2AA, 0x55AA55AA55AA55
+	for _, tt := range []struct {
+		preset   string
+		counter  uint64
+		wantHex  string
+		wantText string
+	}{
+		// ms<<80 | counter<<65 | group<<55 | random (55 bits).
+		{"ulid", 0x1234, "0123456789ab24695555aa55aa55aa55", "014D2PF2DB4HMNANDAAPN5BAJN"},
+		// ms, version 7, the counter's 12 high bits; variant 10, its 3
+		// low bits, group, random (49 bits).
+		{"uuidv7", 0x5A5A, "0123456789ab7b4b9555aa55aa55aa55", "01234567-89ab-7b4b-9555-aa55aa55aa55"},
+	} {
+		l := mustPreset(t, tt.preset)
+		id := l.Render(ms<<wideSeqBits|tt.counter, group, random)
+		if got := hex.EncodeToString(id[:]); got != tt.wantHex {
+			t.Errorf("%s: Render = %s, want %s", tt.preset, got, tt.wantHex)
+		}
+		text := UUID(id).String()
+		if tt.preset == "ulid" {
+			text = ULID(id).String()
+		}
+		if text != tt.wantText {
+			t.Errorf("%s: text %s, want %s", tt.preset, text, tt.wantText)
+		}
+		p, err := l.DecodeWide(id)
+		if err != nil || p.Time.UnixMilli() != ms || p.Seq != tt.counter || p.Group != group {
+			t.Errorf("%s: DecodeWide = %+v, %v; want ms %d, counter %d, group %d", tt.preset, p, err, ms, tt.counter, group)
 		}
 	}
 }
@@ -254,6 +292,11 @@ func TestRenderAll(t *testing.T) {
 	// nothing of the batch comes back.
 	if ids, err := RenderAll[UUID](l, []uint64{l.MaxTick(), l.MaxTick() + 1}, 7); !errors.Is(err, ErrTickRange) || ids != nil {
 		t.Errorf("RenderAll past MaxTick = %v, %v; want ErrTickRange and no IDs", ids, err)
+	}
+	// A group past the 10-bit field would spill into the counter and the
+	// variant bits: refused, with no IDs.
+	if ids, err := RenderAll[UUID](l, ticks, 1<<wideGroupBits); !errors.Is(err, ErrGroupTooLarge) || ids != nil {
+		t.Errorf("RenderAll with group 1024 = %v, %v; want ErrGroupTooLarge and no IDs", ids, err)
 	}
 	if n := testing.AllocsPerRun(100, func() { _ = l.Render(12345, 7, 99) }); n != 0 {
 		t.Errorf("Render allocates %v times", n)
