@@ -222,12 +222,15 @@ func runDecode(args []string) error {
 	explicit := false
 	fs.Visit(func(f *flag.Flag) { explicit = explicit || f.Name == "layout" })
 	var out []decoded
+	wide := false // a 128-bit ID was decoded
 	for _, a := range fs.Args() {
 		p, err := decodeID(a, l, explicit)
 		if err != nil {
 			return fmt.Errorf("%w: %w", errUsage, err)
 		}
 		out = append(out, decoded{ID: a, Time: p.Time, Group: p.Group, Seq: p.Seq})
+		_, narrow := strconv.ParseUint(a, 10, 64)
+		wide = wide || l.Wide() || narrow != nil
 	}
 	if *asJSON {
 		return printJSON(out)
@@ -237,8 +240,19 @@ func runDecode(args []string) error {
 	for _, d := range out {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\n", d.ID, d.Time.Format(time.RFC3339Nano), d.Group, d.Seq)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if wide {
+		fmt.Fprintln(os.Stderr, wideDecodeNote)
+	}
+	return nil
 }
+
+// wideDecodeNote follows a table of UUIDv7s or ULIDs: nothing in such an
+// ID says who made it, and other generators fill those bits at random.
+const wideDecodeNote = "note: GROUP and SEQ are Ordo's only in UUIDv7s and ULIDs an Ordo cluster made; in others (PostgreSQL's uuidv7(), other libraries) they are random bits"
+
 
 // decodeID takes one ID apart: a decimal 64-bit ID under l, or a UUIDv7
 // or ULID, whether Ordo made it or not (PostgreSQL 18's uuidv7(), any

@@ -28,6 +28,9 @@ func TestDecodeID(t *testing.T) {
 		{"017f22e279b07cc398c4dc0c0c07398f", def, false, 1645557742000, nil},
 		{"017f22e2-79b0-7cc3-98c4-dc0c0c07398f", uuid, true, 1645557742000, nil},
 		{"01ARYZ6S41TSV4RRFFQ69G5FAV", def, false, 1469918176385, nil},
+		// Shaped as PostgreSQL 18's uuidv7() makes them (RFC 9562 §6.2
+		// method 3: rand_a holds a fraction of the millisecond).
+		{"0193a5c4-3b2e-7a8c-b1d2-e3f4a5b6c7d8", def, false, 1733652921134, nil},
 		{"5", def, false, 1704067200000, nil},
 		{"550e8400-e29b-41d4-a716-446655440000", def, false, 0, layout.ErrNotUUIDv7},
 		{"550e8400-e29b-41d4-a716-446655440000", uuid, true, 0, layout.ErrNotUUIDv7},
