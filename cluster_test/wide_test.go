@@ -63,41 +63,53 @@ func TestVerifyWideLayouts(t *testing.T) {
 	}
 }
 
-// TestNextAndDecodeWide runs `ordo next` against a ulid cluster: it
-// prints canonical ULIDs, in order, as lines and as JSON strings, and
-// `ordo decode` takes them apart to the cluster's group; `ordo decode`
-// refuses a UUID of another version with a usage error.
+// TestNextAndDecodeWide runs `ordo next` against a cluster of each
+// 128-bit layout: it prints canonical text (26-character ULIDs, 36-
+// character UUIDs), in order, as lines and as JSON strings, and `ordo
+// decode` takes them apart to the cluster's group; `ordo decode` refuses a
+// UUID of another version with a usage error.
 func TestNextAndDecodeWide(t *testing.T) {
-	c := mustNewCluster(t, clusterOpts{args: []string{"--layout", "ulid", "--group", "7"}})
-	// No timing: the IDs' time is the cluster's clock, which may lead this
-	// one; an hour's margin below tells a time of now from a wrong field.
-	before := time.Now().Add(-time.Hour)
-	lines := strings.Fields(mustRunOrdo(t, "next", "--count", "3", "--addrs", c.addrList()).Stdout)
-	var body struct{ IDs []string }
-	if err := json.Unmarshal([]byte(mustRunOrdo(t, "next", "--count", "2", "--json", "--addrs", c.addrList()).Stdout), &body); err != nil {
-		t.Fatal(err)
-	}
-	all := append(lines, body.IDs...)
-	if len(all) != 5 {
-		t.Fatalf("ordo next printed %q, want 5 ULIDs", all)
-	}
-	for i := 1; i < len(all); i++ {
-		if all[i] <= all[i-1] {
-			t.Fatalf("ordo next printed %q: not strictly increasing", all)
-		}
-	}
-	var decoded []struct {
-		ID    string
-		Group uint64
-		Time  time.Time
-	}
-	if err := json.Unmarshal([]byte(mustRunOrdo(t, append([]string{"decode", "--json"}, all...)...).Stdout), &decoded); err != nil {
-		t.Fatal(err)
-	}
-	for i, d := range decoded {
-		if d.ID != all[i] || len(d.ID) != 26 || d.Group != 7 || d.Time.Before(before) {
-			t.Fatalf("ordo decode: %+v for %s, want group 7 and a time of now", d, all[i])
-		}
+	for _, tt := range []struct {
+		spec    string
+		textLen int
+	}{{"ulid", 26}, {"uuidv7", 36}} {
+		t.Run(tt.spec, func(t *testing.T) {
+			c := mustNewCluster(t, clusterOpts{args: []string{"--layout", tt.spec, "--group", "7"}})
+			// No timing: the IDs' time is the cluster's clock, which may
+			// lead this one; an hour's margin below tells a time of now
+			// from a wrong field.
+			before := time.Now().Add(-time.Hour)
+			lines := strings.Fields(mustRunOrdo(t, "next", "--count", "3", "--addrs", c.addrList()).Stdout)
+			var body struct{ IDs []string }
+			if err := json.Unmarshal([]byte(mustRunOrdo(t, "next", "--count", "2", "--json", "--addrs", c.addrList()).Stdout), &body); err != nil {
+				t.Fatal(err)
+			}
+			all := append(lines, body.IDs...)
+			if len(all) != 5 {
+				t.Fatalf("ordo next printed %q, want 5 IDs", all)
+			}
+			for i := 1; i < len(all); i++ {
+				if all[i] <= all[i-1] {
+					t.Fatalf("ordo next printed %q: not strictly increasing", all)
+				}
+			}
+			var decoded []struct {
+				ID    string
+				Group uint64
+				Time  time.Time
+			}
+			if err := json.Unmarshal([]byte(mustRunOrdo(t, append([]string{"decode", "--json"}, all...)...).Stdout), &decoded); err != nil {
+				t.Fatal(err)
+			}
+			if len(decoded) != len(all) {
+				t.Fatalf("ordo decode gave %d IDs for %d", len(decoded), len(all))
+			}
+			for i, d := range decoded {
+				if d.ID != all[i] || len(d.ID) != tt.textLen || d.Group != 7 || d.Time.Before(before) {
+					t.Fatalf("ordo decode: %+v for %s, want %d characters, group 7 and a time of now", d, all[i], tt.textLen)
+				}
+			}
+		})
 	}
 	if res := runOrdo(t, "decode", "550e8400-e29b-41d4-a716-446655440000"); res.Code != 2 || !strings.Contains(res.Stderr, "version 4") {
 		t.Fatalf("ordo decode of a UUIDv4: exit %d, stderr %q; want 2 naming the version", res.Code, res.Stderr)
