@@ -20,7 +20,7 @@ import (
 const httpTimeout = 15 * time.Second
 
 // TestHTTP: nodes restarted one at a time with --http-addr answer the
-// curl-style requests of the README: readiness on every node, IDs that
+// curl-style requests of the documentation: readiness on every node, IDs that
 // increase across nodes and calls, status; and a node left alone stops
 // being ready.
 func TestHTTP(t *testing.T) {
@@ -98,23 +98,24 @@ func TestHTTP(t *testing.T) {
 		t.Fatalf("status: %d %s (%v)", code, body, err)
 	}
 
-	// The README's curl examples, as written, with its ports (8001-8003,
-	// what scripts/cluster.sh gives n1-n3) mapped to this test's.
-	ran := 0
-	for _, ex := range readmeCurlExamples(t) {
+	// The curl examples of docs/api.md and README.md, as written, with
+	// their ports (8001-8003, what scripts/cluster.sh gives n1-n3) mapped
+	// to this test's.
+	ran := map[string]int{}
+	for _, ex := range docCurlExamples(t, apiDoc, "README.md") {
 		url := ex.url
 		for i, a := range httpAddrs {
 			url = strings.Replace(url, "127.0.0.1:"+strconv.Itoa(8001+i), a, 1)
 		}
 		code, body := get("http://" + url)
 		if code != http.StatusOK || !strings.Contains(string(body), ex.want) {
-			t.Errorf("README example %q: %d %.200s; want 200 with %q", ex.line, code, body, ex.want)
+			t.Errorf("%s example %q: %d %.200s; want 200 with %q", ex.file, ex.line, code, body, ex.want)
 		}
-		ran++
+		ran[ex.file]++
 	}
-	t.Logf("ran %d curl examples of README.md", ran)
-	if ran < 6 {
-		t.Fatalf("found %d curl examples in README.md, want the 6 of the HTTP/JSON section", ran)
+	t.Logf("ran curl examples: %v", ran)
+	if ran[apiDoc] < 6 {
+		t.Fatalf("found %d curl examples in %s, want the 6 of the HTTP/JSON section", ran[apiDoc], apiDoc)
 	}
 
 	// Alone, n1 cannot know a leader: not ready, and no IDs.
@@ -129,25 +130,39 @@ func TestHTTP(t *testing.T) {
 	}
 }
 
-// curlExample is one `curl -s URL  # ...` line of the README and a piece
-// of what its answer must hold.
-type curlExample struct{ line, url, want string }
+// apiDoc is the file whose HTTP/JSON section holds the curl examples.
+const apiDoc = "docs/api.md"
 
-// readmeCurlExamples reads the plain-HTTP curl examples of README.md's
-// HTTP/JSON section, so that the README cannot drift from what nodes
-// answer.
-func readmeCurlExamples(t *testing.T) []curlExample {
+// curlExample is one `curl -s URL  # ...` line of a documentation file
+// and a piece of what its answer must hold.
+type curlExample struct{ file, line, url, want string }
+
+// docCurlExamples reads the plain-HTTP curl examples of the given files
+// (paths from the repository's root): the HTTP/JSON section of
+// docs/api.md, and any in the README, so that the documentation cannot
+// drift from what nodes answer.
+func docCurlExamples(t *testing.T, files ...string) []curlExample {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join("..", "README.md"))
-	if err != nil {
-		t.Fatal(err)
+	var out []curlExample
+	for _, f := range files {
+		b, err := os.ReadFile(filepath.Join("..", filepath.FromSlash(f)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, curlExamples(t, f, b)...)
 	}
+	return out
+}
+
+// curlExamples finds the plain-HTTP curl examples in the text b of file.
+func curlExamples(t *testing.T, file string, b []byte) []curlExample {
+	t.Helper()
 	// What each endpoint's answer must contain.
 	want := map[string]string{
 		"/healthz": `"status":"ok"`, "/readyz": `"status":"ready"`, "/v1/ids": `"ids":["`,
 		"/v1/status": `"nodes":[`, "/metrics": "ordo_ids_issued_total",
 	}
-	re := regexp.MustCompile(`(?m)^curl -s '?(127\.0\.0\.1:800[1-3](/[^' ]*))'?`)
+	re := regexp.MustCompile(`(?m)^\s*curl -s '?(127\.0\.0\.1:800[1-3](/[^' ]*))'?`)
 	var out []curlExample
 	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
 		path := m[2]
@@ -156,12 +171,12 @@ func readmeCurlExamples(t *testing.T) []curlExample {
 		}
 		w, ok := want[path]
 		if !ok {
-			t.Fatalf("README example %q: no expectation for %s", m[0], path)
+			t.Fatalf("%s example %q: no expectation for %s", file, m[0], path)
 		}
 		if strings.Contains(m[1], "decode=true") {
 			w = `"decoded":[`
 		}
-		out = append(out, curlExample{line: m[0], url: m[1], want: w})
+		out = append(out, curlExample{file: file, line: strings.TrimSpace(m[0]), url: m[1], want: w})
 	}
 	return out
 }
