@@ -427,7 +427,7 @@ func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, ju
 // but cannot be asked (TLS without the flags, for one): both count as
 // alive. Members that refuse connections or do not answer at all are
 // taken to be gone: the operator must make sure they never start again
-// with their data (see the README).
+// with their data (see docs/operations.md, Backup and restore).
 func CheckBackupAlive(ctx context.Context, b *BackupFile, t *secure.TLS) error {
 	ask := newAsker(t)
 	defer ask.close()

@@ -44,7 +44,7 @@ type Block struct {
 
 // Sequencer hands out ticks on the leader.
 //
-// The order argument, in short (DESIGN in README.md has the long form):
+// The order argument, in short (docs/design.md has the long form):
 //
 //  1. Every tick handed out lies below a reservation that was committed
 //     before the tick was handed out, so it lies below the replicated
