@@ -8,7 +8,7 @@ package server
 // without knowing it cannot hand out an old copy.
 //
 // Why the backup covers every ID handed out before it: a tick is handed
-// out only below a reservation committed before it (see Sequencer), and
+// out only below a reservation committed before it (see package sequencer), and
 // the high-water mark is the largest committed reservation, so it is above
 // the tick of every ID any leader handed out. Reservations of earlier
 // terms are in the log before the Barrier, so they are applied when the
@@ -44,6 +44,7 @@ import (
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // Backup implements api.AdminServer. A follower forwards it to the leader;
@@ -107,7 +108,7 @@ func (n *Node) backup(ctx context.Context) (*api.BackupResponse, error) {
 		// leader sees it (per-node settings: a restore takes the larger of
 		// these and its own).
 		ReserveWindowMs: n.cfg.ReserveWindow.Milliseconds(),
-		LeadBoundTicks:  n.seq.maxLead,
+		LeadBoundTicks:  n.seq.State().MaxLead,
 		MaxCount:        n.cfg.MaxCount,
 	}, nil
 }
@@ -377,7 +378,7 @@ const DefaultRestoreJump = time.Minute
 // the top of this file). After the backup, the old cluster's leaders kept
 // handing out ticks from max(last+1, tick(their clock)); a leader refuses
 // a tick more than max(2·window, 10 s) ahead of the highest clock reading
-// it knows (Sequencer.maxLead), and the bound holds for a request's last
+// it knows (sequencer.MaxLeadTicks), and the bound holds for a request's last
 // tick, not only its first, so no request reaches past it; every
 // reservation carries its leader's clock reading, so a new leader knows
 // the highest reading of any earlier one. So every tick the old cluster
@@ -397,8 +398,9 @@ const DefaultRestoreJump = time.Minute
 // clock reading (fsm.State.ClockHigh), so the new cluster serves at once,
 // but it hands out at most max(2·window, 10 s) of ticks beyond the mark
 // (10 s of the layout's capacity with the defaults, however often the
-// leader changes) before it answers ErrAhead, until the clock catches up:
-// see RestoreResult.AheadAllowance. A smaller jump shortens that time.
+// leader changes) before it answers sequencer.ErrAhead, until the clock
+// catches up: see RestoreResult.AheadAllowance. A smaller jump shortens
+// that time.
 func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, jump, window time.Duration, lead uint64) (uint64, error) {
 	if jump < 0 {
 		return 0, fmt.Errorf("%w: jump %s is negative", ErrBadConfig, jump)
@@ -406,7 +408,7 @@ func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, ju
 	if window <= 0 {
 		window = DefaultReserveWindow
 	}
-	ahead := l.TicksIn(window) + max(maxLeadTicks(l, window), lead)
+	ahead := l.TicksIn(window) + max(sequencer.MaxLeadTicks(l, window), lead)
 	base := max(backupHW, l.TickAt(taken), l.TickAt(now))
 	hw := base + ahead + l.TicksIn(jump)
 	if hw < base || hw > l.MaxTick() {
@@ -494,12 +496,12 @@ type RestoreResult struct {
 	Group                      uint64
 	// The restored mark is ahead of the clock, and a leader hands out
 	// ticks at most max(2·window, 10 s) ahead of the highest clock reading
-	// it knows (Sequencer.maxLead), and the restored mark counts as one:
-	// so until AheadUntil, when the wall clock reaches the mark, the new
-	// cluster hands out at most AheadAllowance ticks (IDs) in all, then
-	// answers ResourceExhausted (ErrAhead) until the clock catches up.
-	// Computed with the restore's ReserveWindow, taken as the new
-	// cluster's too.
+	// it knows (sequencer.MaxLeadTicks), and the restored mark counts as
+	// one: so until AheadUntil, when the wall clock reaches the mark, the
+	// new cluster hands out at most AheadAllowance ticks (IDs) in all,
+	// then answers ResourceExhausted (sequencer.ErrAhead) until the clock
+	// catches up. Computed with the restore's ReserveWindow, taken as the
+	// new cluster's too.
 	AheadAllowance uint64
 	AheadUntil     time.Time
 }
@@ -590,7 +592,7 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 	if window <= 0 {
 		window = DefaultReserveWindow
 	}
-	res.AheadAllowance = maxLeadTicks(l, window)
+	res.AheadAllowance = sequencer.MaxLeadTicks(l, window)
 	res.AheadUntil = l.TickTime(hw)
 	logger.Info("restored a new cluster from a backup",
 		"old_cluster_id", res.OldClusterID, "cluster_id", id, "backup_created", o.Backup.Created,

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // freeAddr returns a loopback address with a port nothing listens on now.
@@ -196,9 +197,7 @@ func TestBackupAndRestore(t *testing.T) {
 		t.Fatalf("AheadUntil %s, want the restored mark's time %s", res.AheadUntil, want)
 	}
 	bound := res.HighWater + res.AheadAllowance
-	r2.seq.mu.Lock()
-	from := r2.seq.next
-	r2.seq.mu.Unlock()
+	from := r2.seq.State().Next
 	if from >= bound {
 		t.Fatalf("next tick %d already past the allowance's end %d", from, bound)
 	}
@@ -208,7 +207,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if b, err := r2.seq.Next(ctx, 1); err != nil || b.First != bound {
 		t.Fatalf("the allowance's last tick: %+v, %v; want tick %d", b, err, bound)
 	}
-	if _, err := r2.seq.Next(ctx, 1); !errors.Is(err, ErrAhead) {
+	if _, err := r2.seq.Next(ctx, 1); !errors.Is(err, sequencer.ErrAhead) {
 		t.Fatalf("past the allowance: %v, want ErrAhead", err)
 	}
 }
@@ -275,7 +274,7 @@ func TestRestoreTakesTheBackupsBounds(t *testing.T) {
 	resp := &api.BackupResponse{
 		ClusterId: "c0ffee", Layout: "default", HighWater: l.TickAt(taken), Members: map[string]string{"n1": "127.0.0.1:1"},
 		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: taken.UnixMilli(),
-		ReserveWindowMs: wide.Milliseconds(), LeadBoundTicks: maxLeadTicks(l, wide), MaxCount: DefaultMaxCount,
+		ReserveWindowMs: wide.Milliseconds(), LeadBoundTicks: sequencer.MaxLeadTicks(l, wide), MaxCount: DefaultMaxCount,
 	}
 	v2, err := NewBackupFile(resp)
 	if err != nil {
@@ -306,10 +305,10 @@ func TestRestoreTakesTheBackupsBounds(t *testing.T) {
 		}
 		return res.HighWater
 	}
-	if got, want := restore(v2), l.TickAt(taken)+l.TicksIn(wide)+maxLeadTicks(l, wide)+l.TicksIn(time.Minute); got != want {
+	if got, want := restore(v2), l.TickAt(taken)+l.TicksIn(wide)+sequencer.MaxLeadTicks(l, wide)+l.TicksIn(time.Minute); got != want {
 		t.Errorf("version 2 with a %s window: restored at %d, want %d (the recorded window and lead bound)", wide, got, want)
 	}
-	if got, want := restore(&v1), l.TickAt(taken)+l.TicksIn(DefaultReserveWindow)+maxLeadTicks(l, DefaultReserveWindow)+l.TicksIn(time.Minute); got != want {
+	if got, want := restore(&v1), l.TickAt(taken)+l.TicksIn(DefaultReserveWindow)+sequencer.MaxLeadTicks(l, DefaultReserveWindow)+l.TicksIn(time.Minute); got != want {
 		t.Errorf("version 1: restored at %d, want %d (the restore's own window)", got, want)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // Defaults for Config.
@@ -185,7 +186,7 @@ func (c Config) Validate() error {
 	}
 	// A request's last ID may be at most the lead bound ahead of the
 	// clock, so a larger count could never be served.
-	if lead := maxLeadTicks(c.Layout, c.ReserveWindow); c.MaxCount > lead+1 {
+	if lead := sequencer.MaxLeadTicks(c.Layout, c.ReserveWindow); c.MaxCount > lead+1 {
 		return fmt.Errorf("%w: max count %d is more IDs than the layout hands out in the lead bound (%d, %s of its capacity); lower --max-count or widen --reserve-window",
 			ErrBadConfig, c.MaxCount, lead+1, time.Duration(lead>>c.Layout.SeqBits)*time.Duration(c.Layout.UnitMs)*time.Millisecond)
 	}

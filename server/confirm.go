@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // confirmLeadership proves that this node still leads in its current term,
@@ -42,14 +43,14 @@ import (
 // With askLease, each voter's answer is also a promise (see lease.go), and
 // so is this node's own count of itself; the result's Lease is the
 // shortest promise among a majority in this term, 0 if fewer promised.
-func (n *Node) confirmLeadership(ctx context.Context, askLease bool) (Confirmation, error) {
+func (n *Node) confirmLeadership(ctx context.Context, askLease bool) (sequencer.Confirmation, error) {
 	term := n.raft.CurrentTerm()
 	if n.raft.State() != raft.Leader {
-		return Confirmation{}, ErrNotLeader
+		return sequencer.Confirmation{}, ErrNotLeader
 	}
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
-		return Confirmation{}, fmt.Errorf("%w: read configuration: %w", ErrNotLeader, err)
+		return sequencer.Confirmation{}, fmt.Errorf("%w: read configuration: %w", ErrNotLeader, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, n.cfg.ApplyTimeout)
 	defer cancel()
@@ -62,7 +63,7 @@ func (n *Node) confirmLeadership(ctx context.Context, askLease bool) (Confirmati
 	// holds: it may have made one as a voter, or before a restart.
 	self, err := n.promises.confirm(ctx, n.cfg.ID, term, round, ask)
 	if err != nil {
-		return Confirmation{}, fmt.Errorf("%w: wait for this node's promise to another leader to run out: %w", ErrNotLeader, err)
+		return sequencer.Confirmation{}, fmt.Errorf("%w: wait for this node's promise to another leader to run out: %w", ErrNotLeader, err)
 	}
 	var others []string
 	voters, have, promised := 0, 0, 0
@@ -82,8 +83,8 @@ func (n *Node) confirmLeadership(ctx context.Context, askLease bool) (Confirmati
 		}
 	}
 	need := voters/2 + 1
-	result := func() Confirmation {
-		c := Confirmation{Term: term}
+	result := func() sequencer.Confirmation {
+		c := sequencer.Confirmation{Term: term}
 		if promised >= need {
 			c.Lease = lease
 		}
@@ -176,7 +177,7 @@ func (n *Node) confirmLeadership(ctx context.Context, askLease bool) (Confirmati
 	if have >= need {
 		return result(), nil
 	}
-	return Confirmation{}, fmt.Errorf("%w: only %d of %d voters are still in term %d", ErrNotLeader, have, voters, term)
+	return sequencer.Confirmation{}, fmt.Errorf("%w: only %d of %d voters are still in term %d", ErrNotLeader, have, voters, term)
 }
 
 // probeEvery is how often a round asks every voter, not only those it

@@ -13,29 +13,29 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
-// Errors of this package. toStatus is the one place that maps them to gRPC
-// codes.
+// Errors of this package. toStatus is the one place that maps them, and
+// the sequencer's (sequencer.ErrAhead), to gRPC codes.
 var (
 	// ErrNotLeader means this node cannot hand out IDs now: it is not the
 	// leader, or it is a leader that has not yet committed its first
-	// reservation, or it just lost a confirmation round.
-	ErrNotLeader = errors.New("not the leader")
+	// reservation, or it just lost a confirmation round. It is
+	// sequencer.ErrNotLeader, which the sequencer returns, so one
+	// errors.Is matches both.
+	ErrNotLeader = sequencer.ErrNotLeader
 	// ErrNoLeader means no leader is known to forward to.
 	ErrNoLeader = errors.New("no leader known")
-	// ErrBadCount means a request asked for 0 IDs or more than the maximum.
-	ErrBadCount = errors.New("bad count")
+	// ErrBadCount means a request asked for 0 IDs or more than the
+	// maximum. It is sequencer.ErrBadCount, as ErrNotLeader is.
+	ErrBadCount = sequencer.ErrBadCount
 	// ErrBadRequest means an admin request carries a bad field.
 	ErrBadRequest = errors.New("bad request")
 	// ErrTimeExhausted means the layout's time field is full: no more IDs
-	// can be made with this layout.
-	ErrTimeExhausted = errors.New("time field exhausted")
-	// ErrAhead means demand exceeds what the layout holds: the time field
-	// of new IDs would run further ahead of the clock than the sequencer
-	// allows (two reserve windows, at least 10 s). Clients back off and
-	// retry.
-	ErrAhead = errors.New("IDs would run too far ahead of the clock")
+	// can be made with this layout. It is sequencer.ErrTimeExhausted, as
+	// ErrNotLeader is.
+	ErrTimeExhausted = sequencer.ErrTimeExhausted
 	// ErrLayoutMismatch means a node's configured layout or group differs
 	// from the one the cluster was created with.
 	ErrLayoutMismatch = errors.New("layout mismatch")
@@ -114,7 +114,7 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 		code = codes.AlreadyExists
 	case errors.Is(err, ErrTimeExhausted):
 		code = codes.OutOfRange
-	case errors.Is(err, ErrAhead):
+	case errors.Is(err, sequencer.ErrAhead):
 		code = codes.ResourceExhausted
 	case errors.Is(err, ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrRemoved), errors.Is(err, ErrNotReady), errors.Is(err, ErrWrongCluster),
 		errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),

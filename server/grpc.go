@@ -21,6 +21,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // forwardedKey marks a request a follower forwarded, so that a node that
@@ -181,7 +182,7 @@ func (n *Node) checkWidth(ctx context.Context) error {
 // a caller renders from ticks (api.TicksKey), the runs carry the ticks
 // themselves, step 1: consecutive ticks differ by 1 across time units
 // too, so one run holds the block unless its count overflows the field.
-func Runs(l layout.Layout, group uint64, b Block) []*api.IDRun {
+func Runs(l layout.Layout, group uint64, b sequencer.Block) []*api.IDRun {
 	perUnit := uint64(1) << l.SeqBits
 	runs := make([]*api.IDRun, 0, 1+b.Count/min(perUnit, math.MaxUint32))
 	for t, left := b.First, b.Count; left > 0; {
@@ -604,7 +605,7 @@ const maxAnswersPerMessage = 1024
 // confirmation.
 type streamCall struct {
 	id      uint64
-	ticket  Ticket
+	ticket  sequencer.Ticket
 	invalid string // set instead of a ticket for a call out of range
 	// also and counts make a joint answer (api.StreamAnswer): the ticket
 	// covers id's call and these, counts[i] ticks each in turn.
@@ -786,7 +787,7 @@ func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServ
 				answers = []streamCall{{id: calls[0].Id, invalid: fmt.Sprintf("count %d, want 1 to %d", calls[0].Count, s.n.cfg.MaxCount)}}
 			} else {
 				t, err := s.n.seq.Assign(ctx, total)
-				for errors.Is(err, ErrAhead) && k > 1 {
+				for errors.Is(err, sequencer.ErrAhead) && k > 1 {
 					// Refused whole near the lead bound: serve the calls
 					// that fit, as assigning one by one would, and end
 					// the stream only at the first that does not.
@@ -816,7 +817,7 @@ func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServ
 // splitTicket hands the calls their ticks from t, each its count in turn:
 // one joint answer when the client takes them (and there are several),
 // else one answer a call.
-func splitTicket(t Ticket, calls []*api.StreamCall, joint bool) []streamCall {
+func splitTicket(t sequencer.Ticket, calls []*api.StreamCall, joint bool) []streamCall {
 	if joint && len(calls) > 1 {
 		also, counts := jointOf(calls)
 		return []streamCall{{id: calls[0].Id, ticket: t, also: also, counts: counts}}
@@ -825,7 +826,7 @@ func splitTicket(t Ticket, calls []*api.StreamCall, joint bool) []streamCall {
 	next := t.First
 	for i, call := range calls {
 		n := uint64(call.Count)
-		answers[i] = streamCall{id: call.Id, ticket: Ticket{Block: Block{First: next, Count: n}, batch: t.batch}}
+		answers[i] = streamCall{id: call.Id, ticket: t.Part(sequencer.Block{First: next, Count: n})}
 		next += n
 	}
 	return answers

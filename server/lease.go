@@ -5,47 +5,48 @@ package server
 // confirm no other leader.
 //
 // The argument. A voter's answer to a round that asks for a lease is also
-// a promise: until Lease has passed on its own clock since it answered,
-// it answers no other leader's round and does not count itself in its own
+// a promise: until Lease has passed on its own clock since it answered, it
+// answers no other leader's round and does not count itself in its own
 // (promises.confirm holds them back). The leader counts a majority's
-// promises from the moment it sent the round, before any of them was
-// made, less a drift margin (leaseMargin), and serves a request from
-// memory only if, after assigning its IDs, the lease still holds. A newer
-// leader serves nothing before a majority confirms it, and that majority
-// shares a voter with the one that promised; that voter confirms it only
-// after its promise ran out, which is after the old leader's lease ended.
-// So every ID the old leader handed out under its lease was assigned
-// before the newer leader answered anyone, and lies below the mark the
-// newer leader starts from: the order holds as with the term round.
+// promises from the moment it sent the round, before any of them was made,
+// less a drift margin (a tenth; package sequencer takes it off), and
+// serves a request from memory only if, after assigning its IDs, the lease
+// still holds. A newer leader serves nothing before a majority confirms
+// it, and that majority shares a voter with the one that promised; that
+// voter confirms it only after its promise ran out, which is after the old
+// leader's lease ended. So every ID the old leader handed out under its
+// lease was assigned before the newer leader answered anyone, and lies
+// below the mark the newer leader starts from: the order holds as with the
+// term round.
 //
 // What it assumes, beyond what the term round does:
 //   - Clocks run at nearly the same rate: over one lease, no node's clock
-//     runs more than leaseMargin (a tenth) slower than another's. The
-//     clock is CLOCK_BOOTTIME on Linux, which keeps counting while the
-//     machine is suspended, so a suspended voter does not stretch its
-//     promise; its absolute value, and the wall clock, do not matter.
+//     runs more than a tenth slower than another's. The clock is
+//     CLOCK_BOOTTIME on Linux, which keeps counting while the machine is
+//     suspended, so a suspended voter does not stretch its promise; its
+//     absolute value, and the wall clock, do not matter.
 //   - A process that stops (crash, kill) forgets its promises: so a node
 //     confirms no leader, itself included, until the longest lease it may
 //     have promised (recorded in its stable store before it can promise)
 //     has passed since it started.
-//   - Membership changes one voter at a time (Node.changeMembership), each
-//     after a round in the current configuration: the leader drops its
-//     own lease first (Sequencer.DropLease), and the round, which voters
-//     that promised another leader hold back, waits out any other's. So a
-//     lease is always counted in the newest configuration or the one
-//     before it, whose majorities overlap any newer leader's.
+//   - Membership changes one voter at a time (Node.changeMembership),
+//     each after a round in the current configuration: the leader drops
+//     its own lease first (sequencer.Sequencer.DropLease), and the round,
+//     which voters that promised another leader hold back, waits out any
+//     other's. So a lease is always counted in the newest configuration
+//     or the one before it, whose majorities overlap any newer leader's.
 //
 // Who may make or undo a promise: a voter promises only the leader it
-// knows, in its own term, so a deposed leader cannot keep renewing one
-// and hold the next leader back; a release must come from a member (see
+// knows, in its own term, so a deposed leader cannot keep renewing one and
+// hold the next leader back; a release must come from a member (see
 // Node.mayRelease), and one sent before a round of the same leader does
 // not undo that round's promise, nor does that round, arriving after the
 // release, get one.
 //
 // A leader that hands over leadership, or steps down, gives its lease up
-// first (Sequencer.EndLease) and then releases the promises, so the next
-// leader need not wait them out; a leader that cannot release them
-// (paused, cut off) makes the next one wait up to Lease.
+// first (sequencer.Sequencer.EndLease) and then releases the promises, so
+// the next leader need not wait them out; a leader that cannot release
+// them (paused, cut off) makes the next one wait up to Lease.
 
 import (
 	"context"
@@ -58,10 +59,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
-
-// leaseMargin is what a leader takes off a promise of d for clock drift
-// and for the time between reading its clock and sending the round.
-func leaseMargin(d time.Duration) time.Duration { return d / 10 }
 
 // leaseRecordKey is where a node records, in Raft's stable store, the
 // longest lease it may have promised, before it may promise it: a node

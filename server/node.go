@@ -1,6 +1,7 @@
 // Package server runs one Ordo node: the Raft group member that replicates
-// the high-water mark, the Sequencer that hands out ticks while this node
-// leads, and the gRPC services that clients and operators call.
+// the high-water mark, the sequencer that hands out ticks while this node
+// leads (package sequencer), and the gRPC services that clients and
+// operators call.
 //
 // Lifecycle: Open → Bootstrap or Join → serve → Close. Close hands over
 // leadership first when this node leads.
@@ -29,6 +30,7 @@ import (
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/metrics"
 	"github.com/seed-e8569b35/ordo/secure"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // Peer names one member of the initial cluster.
@@ -48,7 +50,7 @@ type Node struct {
 	store     *raftboltdb.BoltStore
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
-	seq       *Sequencer
+	seq       *sequencer.Sequencer
 
 	grpcServer *grpc.Server
 	grpcAddr   string
@@ -188,8 +190,9 @@ func (n *Node) openRaft() error {
 	})
 	// The sequencer exists before Raft starts: NewRaft may restore a
 	// snapshot, and a layout mismatch found then stops the sequencer.
-	n.seq = NewSequencer(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Lease, n.cfg.Clock, raftLog{n}, n.logger.Named("sequencer"))
-	n.seq.unsafeTrust = n.cfg.UnsafeTrustReservation
+	n.seq = sequencer.New(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, raftLog{n}, n.logger.Named("sequencer"),
+		sequencer.Lease{Duration: n.cfg.Lease, Clock: leaseClock})
+	n.seq.SetUnsafeTrustReservation(n.cfg.UnsafeTrustReservation)
 	if n.cfg.UnsafeTrustReservation {
 		n.logger.Error("UNSAFE: IDs are handed out without confirming leadership and can go out of order; tests only")
 	}
@@ -788,14 +791,14 @@ func (n *Node) applyCtx(ctx context.Context, c fsm.Command) (fsm.Result, error) 
 // raftLog is the Sequencer's view of Raft.
 type raftLog struct{ n *Node }
 
-func (l raftLog) Reserve(ctx context.Context, upTo, clock uint64) (fsm.Result, error) {
+func (l raftLog) Reserve(ctx context.Context, upTo, clock uint64) (sequencer.Reservation, error) {
 	start := time.Now()
 	res, err := l.n.applyCtx(ctx, fsm.Command{Op: fsm.OpReserve, UpTo: upTo, Clock: clock})
 	l.n.metrics.Reserved(time.Since(start), err)
-	return res, err
+	return sequencer.Reservation{Prev: res.Prev, HighWater: res.HighWater, ClockHigh: res.ClockHigh, PrevClock: res.PrevClock, Term: res.Term}, err
 }
 
-func (l raftLog) Confirm(ctx context.Context, askLease bool) (Confirmation, error) {
+func (l raftLog) Confirm(ctx context.Context, askLease bool) (sequencer.Confirmation, error) {
 	start := time.Now()
 	c, err := l.n.confirmLeadership(ctx, askLease)
 	l.n.metrics.Confirmed(time.Since(start), err)

@@ -26,6 +26,7 @@ import (
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // testRaftConfig makes elections quick so in-process tests stay short.
@@ -392,7 +393,7 @@ func TestRuns(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			l := mustPreset(t, name)
 			perUnit := uint64(1) << l.SeqBits
-			b := Block{First: 7*perUnit + perUnit - 3, Count: 2*perUnit + 5}
+			b := sequencer.Block{First: 7*perUnit + perUnit - 3, Count: 2*perUnit + 5}
 			runs := Runs(l, 1, b)
 			if len(runs) != 4 {
 				t.Fatalf("%d runs, want 4 (3 IDs, a full unit, a full unit, 2 IDs)", len(runs))

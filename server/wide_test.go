@@ -15,6 +15,7 @@ import (
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // widthCtx names api.TicksKey in ctx's outgoing metadata when l is a
@@ -28,13 +29,13 @@ func widthCtx(ctx context.Context, l layout.Layout) context.Context {
 func TestWideRuns(t *testing.T) {
 	l := mustPreset(t, "uuidv7")
 	perUnit := uint64(1) << l.SeqBits
-	b := Block{First: 7*perUnit + perUnit - 3, Count: 2*perUnit + 5}
+	b := sequencer.Block{First: 7*perUnit + perUnit - 3, Count: 2*perUnit + 5}
 	runs := Runs(l, 1, b)
 	if len(runs) != 1 || runs[0].First != b.First || uint64(runs[0].Count) != b.Count || runs[0].Step != 1 {
 		t.Fatalf("runs %v, want one run of ticks %d..+%d", runs, b.First, b.Count)
 	}
 	// Only the count field's width splits ticks, wherever the block starts.
-	for _, b := range []Block{{First: 3*math.MaxUint32 - 1, Count: 5}, {First: 1 << 40, Count: math.MaxUint32 + 3}} {
+	for _, b := range []sequencer.Block{{First: 3*math.MaxUint32 - 1, Count: 5}, {First: 1 << 40, Count: math.MaxUint32 + 3}} {
 		runs := Runs(l, 1, b)
 		want := []uint64{b.Count}
 		if b.Count > math.MaxUint32 {

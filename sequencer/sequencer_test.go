@@ -1,4 +1,4 @@
-package server
+package sequencer
 
 import (
 	"context"
@@ -12,13 +12,16 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // seqTestWait bounds every wait in these tests. It is a deadline, never a
 // way to let something happen.
 const seqTestWait = 10 * time.Second
+
+// testReserveWindow is the server's default reserve window
+// (server.DefaultReserveWindow), for tests that need no other.
+const testReserveWindow = 3 * time.Second
 
 // seqTestStart is the fake clock's starting time, well inside the default
 // layout's range.
@@ -85,7 +88,7 @@ func notify(ch chan int, n int) {
 	}
 }
 
-func (f *seqFakeLog) Reserve(ctx context.Context, upTo, clock uint64) (fsm.Result, error) {
+func (f *seqFakeLog) Reserve(ctx context.Context, upTo, clock uint64) (Reservation, error) {
 	f.mu.Lock()
 	f.reserveCalls++
 	n := f.reserveCalls
@@ -94,14 +97,14 @@ func (f *seqFakeLog) Reserve(ctx context.Context, upTo, clock uint64) (fsm.Resul
 	f.mu.Unlock()
 	notify(f.reserveEntered, n)
 	if err := f.wait(ctx, gate); err != nil {
-		return fsm.Result{}, err
+		return Reservation{}, err
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.reserveErr != nil {
-		return fsm.Result{}, f.reserveErr
+		return Reservation{}, f.reserveErr
 	}
-	r := fsm.Result{Prev: f.hw, PrevClock: f.markClock, Term: f.term}
+	r := Reservation{Prev: f.hw, PrevClock: f.markClock, Term: f.term}
 	if upTo > f.hw {
 		f.hw, f.markClock = upTo, clock
 	}
@@ -253,7 +256,7 @@ func newSeqHarnessRounds(t *testing.T, l layout.Layout, window time.Duration, st
 		window: window,
 		w:      l.TicksIn(window),
 	}
-	h.s = newSequencer(l, window, h.clock.Now, h.log, hclog.NewNullLogger(), rounds, leaseSetting{})
+	h.s = newSequencer(l, window, h.clock.Now, h.log, hclog.NewNullLogger(), rounds, Lease{})
 	// Cleanups run last-in first-out: unblock the fake before Close, which
 	// waits for the confirmation loop.
 	t.Cleanup(h.s.Close)
@@ -268,6 +271,15 @@ func newDefaultHarness(t *testing.T, window time.Duration) *seqHarness {
 		t.Fatal(err)
 	}
 	return newSeqHarness(t, l, window, seqTestStart)
+}
+
+func mustPreset(t *testing.T, name string) layout.Layout {
+	t.Helper()
+	l, err := layout.Preset(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return l
 }
 
 func seqCtx(t testing.TB) context.Context {
@@ -1264,7 +1276,7 @@ func BenchmarkSequencerNext(b *testing.B) {
 		b.Fatal(err)
 	}
 	log := newSeqFakeLog(1)
-	s := NewSequencer(l, DefaultReserveWindow, 0, time.Now, log, hclog.NewNullLogger())
+	s := New(l, testReserveWindow, time.Now, log, hclog.NewNullLogger(), Lease{})
 	defer s.Close()
 	ctx := context.Background()
 	if err := s.Lead(ctx, 0); err != nil {
@@ -1362,7 +1374,7 @@ func TestSequencerBoundsTheLead(t *testing.T) {
 func (h *seqHarness) newLeader(term uint64) {
 	h.t.Helper()
 	h.s.StepDown()
-	h.s = newSequencer(h.l, h.window, h.clock.Now, h.log, hclog.NewNullLogger(), 1, leaseSetting{})
+	h.s = newSequencer(h.l, h.window, h.clock.Now, h.log, hclog.NewNullLogger(), 1, Lease{})
 	h.t.Cleanup(h.s.Close)
 	h.log.set(func(f *seqFakeLog) { f.term = term })
 	h.lead(h.log.highWater())

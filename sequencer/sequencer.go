@@ -1,29 +1,69 @@
-package server
+package sequencer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
+// Errors the Sequencer returns. The server adds its own and maps them all
+// to gRPC codes in one place; it declares ErrNotLeader, ErrBadCount and
+// ErrTimeExhausted as these same values, since it returns them too, so
+// errors.Is matches either name.
+var (
+	// ErrNotLeader means the sequencer does not serve now: it was never
+	// told to Lead, it stepped down, or a confirmation round failed.
+	ErrNotLeader = errors.New("not the leader")
+	// ErrBadCount means a request asked for 0 IDs or more than the lead
+	// bound holds.
+	ErrBadCount = errors.New("bad count")
+	// ErrTimeExhausted means the layout's time field is full: no more IDs
+	// can be made with this layout.
+	ErrTimeExhausted = errors.New("time field exhausted")
+	// ErrAhead means demand exceeds what the layout holds: the time field
+	// of new IDs would run further ahead of the clock than the sequencer
+	// allows (two reserve windows, at least 10 s). Clients back off and
+	// retry.
+	ErrAhead = errors.New("IDs would run too far ahead of the clock")
+)
+
 // Log is what the Sequencer needs from Raft. Reserve commits a reservation
-// and returns the FSM's Result, whose Term is the term of the committed
-// entry. Confirm proves leadership with a round of messages sent after it
-// is called; with askLease it also asks the voters for a lease (see
-// lease.go). Both end by themselves: the Raft implementation fails when
-// leadership is lost and bounds the wait by Config.ApplyTimeout; ctx may
-// end it sooner.
+// and returns what it found and set; Confirm proves leadership with a
+// round of messages sent after it is called, and with askLease also asks
+// the voters for a lease. Both end by themselves: the server's Raft
+// implementation fails when leadership is lost and bounds the wait by its
+// apply timeout; ctx may end it sooner.
 type Log interface {
-	// Reserve also records clock, the proposer's clock reading in ticks,
-	// and returns the highest recorded so far in Result.ClockHigh.
-	Reserve(ctx context.Context, upTo, clock uint64) (fsm.Result, error)
+	// Reserve raises the replicated high-water mark to at least upTo and
+	// records clock, the proposer's clock reading in ticks.
+	Reserve(ctx context.Context, upTo, clock uint64) (Reservation, error)
 	Confirm(ctx context.Context, askLease bool) (Confirmation, error)
+}
+
+// Reservation is what a committed reservation found and set: the fields
+// of the FSM's result the sequencer reads.
+type Reservation struct {
+	// Prev is the high-water mark before this reservation, computed after
+	// every earlier entry applied: a new leader starts there.
+	Prev uint64
+	// HighWater is the mark after it: ticks below it may be handed out.
+	HighWater uint64
+	// ClockHigh is the highest clock reading, in ticks, that any
+	// reservation up to this one carried.
+	ClockHigh uint64
+	// PrevClock is the reading the reservation that set Prev carried; 0
+	// when it carried none (it was made by a version that recorded none).
+	PrevClock uint64
+	// Term is the Raft term of the log entry. A match with the leader's
+	// own term proves the entry was appended by that leader and committed
+	// by a majority in that term.
+	Term uint64
 }
 
 // Confirmation is what a round proved.
@@ -42,52 +82,21 @@ type Block struct {
 	Count uint64
 }
 
-// Sequencer hands out ticks on the leader.
-//
-// The order argument, in short (docs/design.md has the long form):
-//
-//  1. Every tick handed out lies below a reservation that was committed
-//     before the tick was handed out, so it lies below the replicated
-//     high-water mark from then on.
-//  2. A new leader starts at the high-water mark its own first reservation
-//     found (fsm.Result.Prev, computed after every earlier entry applied),
-//     so it hands out only ticks no earlier leader could have.
-//  3. Before answering, the leader asks a majority for their Raft term, in
-//     messages sent after the ticks were assigned, and checks that they
-//     are still in the term its reservation was committed in (see
-//     Node.confirmLeadership). A node that voted for a newer leader has a
-//     higher term, so no newer leader had been elected, and none could have
-//     answered any request, before these ticks were assigned. A leader
-//     paused after assigning and resumed after a newer leader answered
-//     gets a higher term back and never replies.
-//
-// The tick rule next = max(last+1, now) keeps IDs increasing when the wall
-// clock moves back, without ever sleeping.
-//
-// How far IDs run ahead of the clock. A reservation reaches a window past
-// the clock, or a stretch past the ticks it must cover when that is
-// further (after a change of leader, or under more demand than the layout
-// holds). A new leader starts at the mark it inherits and reserves from
-// there, so leaders elected in quick succession push the time field ahead
-// by what each reserves beyond it. So the stretch starts small, at the
-// slack (a 64th of the window), and grows only with demand: four times
-// the ticks handed out since the last renewal, at most a window. Every
-// reservation also records its leader's clock reading, and the lead bound
-// (maxLead) is measured from the highest one any leader recorded, so no
-// run of elections can carry the time field further than that.
+// Sequencer hands out ticks on the leader, in the order the package
+// comment argues.
 type Sequencer struct {
 	layout layout.Layout
 	window uint64 // ticks a reservation reaches ahead of now
-	slack  uint64 // the least stretch: see above
+	slack  uint64 // the least stretch: see the package comment
 	clock  func() time.Time
 	log    Log
 	logger hclog.Logger
 	// unsafeTrust hands out ticks from the reservation without confirming
 	// leadership, and keeps doing so after losing it. It exists only so
 	// tests can show that the history checker catches the stale leader
-	// this lets through; see Config.UnsafeTrustReservation.
+	// this lets through; see server.Config.UnsafeTrustReservation.
 	unsafeTrust bool
-	// lease is Config.Lease (0: off), counted on leaseClock.
+	// lease is how long the lease is (0: off), counted on leaseClock.
 	lease      time.Duration
 	leaseClock func() time.Duration
 
@@ -104,7 +113,7 @@ type Sequencer struct {
 	next, limit uint64
 	// clockHigh is the highest clock reading seen, in ticks. Under more
 	// demand than the layout holds, next = max(last+1, now) runs ahead of
-	// the clock; a request whose first tick would be more than maxLead
+	// the clock; a request whose last tick would be more than maxLead
 	// ahead of clockHigh is refused (ErrAhead) and its client backs off,
 	// so IDs keep meaning their time. maxLead is two reserve windows (a
 	// new leader starts up to one ahead, and nodes' clocks differ), at
@@ -150,9 +159,10 @@ type confirmBatch struct {
 // minMaxLead is the least Sequencer.maxLead may be.
 const minMaxLead = 10 * time.Second
 
-// maxLeadTicks is Sequencer.maxLead for a layout and reserve window; a
-// restore's margin and allowance are measured with it too.
-func maxLeadTicks(l layout.Layout, window time.Duration) uint64 {
+// MaxLeadTicks is the lead bound, in ticks, of a sequencer with layout l
+// and reserve window: a restore's margin and allowance, and the largest
+// request, are measured with it too.
+func MaxLeadTicks(l layout.Layout, window time.Duration) uint64 {
 	return max(2*l.TicksIn(window), l.TicksIn(minMaxLead))
 }
 
@@ -160,25 +170,26 @@ func maxLeadTicks(l layout.Layout, window time.Duration) uint64 {
 // node still believes it leads, so a struggling log is not hammered.
 const renewRetryDelay = 20 * time.Millisecond
 
-// NewSequencer returns a sequencer that does not serve until Lead; lease
-// is Config.Lease (0: off).
-func NewSequencer(l layout.Layout, window, lease time.Duration, clock func() time.Time, log Log, logger hclog.Logger) *Sequencer {
-	return newSequencer(l, window, clock, log, logger, defaultRounds, leaseSetting{lease, leaseClock})
+// Lease is how long the lease is (0: off) and the clock it is counted on.
+// The clock must be the one the voters count their promises on, so that
+// both count the same time passing.
+type Lease struct {
+	Duration time.Duration
+	Clock    func() time.Duration
 }
 
-// leaseSetting is how long the lease is (0: off) and the clock it is
-// counted on.
-type leaseSetting struct {
-	d     time.Duration
-	clock func() time.Duration
+// New returns a sequencer that reserves window ahead of clock and does
+// not serve until Lead.
+func New(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger, lease Lease) *Sequencer {
+	return newSequencer(l, window, clock, log, logger, defaultRounds, lease)
 }
 
-func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger, rounds int, lease leaseSetting) *Sequencer {
+func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time, log Log, logger hclog.Logger, rounds int, lease Lease) *Sequencer {
 	s := &Sequencer{
-		lease:      lease.d,
-		leaseClock: lease.clock,
+		lease:      lease.Duration,
+		leaseClock: lease.Clock,
 		rounds:     rounds,
-		maxLead:    maxLeadTicks(l, window),
+		maxLead:    MaxLeadTicks(l, window),
 		layout:     l,
 		window:     l.TicksIn(window),
 		slack:      max(l.TicksIn(window)/64, 1),
@@ -192,6 +203,15 @@ func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time,
 	s.wg.Add(1)
 	go s.confirmLoop()
 	return s
+}
+
+// SetUnsafeTrustReservation makes the sequencer skip every confirmation
+// and ignore StepDown: the bug server.Config.UnsafeTrustReservation lets
+// tests plant. Call it before Lead.
+func (s *Sequencer) SetUnsafeTrustReservation(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.unsafeTrust = on
 }
 
 // Close stops the sequencer; pending requests fail with ErrNotLeader.
@@ -280,6 +300,13 @@ func (s *Sequencer) stopServingLocked() {
 type Ticket struct {
 	Block
 	batch *confirmBatch // nil: nothing to wait for
+}
+
+// Part is a ticket for b, a part of t's ticks, that waits for t's round:
+// a caller that serves several requests from one assignment hands each
+// its part.
+func (t Ticket) Part(b Block) Ticket {
+	return Ticket{Block: b, batch: t.batch}
 }
 
 // closedChan is what Done returns for a ticket with nothing to wait for.
@@ -413,6 +440,23 @@ func (s *Sequencer) LeaseLeft() time.Duration {
 	return s.leaseUntil - s.leaseClock()
 }
 
+// State is a snapshot of where the sequencer stands: a backup records its
+// lead bound, and tests drive a node up to it.
+type State struct {
+	// Next is the next tick to hand out, before the clock is counted.
+	Next uint64
+	// ClockHigh is the highest clock reading seen, in ticks, and MaxLead
+	// the lead bound: no tick past ClockHigh+MaxLead is handed out.
+	ClockHigh, MaxLead uint64
+}
+
+// State returns where the sequencer stands now.
+func (s *Sequencer) State() State {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return State{Next: s.next, ClockHigh: s.clockHigh, MaxLead: s.maxLead}
+}
+
 // span is the time ticks cover, to the layout's time unit.
 func (s *Sequencer) span(ticks uint64) time.Duration {
 	return time.Duration(ticks>>s.layout.SeqBits) * time.Duration(s.layout.UnitMs) * time.Millisecond
@@ -487,6 +531,12 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 	}()
 	return done
 }
+
+// leaseMargin is what a leader takes off a promise of d for clock drift
+// and for the time between reading its clock and sending the round: the
+// lease's argument (server/lease.go) assumes no node's clock runs more
+// than a tenth slower than another's over one lease.
+func leaseMargin(d time.Duration) time.Duration { return d / 10 }
 
 // leaseHoldsLocked reports whether this leader may answer from memory.
 func (s *Sequencer) leaseHoldsLocked() bool {

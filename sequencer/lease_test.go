@@ -1,0 +1,177 @@
+package sequencer
+
+import (
+	"errors"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// ---- the sequencer's lease -------------------------------------------------
+
+// fakeLeaseClock is a lease clock the test moves.
+type fakeLeaseClock struct{ now atomic.Int64 }
+
+func (c *fakeLeaseClock) read() time.Duration { return time.Duration(c.now.Load()) }
+func (c *fakeLeaseClock) add(d time.Duration) { c.now.Add(int64(d)) }
+
+func (h *seqHarness) confirms() int {
+	_, c := h.log.calls()
+	return c
+}
+
+// mustLeaseHarness is a serving sequencer with a lease of an hour, on a
+// lease clock that moves only when the test moves it: its renewals then
+// never start on their own.
+func mustLeaseHarness(t *testing.T) (*seqHarness, *fakeLeaseClock) {
+	t.Helper()
+	l, err := layout.Preset("default")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := &fakeLeaseClock{}
+	clock.now.Store(int64(time.Hour))
+	h := &seqHarness{t: t, l: l, log: newSeqFakeLog(1), clock: &seqFakeClock{now: seqTestStart},
+		window: testReserveWindow, w: l.TicksIn(testReserveWindow)}
+	h.log.lease = time.Hour
+	h.s = newSequencer(l, h.window, h.clock.Now, h.log, hclog.NewNullLogger(), 1, Lease{Duration: time.Hour, Clock: clock.read})
+	t.Cleanup(h.s.Close)
+	t.Cleanup(func() { close(h.log.unblock) })
+	h.lead(0)
+	return h, clock
+}
+
+func TestSequencerServesFromTheLease(t *testing.T) {
+	h, clock := mustLeaseHarness(t)
+	h.next(1) // the first request waits for a round, which asks for a lease
+	if got := h.confirms(); got != 1 {
+		t.Fatalf("%d rounds for the first request, want 1", got)
+	}
+	if left := h.s.LeaseLeft(); left != time.Hour-leaseMargin(time.Hour) {
+		t.Fatalf("lease left %s, want the hour promised less the margin", left)
+	}
+	for range 100 {
+		h.next(3)
+	}
+	if got := h.confirms(); got != 1 {
+		t.Fatalf("%d rounds after 100 requests under a lease, want still 1", got)
+	}
+	// The lease counts from before the round, less the drift margin.
+	clock.add(time.Hour - leaseMargin(time.Hour))
+	if left := h.s.LeaseLeft(); left != 0 {
+		t.Fatalf("lease left %s after it ran out", left)
+	}
+	h.next(1)
+	if got := h.confirms(); got != 2 {
+		t.Fatalf("%d rounds once the lease ran out, want 2", got)
+	}
+	h.log.set(func(f *seqFakeLog) {
+		if f.leaseAsks != 2 {
+			t.Errorf("%d rounds asked for a lease, want 2", f.leaseAsks)
+		}
+	})
+}
+
+func TestSequencerWithoutPromisesConfirmsEachRequest(t *testing.T) {
+	h, _ := mustLeaseHarness(t)
+	h.log.set(func(f *seqFakeLog) { f.lease = 0 }) // voters without --lease
+	for i := range 5 {
+		h.next(1)
+		if got := h.confirms(); got != i+1 {
+			t.Fatalf("request %d: %d rounds, want one each", i, got)
+		}
+	}
+}
+
+func TestSequencerEndLease(t *testing.T) {
+	h, _ := mustLeaseHarness(t)
+	h.next(1)
+	h.s.EndLease()
+	for i := range 3 {
+		h.next(1)
+		if got := h.confirms(); got != i+2 {
+			t.Fatalf("request %d after EndLease: %d rounds, want one each", i, got)
+		}
+	}
+	h.log.set(func(f *seqFakeLog) {
+		if f.leaseAsks != 1 {
+			t.Errorf("%d rounds asked for a lease, want only the one before EndLease", f.leaseAsks)
+		}
+	})
+	// A new serving period asks again.
+	h.s.StepDown()
+	h.lead(h.log.highWater())
+	h.next(1)
+	h.next(1)
+	if r := h.confirms(); r != 5 {
+		t.Fatalf("%d rounds, want 5: one for the new period's first request, none for the second", r)
+	}
+}
+
+// TestSequencerDroppedLeaseIgnoresEarlierRounds: a round asked before a
+// membership change, or before the period ended, does not bring the lease
+// back when it answers.
+func TestSequencerDroppedLeaseIgnoresEarlierRounds(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		drop func(h *seqHarness)
+	}{
+		{"DropLease", func(h *seqHarness) { h.s.DropLease() }},
+		{"EndLease", func(h *seqHarness) { h.s.EndLease() }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _ := mustLeaseHarness(t)
+			gate, first := h.holdFirstRound()
+			tt.drop(h)
+			release(t, gate)
+			if r := await(t, first); r.err != nil {
+				t.Fatal(r.err)
+			}
+			h.log.set(func(f *seqFakeLog) { f.confirmGate = nil })
+			h.next(1)
+			if r := h.confirms(); r != 2 {
+				t.Fatalf("%d rounds, want 2: the first round's promises must not count after %s", r, tt.name)
+			}
+		})
+	}
+}
+
+func TestSequencerLostRoundEndsTheLease(t *testing.T) {
+	h, clock := mustLeaseHarness(t)
+	h.next(1)
+	// A renewal round fails: this node no longer leads.
+	clock.add(time.Hour / 2)
+	h.log.set(func(f *seqFakeLog) { f.confirmErr = ErrNotLeader })
+	h.s.renewLease()
+	waitFor(t, "the sequencer to stop serving after a failed renewal", func() bool { return !h.s.Serving() })
+	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("Next after a failed renewal: %v, want ErrNotLeader", err)
+	}
+}
+
+func TestSequencerRenewsBeforeTheLeaseRunsOut(t *testing.T) {
+	h, clock := mustLeaseHarness(t)
+	h.next(1)
+	h.s.renewLease() // plenty left: no round
+	if r := h.confirms(); r != 1 {
+		t.Fatalf("%d rounds with most of the lease left, want 1", r)
+	}
+	clock.add(time.Hour / 2)
+	h.s.renewLease()
+	waitFor(t, "a renewal round", func() bool { return h.confirms() == 2 })
+	// Served from the renewed lease, past the first one's end.
+	clock.add(time.Hour/2 - leaseMargin(time.Hour) + time.Minute)
+	waitFor(t, "the renewed lease", func() bool {
+		h.s.mu.Lock()
+		defer h.s.mu.Unlock()
+		return h.s.leaseHoldsLocked()
+	})
+	h.next(1)
+	if r := h.confirms(); r != 2 {
+		t.Fatalf("%d rounds, want 2: the request is served from the renewed lease", r)
+	}
+}
