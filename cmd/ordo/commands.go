@@ -253,7 +253,6 @@ func runDecode(args []string) error {
 // ID says who made it, and other generators fill those bits at random.
 const wideDecodeNote = "note: GROUP and SEQ are Ordo's only in UUIDv7s and ULIDs an Ordo cluster made; in others (PostgreSQL's uuidv7(), other libraries) they are random bits"
 
-
 // decodeID takes one ID apart: a decimal 64-bit ID under l, or a UUIDv7
 // or ULID, whether Ordo made it or not (PostgreSQL 18's uuidv7(), any
 // library's). Without an explicit 128-bit --layout, the text's length
