@@ -2,6 +2,9 @@ package api
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"math/bits"
 
 	"google.golang.org/grpc/metadata"
 )
@@ -35,14 +38,102 @@ func WithTicks(ctx context.Context, ticks bool) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, TicksKey, "1")
 }
 
-// IDs expands the runs of a response into IDs, in order. It trusts the
-// server; the Go client checks what it expands.
-func (x *NextResponse) IDs() []uint64 {
-	var ids []uint64
-	for _, r := range x.GetRuns() {
-		for i := range uint64(r.Count) {
-			ids = append(ids, r.First+i*r.Step)
+// ErrBadRuns means an answer's runs break the shape every answer has:
+// each run holds at least one ID and does not wrap past 2^64, a run of
+// more than one ID has a step, every ID is above the one before it, and
+// the runs hold exactly the IDs asked for.
+var ErrBadRuns = errors.New("bad ID runs")
+
+// ExpandRuns returns the n IDs that runs hold, in order, or ErrBadRuns if
+// they are not n strictly increasing IDs. What the runs claim sizes no
+// allocation: a broken or hostile server cannot make the caller hold more
+// than the n IDs it asked for.
+func ExpandRuns(runs []*IDRun, n uint64) ([]uint64, error) {
+	r := NewRunReader(runs)
+	ids, err := r.Take(n, make([]uint64, 0, n))
+	if err != nil {
+		return nil, err
+	}
+	if !r.Done() {
+		return nil, fmt.Errorf("%w: the runs hold more than the %d IDs asked for", ErrBadRuns, n)
+	}
+	return ids, nil
+}
+
+// RunReader reads the IDs of an answer's runs in order, checking them as
+// ExpandRuns does. It is for an answer shared by several calls (the
+// counts of a stream's batched answer), where each call takes its IDs in
+// turn and a call no longer waiting has its IDs skipped. Skipping costs
+// time in the runs, never memory in the IDs they claim.
+type RunReader struct {
+	runs []*IDRun
+	i    int    // the run being read
+	off  uint64 // IDs of runs[i] already read
+	last uint64 // the last ID read, if any
+	any  bool
+}
+
+// NewRunReader returns a RunReader at the first ID of runs.
+func NewRunReader(runs []*IDRun) *RunReader { return &RunReader{runs: runs} }
+
+// Take reads the next n IDs and appends them to ids.
+func (r *RunReader) Take(n uint64, ids []uint64) ([]uint64, error) {
+	return r.read(n, ids, true)
+}
+
+// Skip reads the next n IDs and drops them, checked all the same: a call
+// that gave up waiting still has IDs in the answer, and they count.
+func (r *RunReader) Skip(n uint64) error {
+	_, err := r.read(n, nil, false)
+	return err
+}
+
+// Done reports whether every ID of the runs was read, so that a caller
+// can refuse runs that hold more IDs than it asked for.
+func (r *RunReader) Done() bool { return r.i == len(r.runs) }
+
+func (r *RunReader) read(n uint64, ids []uint64, keep bool) ([]uint64, error) {
+	for n > 0 {
+		if r.i == len(r.runs) {
+			return nil, fmt.Errorf("%w: the runs hold fewer IDs than asked for", ErrBadRuns)
+		}
+		run := r.runs[r.i]
+		first, count, step := run.GetFirst(), uint64(run.GetCount()), run.GetStep()
+		if r.off == 0 {
+			if err := r.check(first, count, step); err != nil {
+				return nil, err
+			}
+		}
+		k := min(n, count-r.off)
+		if keep {
+			for j := range k {
+				ids = append(ids, first+(r.off+j)*step)
+			}
+		}
+		r.off += k
+		r.last, r.any = first+(r.off-1)*step, true
+		n -= k
+		if r.off == count {
+			r.i, r.off = r.i+1, 0
 		}
 	}
-	return ids
+	return ids, nil
+}
+
+// check refuses a run before any of its IDs is read: the arithmetic of
+// read is only sound for a run that passes.
+func (r *RunReader) check(first, count, step uint64) error {
+	hi, span := bits.Mul64(max(count, 1)-1, step)
+	_, carry := bits.Add64(first, span, 0)
+	switch {
+	case count == 0:
+		return fmt.Errorf("%w: run %d holds no IDs", ErrBadRuns, r.i)
+	case count > 1 && step == 0:
+		return fmt.Errorf("%w: run %d repeats %d", ErrBadRuns, r.i, first)
+	case hi != 0 || carry != 0:
+		return fmt.Errorf("%w: run %d (first %d, count %d, step %d) wraps past 2^64", ErrBadRuns, r.i, first, count, step)
+	case r.any && first <= r.last:
+		return fmt.Errorf("%w: run %d starts at %d, not above %d", ErrBadRuns, r.i, first, r.last)
+	}
+	return nil
 }

@@ -75,7 +75,7 @@ type Config struct {
 	// with at most this many in flight (client.WithCoalescing). Ordo only.
 	Coalesce int
 	// Unary makes every call one bare unary Next on the leader, as callers
-	// without the Go client make them (generated stubs, no client checks);
+	// without the Go client make them (generated stubs, no retries);
 	// by default the callers share the default client's stream. Ordo only.
 	Unary bool
 	// Progress, if set, gets a line a second.

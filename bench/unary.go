@@ -13,7 +13,9 @@ import (
 )
 
 // unaryTarget makes every call one bare unary Next, as callers without the
-// Go client make them: generated stubs, no client checks, no retries. Like
+// Go client make them: generated stubs, no retries, and of the client's
+// checks only the one every caller needs to read an answer at all, the
+// shape of its runs (api.ExpandRuns). Like
 // such a caller it asks any node first and then calls the leader that
 // node's answer names, so the run measures the leader, not forwarding.
 type unaryTarget struct {
@@ -85,7 +87,7 @@ func (t *unaryTarget) call(ctx context.Context, _ int) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	return resp.IDs(), nil
+	return api.ExpandRuns(resp.Runs, uint64(t.count))
 }
 
 func (t *unaryTarget) close() {

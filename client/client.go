@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -320,63 +319,15 @@ func (c *Client) fetch(ctx context.Context, n int, ticks bool) ([]uint64, error)
 }
 
 // expand turns the runs that answer one call of n IDs into the IDs,
-// checked as every answer is (runWalk).
+// checked as every answer is (api.ExpandRuns); a failed check is the
+// server's bug, so it is ErrBadResponse.
 func expand(runs []*api.IDRun, n int) ([]uint64, error) {
-	w := runWalk{runs: runs}
-	ids, err := w.take(uint64(n), make([]uint64, 0, n), true)
+	ids, err := api.ExpandRuns(runs, uint64(n))
 	if err != nil {
-		return nil, err
-	}
-	if !w.done() {
-		return nil, fmt.Errorf("%w: the runs hold more than the %d IDs asked for", ErrBadResponse, n)
+		return nil, fmt.Errorf("%w: %w", ErrBadResponse, err)
 	}
 	return ids, nil
 }
-
-// runWalk passes over an answer's runs in order, checking that their IDs
-// strictly increase and do not overflow. It costs time in the runs, never
-// memory in the IDs they claim, so a server cannot make a client allocate
-// more than the calls it answers asked for.
-type runWalk struct {
-	runs []*api.IDRun
-	i    int    // the run being passed
-	off  uint64 // IDs of runs[i] already passed
-	last uint64 // the last ID passed, if any
-	any  bool
-}
-
-// take passes n IDs, appending them to ids when keep.
-func (w *runWalk) take(n uint64, ids []uint64, keep bool) ([]uint64, error) {
-	for n > 0 {
-		if w.i == len(w.runs) {
-			return nil, fmt.Errorf("%w: the runs hold fewer IDs than asked for", ErrBadResponse)
-		}
-		r := w.runs[w.i]
-		if w.off == 0 {
-			hi, span := bits.Mul64(uint64(max(r.Count, 1)-1), r.Step)
-			_, carry := bits.Add64(r.First, span, 0)
-			if r.Count == 0 || (r.Count > 1 && r.Step == 0) || hi != 0 || carry != 0 || (w.any && r.First <= w.last) {
-				return nil, fmt.Errorf("%w: run %v", ErrBadResponse, r)
-			}
-		}
-		k := min(n, uint64(r.Count)-w.off)
-		if keep {
-			for j := range k {
-				ids = append(ids, r.First+(w.off+j)*r.Step)
-			}
-		}
-		w.off += k
-		w.last, w.any = r.First+(w.off-1)*r.Step, true
-		n -= k
-		if w.off == uint64(r.Count) {
-			w.i, w.off = w.i+1, 0
-		}
-	}
-	return ids, nil
-}
-
-// done reports whether every run was passed.
-func (w *runWalk) done() bool { return w.i == len(w.runs) }
 
 // Layout asks the cluster for its layout and group.
 func (c *Client) Layout(ctx context.Context) (layout.Layout, uint64, error) {

@@ -451,22 +451,20 @@ func (s *Stream) answer(a *api.StreamAnswer, calls []*streamCall) {
 	// One walk over the runs: a waiting call's IDs are taken (as many as
 	// it asked for), a gap's are passed over by arithmetic, so what a
 	// server claims costs time in its runs, never memory in its counts.
-	walk := runWalk{runs: a.Runs}
+	runs := api.NewRunReader(a.Runs)
 	for i, call := range calls {
-		var ids []uint64
+		var err error
 		if call != nil {
-			ids = make([]uint64, 0, call.n)
+			call.ids, err = runs.Take(uint64(counts[i]), make([]uint64, 0, call.n))
+		} else {
+			err = runs.Skip(uint64(counts[i]))
 		}
-		ids, err := walk.take(uint64(counts[i]), ids, call != nil)
 		if err != nil {
-			fail(err)
+			fail(fmt.Errorf("%w: %w", ErrBadResponse, err))
 			return
 		}
-		if call != nil {
-			call.ids = ids
-		}
 	}
-	if !walk.done() {
+	if !runs.Done() {
 		fail(fmt.Errorf("%w: the runs hold more IDs than the counts", ErrBadResponse))
 		return
 	}

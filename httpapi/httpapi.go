@@ -321,21 +321,13 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, out)
 }
 
-// expand lists the IDs of runs, which must hold exactly want of them: a
-// forwarded answer is checked before it sizes an allocation.
+// expand lists the IDs of runs, which must be want strictly increasing
+// IDs (api.ExpandRuns): a forwarded answer is checked before it sizes an
+// allocation, and one that fails is the leader's bug (500).
 func expand(runs []*api.IDRun, want uint64) ([]uint64, error) {
-	total := uint64(0)
-	for _, r := range runs {
-		total += uint64(r.Count)
-	}
-	if total != want {
-		return nil, status.Errorf(codes.Internal, "the leader answered %d IDs for a request of %d", total, want)
-	}
-	ids := make([]uint64, 0, total)
-	for _, r := range runs {
-		for i := range uint64(r.Count) {
-			ids = append(ids, r.First+i*r.Step)
-		}
+	ids, err := api.ExpandRuns(runs, want)
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "the leader's answer to a request of %d: %v", want, err)
 	}
 	return ids, nil
 }

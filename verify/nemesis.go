@@ -582,12 +582,15 @@ func passMark(ctx context.Context, c *Cluster, l *Node, lay layout.Layout, mark 
 		var last uint64
 		err = c.onNode(ctx, l, func(ctx context.Context, conn *grpc.ClientConn) error {
 			resp, err := api.NewSequencerClient(conn).Next(api.WithTicks(ctx, lay.Wide()), &api.NextRequest{Count: count})
-			if err == nil {
-				if ids := resp.IDs(); len(ids) > 0 {
-					last = ids[len(ids)-1]
-				}
+			if err != nil {
+				return err
 			}
-			return err
+			ids, err := api.ExpandRuns(resp.Runs, uint64(count))
+			if err != nil {
+				return err
+			}
+			last = ids[len(ids)-1]
+			return nil
 		})
 		if !lay.Wide() {
 			last = lay.Tick(last) // a 128-bit layout's runs carry ticks already

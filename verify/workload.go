@@ -179,12 +179,21 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 				ctx, cancel := context.WithTimeout(api.WithTicks(ctx, cfg.Layout.Wide()), attemptTimeout)
 				defer cancel()
 				resp, err := seq.Next(ctx, &api.NextRequest{Count: uint32(n)})
-				if err != nil || !cfg.Layout.Wide() {
-					return resp.IDs(), nil, err
+				if err != nil {
+					return nil, nil, err
+				}
+				// Checked as the Go client checks, so a bad answer counts
+				// as one the client withheld.
+				expanded, err := api.ExpandRuns(resp.Runs, uint64(n))
+				if err != nil {
+					return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
+				}
+				if !cfg.Layout.Wide() {
+					return expanded, nil, nil
 				}
 				// Rendered as a client without Ordo's would: what comes
 				// back from the node is ticks.
-				ids, err := layout.RenderAll[[16]byte](cfg.Layout, resp.IDs(), cfg.Group)
+				ids, err := layout.RenderAll[[16]byte](cfg.Layout, expanded, cfg.Group)
 				if err != nil {
 					return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
 				}
