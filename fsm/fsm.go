@@ -22,6 +22,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/seed-e8569b35/ordo/internal/strictjson"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -137,7 +138,7 @@ func Entry(c Command) (raft.Log, error) {
 // Decode parses and validates a command.
 func Decode(b []byte) (Command, error) {
 	var c Command
-	if err := decodeStrict(bytes.NewReader(b), &c); err != nil {
+	if err := strictjson.Decode(bytes.NewReader(b), &c); err != nil {
 		return Command{}, fmt.Errorf("%w: %v", ErrMalformed, err)
 	}
 	if c.Version != Version {
@@ -173,20 +174,6 @@ func Decode(b []byte) (Command, error) {
 		return Command{}, fmt.Errorf("%w: %q", ErrUnknownOp, c.Op)
 	}
 	return c, nil
-}
-
-// decodeStrict decodes exactly one JSON value with no unknown fields and
-// nothing after it.
-func decodeStrict(r io.Reader, v any) error {
-	dec := json.NewDecoder(r)
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data")
-	}
-	return nil
 }
 
 // State is the replicated state; also the snapshot format.
@@ -339,7 +326,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var sp *State // a pointer, so that a null snapshot is caught
-	if err := decodeStrict(rc, &sp); err != nil {
+	if err := strictjson.Decode(rc, &sp); err != nil {
 		return fmt.Errorf("decode snapshot: %w", err)
 	}
 	if sp == nil {

@@ -27,9 +27,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"maps"
 	"net"
 	"os"
@@ -42,6 +40,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/strictjson"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/sequencer"
@@ -269,7 +268,7 @@ func ParseBackupFile(data []byte) (*BackupFile, error) {
 		return nil, fmt.Errorf("%w: version %d, this Ordo reads versions 1 to %d", ErrBadBackup, *v.Version, BackupVersion)
 	}
 	var b BackupFile
-	if err := decodeStrictJSON(data, &b); err != nil {
+	if err := strictjson.Decode(bytes.NewReader(data), &b); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadBackup, err)
 	}
 	want, err := b.sum()
@@ -286,18 +285,6 @@ func ParseBackupFile(data []byte) (*BackupFile, error) {
 		b.Members = map[string]string{}
 	}
 	return &b, nil
-}
-
-func decodeStrictJSON(data []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return errors.New("trailing data")
-	}
-	return nil
 }
 
 // WriteBackupFile writes b to path atomically: a temporary file in the
