@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -13,6 +12,8 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/encoding/protowire"
+
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 )
 
 // header builds a ResponseHeader as etcd sends it.
@@ -167,19 +168,6 @@ func TestEtcdBadConfig(t *testing.T) {
 	}
 }
 
-// freePort returns a port that was free a moment ago. etcd cannot be told
-// to listen on port 0 and report the port, so this is the best there is;
-// a lost race shows up as etcd exiting, which the test reports.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // startEtcd runs a single-member etcd in a temporary directory and returns
 // its client address; the process is killed when the test ends.
 func startEtcd(t *testing.T) string {
@@ -189,8 +177,10 @@ func startEtcd(t *testing.T) string {
 		t.Skip("etcd is not installed (apt-get install etcd-server); skipping the live etcd test")
 	}
 	dir := t.TempDir()
-	clientURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
-	peerURL := fmt.Sprintf("http://127.0.0.1:%d", freePort(t))
+	// etcd cannot be told to listen on port 0 and report the port; a lost
+	// race for a port shows up as etcd exiting, which the test reports.
+	addrs := freeaddr.Loopback(t, 2)
+	clientURL, peerURL := "http://"+addrs[0], "http://"+addrs[1]
 	logPath := filepath.Join(dir, "etcd.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/server"
 )
 
@@ -99,7 +100,7 @@ func TestBadInput(t *testing.T) {
 
 	t.Log("join with an id or a raft address already in use")
 	{
-		spare := mustFreeAddrs(t, 2)
+		spare := freeaddr.Loopback(t, 2)
 		n2, n3 := c.node("n2"), c.node("n3")
 		for _, req := range []*api.JoinRequest{
 			{Id: "n2", RaftAddr: spare[0], GrpcAddr: spare[1], Layout: "default"},       // id in use, other address

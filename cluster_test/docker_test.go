@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 )
 
 // Bounds of the Docker test's steps.
@@ -107,7 +108,7 @@ func TestDockerCluster(t *testing.T) {
 	})
 	mustDocker(t, "network", "create", "--label", "ordo-test="+name, network)
 
-	ports := mustFreeAddrs(t, 3)
+	ports := freeaddr.Loopback(t, 3)
 	nodes := make([]*dockerNode, 3)
 	var peers, addrs []string
 	for i := range nodes {

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 )
 
 // httpTimeout bounds one HTTP request and each wait on HTTP answers.
@@ -25,7 +27,7 @@ const httpTimeout = 15 * time.Second
 // being ready.
 func TestHTTP(t *testing.T) {
 	c := mustNewCluster(t, clusterOpts{})
-	httpAddrs := mustFreeAddrs(t, len(c.nodes))
+	httpAddrs := freeaddr.Loopback(t, len(c.nodes))
 	hc := &http.Client{Timeout: httpTimeout}
 	get := func(url string) (int, []byte) {
 		t.Helper()

@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -33,6 +32,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/secure/securetest"
@@ -76,29 +76,6 @@ const (
 	killTimeout   = 10 * time.Second // a killed process is reaped
 	cliTimeout    = 15 * time.Second // one run of an ordo client command
 )
-
-// mustFreeAddrs returns n distinct free TCP addresses on 127.0.0.1. All
-// listeners are held open together so that no two addresses coincide, then
-// closed so the processes under test can bind them.
-func mustFreeAddrs(t testing.TB, n int) []string {
-	t.Helper()
-	var ls []net.Listener
-	defer func() {
-		for _, l := range ls {
-			l.Close()
-		}
-	}()
-	addrs := make([]string, n)
-	for i := range addrs {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatalf("free port: %v", err)
-		}
-		ls = append(ls, l)
-		addrs[i] = l.Addr().String()
-	}
-	return addrs
-}
 
 // cliResult is the outcome of one run of an ordo client command.
 type cliResult struct {
@@ -252,7 +229,7 @@ func tlsClient(t testing.TB, addrs []string, files secure.Files, opts ...client.
 func mustNewCluster(t *testing.T, opts clusterOpts) *cluster {
 	t.Helper()
 	c := &cluster{t: t, dir: t.TempDir()}
-	addrs := mustFreeAddrs(t, 6)
+	addrs := freeaddr.Loopback(t, 6)
 	var peers []string
 	for i := range 3 {
 		n := &node{
@@ -337,7 +314,7 @@ func (c *cluster) node(id string) *node {
 // newNode adds a node that is not started yet and is not in --bootstrap;
 // args are its serve flags besides the address flags.
 func (c *cluster) newNode(id string, args ...string) *node {
-	addrs := mustFreeAddrs(c.t, 2)
+	addrs := freeaddr.Loopback(c.t, 2)
 	n := &node{
 		id: id, raftAddr: addrs[0], grpcAddr: addrs[1],
 		dataDir: filepath.Join(c.dir, id), logPath: filepath.Join(c.dir, id+".log"),

@@ -23,6 +23,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/verify"
 )
@@ -179,7 +180,7 @@ func startPostgres(t *testing.T) *postgres {
 		}
 	}
 	pg.sockDir = base
-	pg.port = strings.TrimPrefix(mustFreeAddrs(t, 1)[0], "127.0.0.1:")
+	pg.port = strings.TrimPrefix(freeaddr.Loopback(t, 1)[0], "127.0.0.1:")
 	data := filepath.Join(base, "data")
 	initdb := pg.command(testCtx(t, pgTimeout), base, "initdb", "-D", data, "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
 	if out, err := initdb.CombinedOutput(); err != nil {

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -17,20 +16,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/sequencer"
 )
-
-// freeAddr returns a loopback address with a port nothing listens on now.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
-	return addr
-}
 
 func mustBackup(t *testing.T, addr string) *api.BackupResponse {
 	t.Helper()
@@ -135,7 +123,7 @@ func TestBackupAndRestore(t *testing.T) {
 		t.Fatalf("restore over an old node's data dir: %v, want ErrHasState", err)
 	}
 
-	raftAddr := freeAddr(t)
+	raftAddr := freeaddr.Loopback(t, 1)[0]
 	res, err := Restore(RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute})
 	if err != nil {
 		t.Fatal(err)

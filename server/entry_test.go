@@ -15,6 +15,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 )
 
 // TestCheckClusterRefusesAnotherClustersData: a data dir is read without
@@ -108,9 +109,12 @@ func mustServeAdmin(t *testing.T, p *fakeAdmin) string {
 // cannot tell, it refuses. Real processes: cluster_test's TestLostDataDir
 // and the lost-data tests.
 func TestDecideStart(t *testing.T) {
-	dead := func(id string) Peer { return Peer{ID: id, RaftAddr: freeAddr(t), GRPCAddr: freeAddr(t)} }
+	dead := func(id string) Peer {
+		addrs := freeaddr.Loopback(t, 2)
+		return Peer{ID: id, RaftAddr: addrs[0], GRPCAddr: addrs[1]}
+	}
 	answering := func(id string, p *fakeAdmin) Peer {
-		return Peer{ID: id, RaftAddr: freeAddr(t), GRPCAddr: mustServeAdmin(t, p)}
+		return Peer{ID: id, RaftAddr: freeaddr.Loopback(t, 1)[0], GRPCAddr: mustServeAdmin(t, p)}
 	}
 	empty := func(id string) Peer { return answering(id, &fakeAdmin{info: &api.NodeInfo{Id: id, Role: "starting"}}) }
 	holding := func(id string) Peer {
@@ -127,7 +131,7 @@ func TestDecideStart(t *testing.T) {
 		return []string{mustServeAdmin(t, &fakeAdmin{members: members, leader: members[0]})}
 	}
 	noLeader := []string{mustServeAdmin(t, &fakeAdmin{members: []string{"b"}})}
-	deadJoin := []string{freeAddr(t)}
+	deadJoin := freeaddr.Loopback(t, 1)
 
 	cases := []struct {
 		name    string
@@ -200,7 +204,8 @@ func TestNodesOfANewClusterSeeEachOther(t *testing.T) {
 	cfgs := make([]Config, len(ids))
 	for i, id := range ids {
 		cfgs[i] = testConfig(t, id, t.TempDir())
-		cfgs[i].RaftAddr, cfgs[i].GRPCAddr = freeAddr(t), freeAddr(t)
+		addrs := freeaddr.Loopback(t, 2)
+		cfgs[i].RaftAddr, cfgs[i].GRPCAddr = addrs[0], addrs[1]
 		peers[i] = Peer{ID: id, RaftAddr: cfgs[i].RaftAddr, GRPCAddr: cfgs[i].GRPCAddr}
 	}
 	starts := make(chan error, len(ids))

@@ -13,7 +13,6 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +26,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/faultproxy"
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -167,13 +167,11 @@ func (c *Cluster) newNode(i int, name string) (*Node, error) {
 	if err := os.WriteFile(n.ClockFile, nil, 0o640); err != nil {
 		return nil, fmt.Errorf("create clock file: %w", err)
 	}
-	var err error
-	if n.RaftAddr, err = freeAddr(n.IP); err != nil {
+	addrs, err := freeaddr.Addrs(n.IP, 2)
+	if err != nil {
 		return nil, err
 	}
-	if n.GRPCAddr, err = freeAddr(n.IP); err != nil {
-		return nil, err
-	}
+	n.RaftAddr, n.GRPCAddr = addrs[0], addrs[1]
 	n.proxy, err = faultproxy.New(n.IP+":0", n.RaftAddr, nil)
 	if err != nil {
 		return nil, fmt.Errorf("start proxy for %s: %w", n.Name, err)
@@ -184,16 +182,6 @@ func (c *Cluster) newNode(i int, name string) (*Node, error) {
 
 // nodeIP is the loopback IP the i'th node (from 0) binds.
 func nodeIP(i int) string { return fmt.Sprintf("127.0.0.%d", 11+i) }
-
-// freeAddr returns ip:port with a port that was free a moment ago.
-func freeAddr(ip string) (string, error) {
-	l, err := net.Listen("tcp", ip+":0")
-	if err != nil {
-		return "", fmt.Errorf("find a free port on %s: %w", ip, err)
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
 
 // start runs `ordo serve` for n with extra arguments.
 func (c *Cluster) start(n *Node, extra ...string) error {

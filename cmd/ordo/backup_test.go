@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/server"
 )
@@ -69,9 +69,7 @@ func TestBackupRestoreCommands(t *testing.T) {
 	ids = append(ids, nextIDs(t, old.GRPCAddr(), 100)...)
 	last := ids[len(ids)-1]
 
-	l, _ := net.Listen("tcp", "127.0.0.1:0")
-	raftAddr := l.Addr().String()
-	l.Close()
+	raftAddr := freeaddr.Loopback(t, 1)[0]
 	newDir := filepath.Join(t.TempDir(), "r1")
 	restore := func(extra ...string) error {
 		return runRestore(append([]string{"--backup", file, "--data-dir", newDir, "--id", "r1",
