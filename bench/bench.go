@@ -125,41 +125,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Target == "" {
 		cfg.Target = TargetOrdo
 	}
-	if len(cfg.Addrs) == 0 || cfg.Concurrency < 1 || cfg.Count < 1 || cfg.Duration <= 0 || cfg.Coalesce < 0 {
-		return Result{}, fmt.Errorf("%w: want addresses, concurrency >= 1, count >= 1, duration > 0, coalesce >= 0", ErrBadConfig)
-	}
-	if cfg.Unary && cfg.Coalesce > 0 {
-		return Result{}, fmt.Errorf("%w: choose unary or coalescing, not both", ErrBadConfig)
-	}
-	var (
-		tgt target
-		err error
-	)
-	switch cfg.Target {
-	case TargetOrdo:
-		if cfg.Unary {
-			tgt = newUnaryTarget(cfg.Addrs, cfg.TLS, cfg.Count)
-			break
-		}
-		tgt, err = newOrdoTarget(cfg)
-	case TargetEtcd:
-		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
-			return Result{}, fmt.Errorf("%w: etcd gives one revision per Put: want count 1, no Ordo client modes", ErrBadConfig)
-		}
-		tgt, err = newEtcdTarget(cfg.Addrs, cfg.Concurrency)
-	case TargetFloor:
-		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
-			return Result{}, fmt.Errorf("%w: the floor is one bare unary call: want count 1, no Ordo client modes", ErrBadConfig)
-		}
-		tgt, err = newFloorTarget(cfg.Addrs[0], cfg.TLS)
-	case TargetStreamFloor:
-		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
-			return Result{}, fmt.Errorf("%w: the stream floor is the default client's stream with nothing behind it: want count 1, no other Ordo client modes", ErrBadConfig)
-		}
-		tgt, err = newStreamFloorTarget(cfg.Addrs[0], cfg.TLS)
-	default:
-		return Result{}, fmt.Errorf("%w: unknown target %q (want %q, %q, %q or %q)", ErrBadConfig, cfg.Target, TargetOrdo, TargetEtcd, TargetFloor, TargetStreamFloor)
-	}
+	tgt, err := newTarget(cfg)
 	if err != nil {
 		return Result{}, err
 	}
@@ -172,46 +138,100 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("first request: %w", err)
 	}
-
 	rec := history.NewRecorder()
+	var t tally
+	start, elapsed := t.drive(ctx, cfg, tgt, rec)
+	return t.result(cfg.Target, rec, start, elapsed), nil
+}
+
+// newTarget checks cfg and connects to what it names.
+func newTarget(cfg Config) (target, error) {
+	if len(cfg.Addrs) == 0 || cfg.Concurrency < 1 || cfg.Count < 1 || cfg.Duration <= 0 || cfg.Coalesce < 0 {
+		return nil, fmt.Errorf("%w: want addresses, concurrency >= 1, count >= 1, duration > 0, coalesce >= 0", ErrBadConfig)
+	}
+	if cfg.Unary && cfg.Coalesce > 0 {
+		return nil, fmt.Errorf("%w: choose unary or coalescing, not both", ErrBadConfig)
+	}
+	switch cfg.Target {
+	case TargetOrdo:
+		if cfg.Unary {
+			return newUnaryTarget(cfg.Addrs, cfg.TLS, cfg.Count), nil
+		}
+		return newOrdoTarget(cfg)
+	case TargetEtcd:
+		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
+			return nil, fmt.Errorf("%w: etcd gives one revision per Put: want count 1, no Ordo client modes", ErrBadConfig)
+		}
+		return newEtcdTarget(cfg.Addrs, cfg.Concurrency)
+	case TargetFloor:
+		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
+			return nil, fmt.Errorf("%w: the floor is one bare unary call: want count 1, no Ordo client modes", ErrBadConfig)
+		}
+		return newFloorTarget(cfg.Addrs[0], cfg.TLS)
+	case TargetStreamFloor:
+		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
+			return nil, fmt.Errorf("%w: the stream floor is the default client's stream with nothing behind it: want count 1, no other Ordo client modes", ErrBadConfig)
+		}
+		return newStreamFloorTarget(cfg.Addrs[0], cfg.TLS)
+	default:
+		return nil, fmt.Errorf("%w: unknown target %q (want %q, %q, %q or %q)", ErrBadConfig, cfg.Target, TargetOrdo, TargetEtcd, TargetFloor, TargetStreamFloor)
+	}
+}
+
+// tally counts what the callers got while they run; the history holds
+// the rest.
+type tally struct {
+	requests, errs, ids atomic.Int64
+	lastErr             atomic.Value
+}
+
+// drive runs cfg.Concurrency callers on tgt until cfg.Duration ends or ctx
+// does, recording every call in rec, and returns when all have stopped.
+func (t *tally) drive(ctx context.Context, cfg Config, tgt target, rec *history.Recorder) (start time.Time, elapsed time.Duration) {
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	var (
-		requests, errs, ids atomic.Int64
-		lastErr             atomic.Value
-		wg                  sync.WaitGroup
-	)
-	stopProgress := progress(cfg.Progress, &requests, &ids)
-	start := time.Now()
+	var wg sync.WaitGroup
+	stopProgress := progress(cfg.Progress, &t.requests, &t.ids)
+	start = time.Now()
 	end, _ := runCtx.Deadline()
 	for i := range cfg.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for runCtx.Err() == nil {
-				p := rec.Begin(i)
-				got, err := tgt.call(runCtx, i)
-				switch {
-				case err == nil:
-					p.OK(got)
-					requests.Add(1)
-					ids.Add(int64(len(got)))
-				case runCtx.Err() != nil || !time.Now().Before(end):
-					// Cut off by the end of the run (a shared request
-					// may notice the deadline before this call does).
-					p.Unknown(err)
-				default:
-					p.Unknown(err)
-					errs.Add(1)
-					lastErr.Store(err.Error())
-				}
-			}
+			t.call(runCtx, end, tgt, rec, i)
 		}()
 	}
 	wg.Wait()
-	elapsed := time.Since(start)
+	elapsed = time.Since(start)
 	stopProgress()
+	return start, elapsed
+}
 
+// call makes caller's calls, one after another, until ctx ends.
+func (t *tally) call(ctx context.Context, end time.Time, tgt target, rec *history.Recorder, caller int) {
+	for ctx.Err() == nil {
+		p := rec.Begin(caller)
+		got, err := tgt.call(ctx, caller)
+		switch {
+		case err == nil:
+			p.OK(got)
+			t.requests.Add(1)
+			t.ids.Add(int64(len(got)))
+		case ctx.Err() != nil || !time.Now().Before(end):
+			// Cut off by the end of the run (a shared request
+			// may notice the deadline before this call does).
+			p.Unknown(err)
+		default:
+			p.Unknown(err)
+			t.errs.Add(1)
+			t.lastErr.Store(err.Error())
+		}
+	}
+}
+
+// result measures the run from the tally and the history in rec, and
+// checks the history.
+func (t *tally) result(target string, rec *history.Recorder, start time.Time, elapsed time.Duration) Result {
 	ops := rec.Ops()
 	// Latencies of the successful requests, as the history recorded them:
 	// the callers read the clock no more than the recorder does.
@@ -223,20 +243,20 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	}
 	slices.Sort(latencies)
 	res := Result{
-		Target:   cfg.Target,
-		Requests: requests.Load(), Errors: errs.Load(), IDs: ids.Load(), Elapsed: elapsed,
-		RequestsS: float64(requests.Load()) / elapsed.Seconds(),
-		IDsS:      float64(ids.Load()) / elapsed.Seconds(),
+		Target:   target,
+		Requests: t.requests.Load(), Errors: t.errs.Load(), IDs: t.ids.Load(), Elapsed: elapsed,
+		RequestsS: float64(t.requests.Load()) / elapsed.Seconds(),
+		IDsS:      float64(t.ids.Load()) / elapsed.Seconds(),
 		P50:       percentile(latencies, 0.50), P90: percentile(latencies, 0.90),
 		P99: percentile(latencies, 0.99), P999: percentile(latencies, 0.999),
 		Check:      history.Check(ops),
 		LongestGap: longestGap(ops, rec.Offset(start), rec.Offset(start.Add(elapsed))),
 	}
-	res.LastError, _ = lastErr.Load().(string)
+	res.LastError, _ = t.lastErr.Load().(string)
 	if n := len(latencies); n > 0 {
 		res.Max = latencies[n-1]
 	}
-	return res, nil
+	return res
 }
 
 // target is what the callers drive. Only how one call is made differs

@@ -40,157 +40,243 @@ Each setting comes from its flag, else from its ORDO_ environment variable
 Flags:
 `
 
+// runServe is ordo serve: it runs one node until a signal stops it or
+// the node fails.
 func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	defaults := raft.DefaultConfig()
-	var (
-		_              = fs.String("config", "", "a file of settings, one 'name = value' a line (names as these flags, without dashes; # comments); flags and ORDO_ variables win over it")
-		id             = fs.String("id", "", "node id, stable across restarts (required)")
-		dataDir        = fs.String("data-dir", "", "directory for the raft log, stable store and snapshots (required)")
-		raftAddr       = fs.String("raft-addr", "127.0.0.1:7101", "raft address: bound and advertised to peers")
-		raftAdvertise  = fs.String("raft-advertise", "", "raft address peers dial, if not --raft-addr (a proxy, NAT, or binding 0.0.0.0)")
-		grpcAddr       = fs.String("grpc-addr", "127.0.0.1:7001", "gRPC address for clients and peers")
-		grpcAdvertise  = fs.String("grpc-advertise", "", "gRPC address other nodes and clients are told, if not --grpc-addr (NAT, or binding 0.0.0.0)")
-		httpAddr       = fs.String("http-addr", "", "HTTP/JSON address for health probes (/healthz, /readyz), IDs (/v1/ids) and status (/v1/status); empty: no HTTP. HTTPS with the TLS flags")
-		bootstrap      = fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state; with --join, a node it does not name joins)")
-		join           = fs.String("join", "", "join the cluster on first start through these gRPC addresses (members or a service in front of them; comma-separated, tried in turn)")
-		joinTimeout    = fs.Duration("join-timeout", time.Minute, "how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join")
-		forceBootstrap = fs.Bool("force-bootstrap", false, "DISASTER RECOVERY: with an empty data dir, bootstrap the --bootstrap list without asking its peers whether they hold the cluster's state; only if no listed node ever held it, or it is gone for good (see docs/operations.md)")
-		recoverAlone   = fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see docs/operations.md)")
-		recoverJump    = fs.Duration("recover-jump", server.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out")
-		layoutSpec     = fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]")
-		group          = fs.Uint64("group", 0, "group field of every ID (names this cluster)")
-		window         = fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches")
-		maxCount       = fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for")
-		maxConns       = fs.Int("max-conns-per-host", server.DefaultMaxConnsPerHost, "gRPC connections one remote host may hold open (-1: no limit)")
-		rpcTimeout     = fs.Duration("rpc-timeout", server.DefaultRPCTimeout, "longest any unary call may run, whatever deadline the caller gave")
-		heartbeat      = fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, "raft heartbeat timeout")
-		election       = fs.Duration("election-timeout", defaults.ElectionTimeout, "raft election timeout")
-		raftLease      = fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, "raft leader lease timeout")
-		snapThreshold  = fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots")
-		snapInterval   = fs.Duration("snapshot-interval", defaults.SnapshotInterval, "how often to check whether a snapshot is due")
-		trailingLogs   = fs.Uint64("trailing-logs", defaults.TrailingLogs, "log entries kept after a snapshot, so a slow follower can catch up without one")
-		clusterID      = fs.String("cluster-id", "", "refuse to start on a data dir of any other cluster (the id 'ordo status' shows); without it a node still refuses when its recorded peers report another cluster")
-		tlsFiles       = addTLSFlags(fs, "this node's")
-		insecure       = fs.Bool("insecure", false, "serve plaintext even on addresses that are not loopback (anyone who reaches the raft port can then rewrite the cluster)")
-		adminSubjects  = fs.String("admin-subject", "", "certificate subjects allowed to call admin RPCs (join, remove, transfer-leader), as Go prints them (CN=ordo-admin,O=Example); several are separated by ';'")
-		adminToken     = fs.String("admin-token-file", "", "file holding a token that grants admin RPCs to whoever presents it (compared in constant time)")
-		lease          = &leaseFlag{}
-		pprofAddr      = fs.String("pprof-addr", "", "serve Go's profiler (net/http/pprof) on this loopback address, for profiling a running node; empty: off")
-		logLevel       = fs.String("log-level", "info", "trace, debug, info, warn or error")
-		logJSON        = fs.Bool("log-json", false, "log as JSON")
-		unsafeTrust    = fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it")
-		clockFile      = fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock")
-	)
-	fs.Var(lease, "lease", fmt.Sprintf("answer from memory while a majority has promised, for this long, to confirm no other leader: one round trip per request instead of two, assuming clocks run at nearly the same rate (see docs/design.md); bare --lease means %s; must be shorter than --heartbeat-timeout. Off by default", server.DefaultLease))
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), serveUsage)
-		fs.PrintDefaults()
-	}
+	f := newServeFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	l, err := layout.Parse(*layoutSpec)
+	l, err := layout.Parse(*f.layoutSpec)
 	if err != nil {
 		return fmt.Errorf("%w: --layout: %v", errUsage, err)
 	}
 	logger := hclog.New(&hclog.LoggerOptions{
-		Name: "ordo", Level: hclog.LevelFromString(*logLevel), JSONFormat: *logJSON, Output: os.Stderr,
+		Name: "ordo", Level: hclog.LevelFromString(*f.logLevel), JSONFormat: *f.logJSON, Output: os.Stderr,
 	})
-	rc := raft.DefaultConfig()
-	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *heartbeat, *election, *raftLease
-	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *snapThreshold, *snapInterval, *trailingLogs
-	cfg := server.Config{
-		ID: *id, DataDir: *dataDir, RaftAddr: *raftAddr, RaftAdvertise: *raftAdvertise, GRPCAddr: *grpcAddr, GRPCAdvertise: *grpcAdvertise, HTTPAddr: *httpAddr,
-		Layout: l, Group: *group, ReserveWindow: *window, MaxCount: *maxCount, MaxConnsPerHost: *maxConns, RPCTimeout: *rpcTimeout,
-		Lease: lease.d, Raft: rc, Logger: logger, UnsafeTrustReservation: *unsafeTrust,
-	}
-	if cfg.TLS, err = tlsFiles.load(); err != nil {
+	cfg, err := f.config(l, logger)
+	if err != nil {
 		return err
 	}
-	cfg.Insecure = *insecure
-	for _, s := range strings.Split(*adminSubjects, ";") {
-		if s = strings.TrimSpace(s); s != "" {
-			cfg.AdminSubjects = append(cfg.AdminSubjects, s)
-		}
-	}
-	if *adminToken != "" {
-		if _, cfg.AdminToken, err = secure.ReadToken(*adminToken); err != nil {
-			return fmt.Errorf("%w: --admin-token-file: %v", errUsage, err)
-		}
-	}
-	if *pprofAddr != "" {
-		_, stop, err := servePprof(*pprofAddr, logger.Named("pprof"))
+	if *f.pprofAddr != "" {
+		_, stop, err := servePprof(*f.pprofAddr, logger.Named("pprof"))
 		if err != nil {
 			return err
 		}
 		defer stop()
 	}
-	stopClock := func() {}
-	if *clockFile != "" {
-		logger.Warn("TEST CLOCK ENABLED: the wall clock is shifted by the offset in a file; never use this in production", "file", *clockFile)
-		cfg.Clock, stopClock = offsetClock(*clockFile, logger)
+	if *f.clockFile != "" {
+		logger.Warn("TEST CLOCK ENABLED: the wall clock is shifted by the offset in a file; never use this in production", "file", *f.clockFile)
+		var stopClock func()
+		cfg.Clock, stopClock = offsetClock(*f.clockFile, logger)
+		defer stopClock()
 	}
-	defer stopClock()
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	var peers []server.Peer
-	if *bootstrap != "" {
-		if peers, err = parsePeers(*bootstrap); err != nil {
+	if *f.bootstrap != "" {
+		if peers, err = parsePeers(*f.bootstrap); err != nil {
 			return fmt.Errorf("%w: --bootstrap: %v", errUsage, err)
 		}
 	}
-
-	if *recoverAlone {
-		if *bootstrap != "" || *join != "" {
-			return fmt.Errorf("%w: --recover works on an existing data dir: no --bootstrap, no --join", errUsage)
-		}
-		// Only from the command line, and once: a --recover left in an
-		// environment file or a config file would run again at the next
-		// restart, after other nodes joined, and drop them from the
-		// configuration while they still count themselves a majority.
-		if _, inEnv := os.LookupEnv(envName("recover")); inEnv || !onCommandLine(args, "recover") {
-			return fmt.Errorf("%w: --recover must be given on the command line, not in $%s or --config", errUsage, envName("recover"))
-		}
-		hw, err := server.Recover(cfg, *recoverJump)
-		if err != nil {
-			return err
-		}
-		logger.Warn("recovered: start this node again WITHOUT --recover; restart the other nodes only with wiped data dirs and --join", "high_water", hw)
-		return nil
+	if *f.recoverAlone {
+		return recoverAlone(args, f, cfg, logger)
 	}
+	entry, err := f.entry(args, peers)
+	if err != nil {
+		return err
+	}
+	node, start, err := enter(cfg, entry, *f.joinTimeout, logger)
+	if err != nil {
+		return err
+	}
+	logger.Info("serving", "start", start.String(), "id", cfg.ID, "grpc_addr", node.GRPCAddr(), "raft_addr", node.RaftAddr(), "http_addr", node.HTTPAddr(), "layout", l.String(), "group", cfg.Group)
+	return serveUntilStopped(node, logger)
+}
+
+// serveFlags are ordo serve's flags.
+type serveFlags struct {
+	id             *string
+	dataDir        *string
+	raftAddr       *string
+	raftAdvertise  *string
+	grpcAddr       *string
+	grpcAdvertise  *string
+	httpAddr       *string
+	bootstrap      *string
+	join           *string
+	joinTimeout    *time.Duration
+	forceBootstrap *bool
+	recoverAlone   *bool
+	recoverJump    *time.Duration
+	layoutSpec     *string
+	group          *uint64
+	window         *time.Duration
+	maxCount       *uint64
+	maxConns       *int
+	rpcTimeout     *time.Duration
+	heartbeat      *time.Duration
+	election       *time.Duration
+	raftLease      *time.Duration
+	snapThreshold  *uint64
+	snapInterval   *time.Duration
+	trailingLogs   *uint64
+	clusterID      *string
+	tlsFiles       tlsFlags
+	insecure       *bool
+	adminSubjects  *string
+	adminToken     *string
+	lease          *leaseFlag
+	pprofAddr      *string
+	logLevel       *string
+	logJSON        *bool
+	unsafeTrust    *bool
+	clockFile      *string
+}
+
+// newServeFlags registers ordo serve's flags on fs, with its usage.
+func newServeFlags(fs *flag.FlagSet) *serveFlags {
+	defaults := raft.DefaultConfig()
+	// parseFlags reads the file and fills in the flags it sets; nothing
+	// here needs its name.
+	fs.String("config", "", "a file of settings, one 'name = value' a line (names as these flags, without dashes; # comments); flags and ORDO_ variables win over it")
+	f := &serveFlags{
+		id:             fs.String("id", "", "node id, stable across restarts (required)"),
+		dataDir:        fs.String("data-dir", "", "directory for the raft log, stable store and snapshots (required)"),
+		raftAddr:       fs.String("raft-addr", "127.0.0.1:7101", "raft address: bound and advertised to peers"),
+		raftAdvertise:  fs.String("raft-advertise", "", "raft address peers dial, if not --raft-addr (a proxy, NAT, or binding 0.0.0.0)"),
+		grpcAddr:       fs.String("grpc-addr", "127.0.0.1:7001", "gRPC address for clients and peers"),
+		grpcAdvertise:  fs.String("grpc-advertise", "", "gRPC address other nodes and clients are told, if not --grpc-addr (NAT, or binding 0.0.0.0)"),
+		httpAddr:       fs.String("http-addr", "", "HTTP/JSON address for health probes (/healthz, /readyz), IDs (/v1/ids) and status (/v1/status); empty: no HTTP. HTTPS with the TLS flags"),
+		bootstrap:      fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state; with --join, a node it does not name joins)"),
+		join:           fs.String("join", "", "join the cluster on first start through these gRPC addresses (members or a service in front of them; comma-separated, tried in turn)"),
+		joinTimeout:    fs.Duration("join-timeout", time.Minute, "how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join"),
+		forceBootstrap: fs.Bool("force-bootstrap", false, "DISASTER RECOVERY: with an empty data dir, bootstrap the --bootstrap list without asking its peers whether they hold the cluster's state; only if no listed node ever held it, or it is gone for good (see docs/operations.md)"),
+		recoverAlone:   fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see docs/operations.md)"),
+		recoverJump:    fs.Duration("recover-jump", server.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out"),
+		layoutSpec:     fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]"),
+		group:          fs.Uint64("group", 0, "group field of every ID (names this cluster)"),
+		window:         fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches"),
+		maxCount:       fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for"),
+		maxConns:       fs.Int("max-conns-per-host", server.DefaultMaxConnsPerHost, "gRPC connections one remote host may hold open (-1: no limit)"),
+		rpcTimeout:     fs.Duration("rpc-timeout", server.DefaultRPCTimeout, "longest any unary call may run, whatever deadline the caller gave"),
+		heartbeat:      fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, "raft heartbeat timeout"),
+		election:       fs.Duration("election-timeout", defaults.ElectionTimeout, "raft election timeout"),
+		raftLease:      fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, "raft leader lease timeout"),
+		snapThreshold:  fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots"),
+		snapInterval:   fs.Duration("snapshot-interval", defaults.SnapshotInterval, "how often to check whether a snapshot is due"),
+		trailingLogs:   fs.Uint64("trailing-logs", defaults.TrailingLogs, "log entries kept after a snapshot, so a slow follower can catch up without one"),
+		clusterID:      fs.String("cluster-id", "", "refuse to start on a data dir of any other cluster (the id 'ordo status' shows); without it a node still refuses when its recorded peers report another cluster"),
+		tlsFiles:       addTLSFlags(fs, "this node's"),
+		insecure:       fs.Bool("insecure", false, "serve plaintext even on addresses that are not loopback (anyone who reaches the raft port can then rewrite the cluster)"),
+		adminSubjects:  fs.String("admin-subject", "", "certificate subjects allowed to call admin RPCs (join, remove, transfer-leader), as Go prints them (CN=ordo-admin,O=Example); several are separated by ';'"),
+		adminToken:     fs.String("admin-token-file", "", "file holding a token that grants admin RPCs to whoever presents it (compared in constant time)"),
+		lease:          &leaseFlag{},
+		pprofAddr:      fs.String("pprof-addr", "", "serve Go's profiler (net/http/pprof) on this loopback address, for profiling a running node; empty: off"),
+		logLevel:       fs.String("log-level", "info", "trace, debug, info, warn or error"),
+		logJSON:        fs.Bool("log-json", false, "log as JSON"),
+		unsafeTrust:    fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it"),
+		clockFile:      fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock"),
+	}
+	fs.Var(f.lease, "lease", fmt.Sprintf("answer from memory while a majority has promised, for this long, to confirm no other leader: one round trip per request instead of two, assuming clocks run at nearly the same rate (see docs/design.md); bare --lease means %s; must be shorter than --heartbeat-timeout. Off by default", server.DefaultLease))
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), serveUsage)
+		fs.PrintDefaults()
+	}
+	return f
+}
+
+// config is the node the flags describe, of layout l, logging to logger;
+// it reads the TLS files and the admin token the flags name.
+func (f *serveFlags) config(l layout.Layout, logger hclog.Logger) (server.Config, error) {
+	rc := raft.DefaultConfig()
+	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *f.heartbeat, *f.election, *f.raftLease
+	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *f.snapThreshold, *f.snapInterval, *f.trailingLogs
+	cfg := server.Config{
+		ID: *f.id, DataDir: *f.dataDir, RaftAddr: *f.raftAddr, RaftAdvertise: *f.raftAdvertise, GRPCAddr: *f.grpcAddr, GRPCAdvertise: *f.grpcAdvertise, HTTPAddr: *f.httpAddr,
+		Layout: l, Group: *f.group, ReserveWindow: *f.window, MaxCount: *f.maxCount, MaxConnsPerHost: *f.maxConns, RPCTimeout: *f.rpcTimeout,
+		Lease: f.lease.d, Raft: rc, Logger: logger, UnsafeTrustReservation: *f.unsafeTrust,
+	}
+	var err error
+	if cfg.TLS, err = f.tlsFiles.load(); err != nil {
+		return server.Config{}, err
+	}
+	cfg.Insecure = *f.insecure
+	for _, s := range strings.Split(*f.adminSubjects, ";") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.AdminSubjects = append(cfg.AdminSubjects, s)
+		}
+	}
+	if *f.adminToken != "" {
+		if _, cfg.AdminToken, err = secure.ReadToken(*f.adminToken); err != nil {
+			return server.Config{}, fmt.Errorf("%w: --admin-token-file: %v", errUsage, err)
+		}
+	}
+	return cfg, nil
+}
+
+// recoverAlone is ordo serve --recover: it makes the node of cfg the only
+// voter of its cluster and returns; the node is then started again
+// without --recover.
+func recoverAlone(args []string, f *serveFlags, cfg server.Config, logger hclog.Logger) error {
+	if *f.bootstrap != "" || *f.join != "" {
+		return fmt.Errorf("%w: --recover works on an existing data dir: no --bootstrap, no --join", errUsage)
+	}
+	// Only from the command line, and once: a --recover left in an
+	// environment file or a config file would run again at the next
+	// restart, after other nodes joined, and drop them from the
+	// configuration while they still count themselves a majority.
+	if _, inEnv := os.LookupEnv(envName("recover")); inEnv || !onCommandLine(args, "recover") {
+		return fmt.Errorf("%w: --recover must be given on the command line, not in $%s or --config", errUsage, envName("recover"))
+	}
+	hw, err := server.Recover(cfg, *f.recoverJump)
+	if err != nil {
+		return err
+	}
+	logger.Warn("recovered: start this node again WITHOUT --recover; restart the other nodes only with wiped data dirs and --join", "high_water", hw)
+	return nil
+}
+
+// entry is how the flags say the node may enter its cluster on a first
+// start, peers being the --bootstrap list.
+func (f *serveFlags) entry(args []string, peers []server.Peer) (server.Entry, error) {
 	// Like --recover: a --force-bootstrap left in an environment or config
 	// file would bootstrap again whenever the data dir is lost, which is
 	// exactly what the check it skips prevents.
-	if *forceBootstrap {
+	if *f.forceBootstrap {
 		if _, inEnv := os.LookupEnv(envName("force-bootstrap")); inEnv || !onCommandLine(args, "force-bootstrap") {
-			return fmt.Errorf("%w: --force-bootstrap must be given on the command line, not in $%s or --config", errUsage, envName("force-bootstrap"))
+			return server.Entry{}, fmt.Errorf("%w: --force-bootstrap must be given on the command line, not in $%s or --config", errUsage, envName("force-bootstrap"))
 		}
 	}
-	entry := server.Entry{Bootstrap: peers, ClusterID: *clusterID, ForceBootstrap: *forceBootstrap}
-	if *join != "" {
-		entry.Join = strings.Split(*join, ",")
+	entry := server.Entry{Bootstrap: peers, ClusterID: *f.clusterID, ForceBootstrap: *f.forceBootstrap}
+	if *f.join != "" {
+		entry.Join = strings.Split(*f.join, ",")
 	}
-	// How the node enters its cluster is decided before Raft starts, from
-	// what its data dir and its peers' hold: if it lost its data, Raft
-	// must not run it as the member it was.
-	ctx, cancel := context.WithTimeout(context.Background(), *joinTimeout)
+	return entry, nil
+}
+
+// enter decides how the node of cfg enters its cluster, opens it, and
+// bootstraps or joins as decided, each within joinTimeout. How it enters
+// is decided before Raft starts, from what its data dir and its peers
+// hold: if it lost its data, Raft must not run it as the member it was.
+func enter(cfg server.Config, entry server.Entry, joinTimeout time.Duration, logger hclog.Logger) (*server.Node, server.Start, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	start, err := server.DecideStart(ctx, cfg, entry)
 	cancel()
 	if errors.Is(err, server.ErrBadConfig) {
-		return fmt.Errorf("%w: %v", errUsage, err)
+		return nil, start, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if err != nil {
-		return err
+		return nil, start, err
 	}
-
 	node, err := server.Open(cfg)
 	if err != nil {
-		return err
+		return nil, start, err
 	}
 	// Raft's own metrics (ordo_raft_*) go to a process-wide sink: this
 	// process's one node takes them.
@@ -199,18 +285,23 @@ func runServe(args []string) error {
 	}
 	switch start {
 	case server.StartBootstrap:
-		err = node.Bootstrap(peers)
+		err = node.Bootstrap(entry.Bootstrap)
 	case server.StartJoin:
-		ctx, cancel := context.WithTimeout(context.Background(), *joinTimeout)
+		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 		err = node.Join(ctx, entry.Join...)
 		cancel()
 	}
 	if err != nil {
 		node.Close()
-		return err
+		return nil, start, err
 	}
-	logger.Info("serving", "start", start.String(), "id", *id, "grpc_addr", node.GRPCAddr(), "raft_addr", node.RaftAddr(), "http_addr", node.HTTPAddr(), "layout", l.String(), "group", *group)
+	return node, start, nil
+}
 
+// serveUntilStopped runs node until SIGINT or SIGTERM, or until it fails,
+// and closes it. Being removed from the cluster is no failure: an
+// operator asked for it.
+func serveUntilStopped(node *server.Node, logger hclog.Logger) error {
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, syscall.SIGINT, syscall.SIGTERM)
 	defer signal.Stop(sig)
@@ -224,7 +315,7 @@ func runServe(args []string) error {
 		logger.Error("close", "error", err)
 	}
 	if errors.Is(fatal, server.ErrRemoved) {
-		return nil // the operator asked for it
+		return nil
 	}
 	return fatal
 }
