@@ -19,6 +19,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
 )
@@ -84,14 +85,19 @@ type Config struct {
 
 // Result is what a run measured.
 type Result struct {
-	Target    string        `json:"target"`
-	Requests  int64         `json:"requests"`
-	Errors    int64         `json:"errors"`
-	LastError string        `json:"last_error,omitempty"`
-	IDs       int64         `json:"ids"`
-	Elapsed   time.Duration `json:"elapsed"`
-	RequestsS float64       `json:"requests_per_sec"`
-	IDsS      float64       `json:"ids_per_sec"`
+	Target   string `json:"target"`
+	Requests int64  `json:"requests"`
+	Errors   int64  `json:"errors"`
+	// BadResponses counts the errors that were answers refused for
+	// breaking the guarantees or the wire format (runs that repeat or go
+	// back, a malformed etcd reply): each fails the run, as an order
+	// violation the checker finds does.
+	BadResponses int64         `json:"bad_responses"`
+	LastError    string        `json:"last_error,omitempty"`
+	IDs          int64         `json:"ids"`
+	Elapsed      time.Duration `json:"elapsed"`
+	RequestsS    float64       `json:"requests_per_sec"`
+	IDsS         float64       `json:"ids_per_sec"`
 	// Latencies of successful requests.
 	P50  time.Duration `json:"p50"`
 	P90  time.Duration `json:"p90"`
@@ -105,8 +111,9 @@ type Result struct {
 	Check history.Report `json:"check"`
 }
 
-// OK reports whether everything received kept the guarantees.
-func (r Result) OK() bool { return r.Check.OK() }
+// OK reports whether everything received kept the guarantees: the
+// checker found nothing, and no answer was refused as bad.
+func (r Result) OK() bool { return r.Check.OK() && r.BadResponses == 0 }
 
 // String is the human summary.
 func (r Result) String() string {
@@ -114,6 +121,9 @@ func (r Result) String() string {
 		"latency p50 %s  p90 %s  p99 %s  p99.9 %s  max %s; longest gap without a response %s\n%s\n",
 		r.Requests, r.Errors, r.IDs, r.Elapsed.Round(time.Millisecond), r.RequestsS, r.IDsS,
 		r.P50, r.P90, r.P99, r.P999, r.Max, r.LongestGap.Round(time.Microsecond), r.Check)
+	if r.BadResponses > 0 {
+		s += fmt.Sprintf("bad responses: %d refused for breaking the guarantees or the wire format\n", r.BadResponses)
+	}
 	if r.LastError != "" {
 		s += "last error: " + r.LastError + "\n"
 	}
@@ -181,8 +191,8 @@ func newTarget(cfg Config) (target, error) {
 // tally counts what the callers got while they run; the history holds
 // the rest.
 type tally struct {
-	requests, errs, ids atomic.Int64
-	lastErr             atomic.Value
+	requests, errs, bad, ids atomic.Int64
+	lastErr                  atomic.Value
 }
 
 // drive runs cfg.Concurrency callers on tgt until cfg.Duration ends or ctx
@@ -224,6 +234,9 @@ func (t *tally) call(ctx context.Context, end time.Time, tgt target, rec *histor
 		default:
 			p.Unknown(err)
 			t.errs.Add(1)
+			if isBadResponse(err) {
+				t.bad.Add(1)
+			}
 			t.lastErr.Store(err.Error())
 		}
 	}
@@ -244,7 +257,7 @@ func (t *tally) result(target string, rec *history.Recorder, start time.Time, el
 	slices.Sort(latencies)
 	res := Result{
 		Target:   target,
-		Requests: t.requests.Load(), Errors: t.errs.Load(), IDs: t.ids.Load(), Elapsed: elapsed,
+		Requests: t.requests.Load(), Errors: t.errs.Load(), BadResponses: t.bad.Load(), IDs: t.ids.Load(), Elapsed: elapsed,
 		RequestsS: float64(t.requests.Load()) / elapsed.Seconds(),
 		IDsS:      float64(t.ids.Load()) / elapsed.Seconds(),
 		P50:       percentile(latencies, 0.50), P90: percentile(latencies, 0.90),
@@ -257,6 +270,15 @@ func (t *tally) result(target string, rec *history.Recorder, start time.Time, el
 		res.Max = latencies[n-1]
 	}
 	return res
+}
+
+// isBadResponse reports whether err refused an answer for what it said,
+// not for how the call went: the answer broke the guarantees (the client's
+// checks, or the run decoder's for bare unary calls) or the wire format.
+// Such an answer may hide exactly the duplicate or reordering the bench
+// exists to catch, so it fails the run.
+func isBadResponse(err error) bool {
+	return errors.Is(err, client.ErrBadResponse) || errors.Is(err, api.ErrBadRuns) || errors.Is(err, ErrBadResponse)
 }
 
 // target is what the callers drive. Only how one call is made differs

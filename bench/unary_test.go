@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"net"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,5 +87,41 @@ func mustServeIDs(t *testing.T, addr string) {
 	defer u.close()
 	if err := u.warm(ctx); err != nil {
 		t.Fatalf("node %s serves no IDs: %v", addr, err)
+	}
+}
+
+// repeater answers every Next with one ID twice: a leader bug that breaks
+// "never a duplicate" inside a single answer.
+type repeater struct {
+	api.UnimplementedSequencerServer
+}
+
+func (repeater) Next(context.Context, *api.NextRequest) (*api.NextResponse, error) {
+	return &api.NextResponse{Runs: []*api.IDRun{{First: 5, Count: 1, Step: 1}, {First: 5, Count: 1, Step: 1}}}, nil
+}
+
+// TestUnaryRefusedAnswerFailsTheRun: an answer the run decoder refuses
+// holds no IDs for the checker to flag, so the bench itself must count it
+// and fail the run (ordo bench exits 1), not pass it off as an error of
+// the call.
+func TestUnaryRefusedAnswerFailsTheRun(t *testing.T) {
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	api.RegisterSequencerServer(s, repeater{})
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	res, err := Run(context.Background(), Config{
+		Target: TargetOrdo, Unary: true, Addrs: []string{lis.Addr().String()},
+		Concurrency: 1, Count: 2, Duration: 200 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.OK() || res.BadResponses == 0 || !strings.Contains(res.String(), "bad responses") {
+		t.Fatalf("a leader that repeats an ID in one answer: OK() = %v, %d bad responses, summary %q; want a failed run that says why",
+			res.OK(), res.BadResponses, res.String())
 	}
 }
