@@ -65,7 +65,9 @@ type Node interface {
 // which outlives the process. A key never set reads as 0, or as an
 // error matching raftboltdb.ErrKeyNotFound.
 type StableStore interface {
+	// GetUint64 reads the value recorded under key.
 	GetUint64(key []byte) (uint64, error)
+	// SetUint64 records val under key, durably before it returns.
 	SetUint64(key []byte, val uint64) error
 }
 
@@ -79,10 +81,12 @@ type Config struct {
 	Lease time.Duration
 	// Timeout bounds one round.
 	Timeout time.Duration
-	Raft    Raft
-	Node    Node
+	// Raft is this node's Raft; Node the rest of the node.
+	Raft Raft
+	Node Node
 	// Store holds the restart hold (see StableStore).
-	Store  StableStore
+	Store StableStore
+	// Logger tells when a restart hold starts.
 	Logger hclog.Logger
 }
 
