@@ -5,8 +5,8 @@
 // the batching of requests into confirmation rounds, and the leader's
 // side of the lease (how long it may answer from memory). It does not own
 // Raft, which it sees only through the Log interface it declares; the
-// network side of a confirmation round (server/confirm.go); the voters'
-// promises that make a lease (server/lease.go); or gRPC, and with it the
+// network side of a confirmation round, or the voters' promises that make
+// a lease (both package leadership); or gRPC, and with it the
 // encoding of ticks as IDs for the wire. Package server implements Log
 // over Raft and drives a Sequencer from its leadership changes.
 //
@@ -24,7 +24,7 @@
 //  3. Before answering, the leader asks a majority for their Raft term, in
 //     messages sent after the ticks were assigned, and checks that they
 //     are still in the term its reservation was committed in (Log.Confirm;
-//     the server's Node.confirmLeadership). A node that voted for a newer
+//     leadership.Confirmer.Confirm). A node that voted for a newer
 //     leader has a higher term, so no newer leader had been elected, and
 //     none could have answered any request, before these ticks were
 //     assigned. A leader paused after assigning and resumed after a newer

@@ -534,7 +534,7 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 
 // leaseMargin is what a leader takes off a promise of d for clock drift
 // and for the time between reading its clock and sending the round: the
-// lease's argument (server/lease.go) assumes no node's clock runs more
+// lease's argument (package leadership) assumes no node's clock runs more
 // than a tenth slower than another's over one lease.
 func leaseMargin(d time.Duration) time.Duration { return d / 10 }
 

@@ -4,8 +4,8 @@ package server
 //
 // A backup is the replicated state (fsm.State), copied on the leader after
 // a Barrier, so that every committed entry is applied, and confirmed by a
-// round of term messages (confirmLeadership), so that a leader deposed
-// without knowing it cannot hand out an old copy.
+// round of term messages (leadership.Confirmer.Confirm), so that a leader
+// deposed without knowing it cannot hand out an old copy.
 //
 // Why the backup covers every ID handed out before it: a tick is handed
 // out only below a reservation committed before it (see package sequencer), and
@@ -85,7 +85,7 @@ func (n *Node) backup(ctx context.Context) (*api.BackupResponse, error) {
 	if st.Layout == nil {
 		return nil, ErrNotReady
 	}
-	confirmed, err := n.confirmLeadership(ctx, false)
+	confirmed, err := n.confirmer.Confirm(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("confirm leadership: %w", err)
 	}

@@ -78,10 +78,10 @@ type Config struct {
 	MaxConnsPerHost int
 	// RPCTimeout bounds every unary call.
 	RPCTimeout time.Duration
-	// Lease, when not 0, turns the lease on (see lease.go): the leader
-	// answers from memory while a majority's promises hold, one round
-	// trip instead of two, on the assumption that clocks run at nearly
-	// the same rate. This node then also promises, and after a restart
+	// Lease, when not 0, turns the lease on (see package leadership):
+	// the leader answers from memory while a majority's promises hold,
+	// one round trip instead of two, on the assumption that clocks run at
+	// nearly the same rate. This node then also promises, and after a restart
 	// confirms no leader until the longest lease it may have promised has
 	// passed. It must be shorter than Raft's heartbeat timeout. 0: off.
 	Lease time.Duration

@@ -13,11 +13,13 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // Errors of this package. toStatus is the one place that maps them, and
-// the sequencer's (sequencer.ErrAhead), to gRPC codes.
+// those of the packages it uses (sequencer.ErrAhead,
+// leadership.ErrMisdirected, ...), to gRPC codes.
 var (
 	// ErrNotLeader means this node cannot hand out IDs now: it is not the
 	// leader, or it is a leader that has not yet committed its first
@@ -102,7 +104,7 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 	switch {
 	case errors.Is(err, ErrRefusing):
 		code = codes.Unavailable
-	case errors.Is(err, ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, layout.ErrInvalidLayout):
+	case errors.Is(err, ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, layout.ErrInvalidLayout), errors.Is(err, leadership.ErrMisdirected):
 		code = codes.InvalidArgument
 	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, ErrClusterExists), errors.Is(err, ErrOtherCluster):
 		code = codes.FailedPrecondition

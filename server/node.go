@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -28,6 +27,7 @@ import (
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/httpapi"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/metrics"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/sequencer"
@@ -60,12 +60,9 @@ type Node struct {
 	httpServer *httpapi.Server
 	httpAddr   string
 	peers      *peerConns
-	// terms are the streams a leader asks voters' terms on, and rounds
-	// numbers its confirmation rounds (see confirmLeadership).
-	terms  *termStreams
-	rounds atomic.Uint64
-	// promises are what this node promised leaders as a voter (lease.go).
-	promises *promises
+	// confirmer runs this node's confirmation rounds as a leader, and its
+	// answers and promises as a voter (package leadership).
+	confirmer *leadership.Confirmer
 	// membershipMu makes membership changes one at a time.
 	membershipMu sync.Mutex
 
@@ -113,7 +110,6 @@ func Open(cfg Config) (*Node, error) {
 		fatal:   make(chan error, 1),
 		refused: make(chan struct{}),
 		stop:    make(chan struct{}),
-		terms:   newTermStreams(),
 	}
 	n.peers = newPeerConns(transportCredentials(cfg.TLS), n.clusterID, cfg.AdminToken)
 	if cfg.AdminToken != "" {
@@ -164,7 +160,8 @@ func (n *Node) openRaft() error {
 		return err
 	}
 	n.store, n.snaps = store, snaps
-	if n.promises, err = openPromises(store, n.cfg.Lease, n.logger); err != nil {
+	// Before Raft starts: the restart hold is read from its stable store.
+	if n.confirmer, err = n.openConfirmer(store); err != nil {
 		return err
 	}
 	stream, err := newStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise)
@@ -191,7 +188,7 @@ func (n *Node) openRaft() error {
 	// The sequencer exists before Raft starts: NewRaft may restore a
 	// snapshot, and a layout mismatch found then stops the sequencer.
 	n.seq = sequencer.New(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, raftLog{n}, n.logger.Named("sequencer"),
-		sequencer.Lease{Duration: n.cfg.Lease, Clock: leaseClock})
+		sequencer.Lease{Duration: n.cfg.Lease, Clock: leadership.LeaseClock})
 	n.seq.SetUnsafeTrustReservation(n.cfg.UnsafeTrustReservation)
 	if n.cfg.UnsafeTrustReservation {
 		n.logger.Error("UNSAFE: IDs are handed out without confirming leadership and can go out of order; tests only")
@@ -378,7 +375,7 @@ func (n *Node) Close() error {
 		n.wg.Wait()
 		return err
 	})
-	n.terms.close()
+	n.confirmer.Close()
 	n.peers.close()
 	if errors.Is(err, errWaitTimedOut) {
 		n.logger.Error("raft did not stop in time; leaving its log store open", "waited", closeRaftTimeout)
@@ -565,7 +562,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 			stopLeading()
 			if !leader {
 				n.logger.Info("lost leadership")
-				n.releaseLease()
+				n.confirmer.Release()
 				continue
 			}
 			n.logger.Info("won leadership")
@@ -672,7 +669,7 @@ func (n *Node) lead(ctx context.Context) {
 // them out.
 func (n *Node) handOver(transfer func() raft.Future) error {
 	n.seq.EndLease()
-	n.releaseLease()
+	n.confirmer.Release()
 	err := transfer().Error()
 	if err != nil && n.isLeader() {
 		n.seq.ResumeLease()
@@ -682,7 +679,7 @@ func (n *Node) handOver(transfer func() raft.Future) error {
 
 // changeMembership runs change, which adds or removes a voter, one at a
 // time and only after a round in the current configuration. The lease
-// argument (lease.go) needs every lease to be counted in the newest
+// argument (package leadership) needs every lease to be counted in the newest
 // configuration or the one before it: the leader drops its own before
 // the change, and the round, which voters that promised another leader
 // hold back, waits out any other leader's, however it was counted.
@@ -690,7 +687,7 @@ func (n *Node) changeMembership(ctx context.Context, change func() raft.Future) 
 	n.membershipMu.Lock()
 	defer n.membershipMu.Unlock()
 	n.seq.DropLease()
-	if _, err := n.confirmLeadership(ctx, false); err != nil {
+	if _, err := n.confirmer.Confirm(ctx, false); err != nil {
 		return fmt.Errorf("confirm leadership before changing membership: %w", err)
 	}
 	return change().Error()
@@ -800,7 +797,7 @@ func (l raftLog) Reserve(ctx context.Context, upTo, clock uint64) (sequencer.Res
 
 func (l raftLog) Confirm(ctx context.Context, askLease bool) (sequencer.Confirmation, error) {
 	start := time.Now()
-	c, err := l.n.confirmLeadership(ctx, askLease)
+	c, err := l.n.confirmer.Confirm(ctx, askLease)
 	l.n.metrics.Confirmed(time.Since(start), err)
 	return c, err
 }
@@ -817,16 +814,6 @@ func (n *Node) leader() (id, addr string) {
 	}
 	a, _ := n.fsm.NodeAddr(string(lid))
 	return string(lid), a
-}
-
-// clusterID is the id of the cluster this node belongs to: the FSM's once
-// it has applied it, else what the data dir held at Open; empty for a node
-// that has not yet seen its cluster's first leader record one.
-func (n *Node) clusterID() string {
-	if id := n.fsm.ClusterID(); id != "" {
-		return id
-	}
-	return n.storedClusterID
 }
 
 // isLeader reports whether Raft says this node leads.

@@ -1,9 +1,8 @@
-package server
+package leadership
 
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,7 +11,6 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/seed-e8569b35/ordo/api"
-	"github.com/seed-e8569b35/ordo/fsm"
 )
 
 // fakePeer answers Term with whatever term it is told, as the node it was
@@ -62,48 +60,28 @@ func (p fakePeer) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.Term
 
 func mustFakePeer(t *testing.T, term func() uint64) string {
 	t.Helper()
-	return mustPeerServer(t, fakePeer{term: term})
+	return mustServe(t, fakePeer{term: term})
 }
 
 func mustPeerServer(t *testing.T, p fakePeer) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	api.RegisterPeerServer(s, p)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
+	return mustServe(t, p)
 }
 
-// mustPointAt records addr as member's gRPC address, so that the leader's
-// term rounds ask whatever listens there, and keeps the member from
-// registering its real address again.
-func mustPointAt(t *testing.T, leader, member *Node, addr string) {
-	t.Helper()
-	member.registerMu.Lock()
-	member.holdAddress = true
-	member.registerMu.Unlock()
-	if _, err := leader.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: member.ID(), GRPCAddr: addr}); err != nil {
-		t.Fatal(err)
+// pointVoters points leader's rounds at addrs, one for each voter but the
+// leader, in the configuration's order.
+func pointVoters(leader *fakeNode, addrs ...string) {
+	for i, id := range testVoters[1:] {
+		leader.pointAt(id, addrs[i])
 	}
 }
 
-// TestConfirmLeadershipCountsAMajority points the leader at fake peers
-// that answer chosen terms: a majority (the leader and one peer) in the
-// leader's term confirms; a majority elsewhere does not.
-func TestConfirmLeadershipCountsAMajority(t *testing.T) {
-	nodes := mustCluster(t)
-	leader := mustLeader(t, nodes)
-	term := leader.raft.CurrentTerm()
-	var followers []*Node
-	for _, n := range nodes {
-		if n != leader {
-			followers = append(followers, n)
-		}
-	}
+// TestConfirmCountsAMajority points the leader at fake peers that answer
+// chosen terms: a majority (the leader and one peer) in the leader's term
+// confirms; a majority elsewhere does not.
+func TestConfirmCountsAMajority(t *testing.T) {
+	leader, node := mustLeader(t)
+	term := uint64(testTerm)
 	same := func() uint64 { return term }
 	newer := func() uint64 { return term + 1 }
 	older := func() uint64 { return term - 1 }
@@ -133,13 +111,11 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 		{"one stranger, one newer", [2]string{mustPeerServer(t, fakePeer{term: same, stranger: true}), mustFakePeer(t, newer)}, []bool{false}},
 		// An answer to an earlier round proves nothing about this one.
 		{"one replaying its first answer, one newer", [2]string{mustPeerServer(t, fakePeer{term: same, replaying: true}), mustFakePeer(t, newer)}, []bool{true, false, false}},
-		{"the leader's own address counts once", [2]string{leader.GRPCAddr(), leader.GRPCAddr()}, []bool{false}},
+		{"the leader's own address counts once", [2]string{node.GRPCAddr(), node.GRPCAddr()}, []bool{false}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			for i, f := range followers {
-				mustPointAt(t, leader, f, tt.peers[i])
-			}
+			pointVoters(node, tt.peers[:]...)
 			// Rounds ask voters never heard from in the configuration's
 			// order: the first peer of each case is asked first.
 			leader.terms.mu.Lock()
@@ -147,7 +123,7 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 			leader.terms.mu.Unlock()
 			for round, wantOK := range tt.want {
 				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-				c, err := leader.confirmLeadership(ctx, false)
+				c, err := leader.Confirm(ctx, false)
 				got := c.Term
 				cancel()
 				if wantOK && (err != nil || got != term) {
@@ -166,14 +142,11 @@ func TestConfirmLeadershipCountsAMajority(t *testing.T) {
 // time known (every probeEvery rounds) or when the first is unusually
 // slow: far fewer requests than a round to every voter.
 func TestRoundAsksOnlyTheVotersItNeeds(t *testing.T) {
-	nodes := mustClusterWith(t, calmRaft)
-	leader := mustLeader(t, nodes)
-	term := leader.raft.CurrentTerm()
+	leader, node := mustLeader(t)
+	term := uint64(testTerm)
 	var asked atomic.Int64
-	for _, n := range nodes {
-		if n != leader {
-			mustPointAt(t, leader, n, mustPeerServer(t, fakePeer{term: func() uint64 { return term }, asked: &asked}))
-		}
+	for _, id := range testVoters[1:] {
+		node.pointAt(id, mustPeerServer(t, fakePeer{term: func() uint64 { return term }, asked: &asked}))
 	}
 	// No round hedges, so the count does not depend on how fast the
 	// machine answers.
@@ -183,7 +156,7 @@ func TestRoundAsksOnlyTheVotersItNeeds(t *testing.T) {
 	const rounds = 200
 	for round := range rounds {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := leader.confirmLeadership(ctx, false)
+		c, err := leader.Confirm(ctx, false)
 		cancel()
 		if err != nil || c.Term != term {
 			t.Fatalf("round %d: confirm = %d, %v; want term %d", round, c.Term, err, term)
@@ -199,19 +172,10 @@ func TestRoundAsksOnlyTheVotersItNeeds(t *testing.T) {
 
 // TestConfirmRoundsAtOnce: rounds in flight at the same time share each
 // voter's stream, and every one of them is confirmed; none is taken for a
-// stuck stream.
-// calmRaft gives a test's nodes calmer timers than the other tests': on a
-// loaded machine the usual 100 ms lease can lapse, and a node that lost
-// leadership rightly confirms nothing, which a test of rounds must not
-// take for a failure.
-func calmRaft(c *Config) {
-	c.Raft.HeartbeatTimeout, c.Raft.ElectionTimeout, c.Raft.LeaderLeaseTimeout = time.Second, time.Second, 500*time.Millisecond
-}
-
+// stuck stream. The voters are real: their answers are AnswerTerms'.
 func TestConfirmRoundsAtOnce(t *testing.T) {
-	nodes := mustClusterWith(t, calmRaft)
-	leader := mustLeader(t, nodes)
-	term := leader.raft.CurrentTerm()
+	leader, node := mustLeader(t)
+	mustVoters(t, node, 0, 0)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Add(1)
@@ -219,15 +183,10 @@ func TestConfirmRoundsAtOnce(t *testing.T) {
 			defer wg.Done()
 			for i := range 200 {
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-				c, err := leader.confirmLeadership(ctx, false)
-				got := c.Term
+				c, err := leader.Confirm(ctx, false)
 				cancel()
-				if err != nil && (leader.raft.CurrentTerm() != term || !leader.isLeader()) {
-					t.Logf("goroutine %d round %d: leadership moved on under load (%v); stopping", g, i, err)
-					return
-				}
-				if err != nil || got != term {
-					t.Errorf("goroutine %d round %d: confirm = %d, %v; want term %d", g, i, got, err, term)
+				if err != nil || c.Term != testTerm {
+					t.Errorf("goroutine %d round %d: confirm = %d, %v; want term %d", g, i, c.Term, err, testTerm)
 					return
 				}
 			}
@@ -254,30 +213,11 @@ func (p deafPeer) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.Term
 // opens a new one, instead of leaving a send blocked for good, and keeps
 // confirming with the majority that answers.
 func TestConfirmGivesUpAStreamThatStopsReading(t *testing.T) {
-	nodes := mustClusterWith(t, calmRaft)
-	leader := mustLeader(t, nodes)
-	term := leader.raft.CurrentTerm()
+	leader, node := mustLeader(t)
+	term := uint64(testTerm)
 	var opened atomic.Int64
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := grpc.NewServer()
-	api.RegisterPeerServer(srv, deafPeer{opened: &opened})
-	go srv.Serve(lis)
-	t.Cleanup(srv.Stop)
-	addrs := []string{lis.Addr().String(), mustFakePeer(t, func() uint64 { return term })}
-	var deafID string
-	i := 0
-	for _, n := range nodes {
-		if n != leader {
-			mustPointAt(t, leader, n, addrs[i])
-			if i == 0 {
-				deafID = n.ID()
-			}
-			i++
-		}
-	}
+	pointVoters(node, mustServe(t, deafPeer{opened: &opened}), mustFakePeer(t, func() uint64 { return term }))
+	deafID := testVoters[1]
 	// Each round sends the deaf peer about 60 bytes; gRPC's flow control
 	// window is at most a few MB, so this many rounds must exhaust it.
 	deadline := time.Now().Add(30 * time.Second)
@@ -292,7 +232,7 @@ func TestConfirmGivesUpAStreamThatStopsReading(t *testing.T) {
 		leader.terms.voters[deafID] = voterRecord{}
 		leader.terms.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		c, err := leader.confirmLeadership(ctx, false)
+		c, err := leader.Confirm(ctx, false)
 		got := c.Term
 		cancel()
 		if err != nil || got != term {
@@ -307,23 +247,11 @@ func TestConfirmGivesUpAStreamThatStopsReading(t *testing.T) {
 // opens a new one, and every round is confirmed by the majority that
 // answers.
 func TestConfirmGivesUpAPeerThatStopsAnswering(t *testing.T) {
-	nodes := mustClusterWith(t, calmRaft)
-	leader := mustLeader(t, nodes)
-	term := leader.raft.CurrentTerm()
+	leader, node := mustLeader(t)
+	term := uint64(testTerm)
 	var opened atomic.Int64
-	silent := mustPeerServer(t, fakePeer{term: func() uint64 { return term }, silent: true, opened: &opened})
-	addrs := []string{silent, mustFakePeer(t, func() uint64 { return term })}
-	var silentID string
-	i := 0
-	for _, n := range nodes {
-		if n != leader {
-			mustPointAt(t, leader, n, addrs[i])
-			if i == 0 {
-				silentID = n.ID()
-			}
-			i++
-		}
-	}
+	pointVoters(node, mustPeerServer(t, fakePeer{term: func() uint64 { return term }, silent: true, opened: &opened}), mustFakePeer(t, func() uint64 { return term }))
+	silentID := testVoters[1]
 	// The new stream reaches the peer's handler some time after the round
 	// that dropped the old one: rounds go on until it does, or a deadline.
 	deadline := time.Now().Add(30 * time.Second)
@@ -336,7 +264,7 @@ func TestConfirmGivesUpAPeerThatStopsAnswering(t *testing.T) {
 		leader.terms.voters[silentID] = voterRecord{}
 		leader.terms.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		c, err := leader.confirmLeadership(ctx, false)
+		c, err := leader.Confirm(ctx, false)
 		got := c.Term
 		cancel()
 		if err != nil || got != term {
@@ -362,14 +290,22 @@ func TestConfirmGivesUpAPeerThatStopsAnswering(t *testing.T) {
 	}
 }
 
-// TestTermAnswersOnlyForItself: a node asked for another node, or for
-// another cluster, ends the stream; asked for itself, it echoes the round.
+// TestTermAnswersOnlyForItself: a voter asked for another node, or for
+// another cluster, ends the stream with ErrMisdirected; asked for itself,
+// it echoes the round.
 func TestTermAnswersOnlyForItself(t *testing.T) {
-	nodes := mustCluster(t)
-	n := nodes[1]
-	conn := mustConn(t, n.GRPCAddr())
+	voter, _, _ := mustConfirmer(t, "n2", 0)
+	// misdirected counts the streams AnswerTerms ended with
+	// ErrMisdirected; the others end when the asker cancels them.
+	var misdirected atomic.Int64
+	addr := mustServe(t, recordingVoter{c: voter, err: func(err error) {
+		if errors.Is(err, ErrMisdirected) {
+			misdirected.Add(1)
+		}
+	}})
+	conn := newFakeNode(t, "").mustConn(t, addr)
 	ask := func(req *api.TermRequest) (*api.TermResponse, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
 		defer cancel()
 		st, err := api.NewPeerClient(conn).Term(ctx)
 		if err != nil {
@@ -380,20 +316,34 @@ func TestTermAnswersOnlyForItself(t *testing.T) {
 		}
 		return st.Recv()
 	}
-	if n.fsm.ClusterID() == "" {
-		t.Fatal("the cluster has no id")
-	}
-	if resp, err := ask(&api.TermRequest{NodeId: n.ID(), ClusterId: n.fsm.ClusterID(), Round: 7}); err != nil || resp.NodeId != n.ID() || resp.Term == 0 || resp.Round != 7 {
+	if resp, err := ask(&api.TermRequest{NodeId: "n2", ClusterId: testCluster, Round: 7}); err != nil || resp.NodeId != "n2" || resp.Term != testTerm || resp.Round != 7 {
 		t.Fatalf("Term for itself = %v, %v", resp, err)
 	}
-	for _, req := range []*api.TermRequest{
-		{NodeId: "n9", ClusterId: n.fsm.ClusterID(), Round: 1},
-		{NodeId: n.ID(), ClusterId: "another", Round: 1},
+	for i, req := range []*api.TermRequest{
+		{NodeId: "n9", ClusterId: testCluster, Round: 1},
+		{NodeId: "n2", ClusterId: "another", Round: 1},
 	} {
 		if resp, err := ask(req); err == nil {
 			t.Errorf("Term(%v) = %v, want a refusal", req, resp)
 		}
+		// The handler returned before its error reached the asker.
+		if got := misdirected.Load(); got != int64(i+1) {
+			t.Errorf("after Term(%v), %d streams ended with ErrMisdirected, want %d", req, got, i+1)
+		}
 	}
+}
+
+// recordingVoter serves c, and hands err what AnswerTerms returned.
+type recordingVoter struct {
+	api.UnimplementedPeerServer
+	c   *Confirmer
+	err func(error)
+}
+
+func (s recordingVoter) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
+	err := s.c.AnswerTerms(stream)
+	s.err(err)
+	return err
 }
 
 // TestVoterRecords: whom a round asks first. A voter that failed is asked

@@ -1,52 +1,4 @@
-package server
-
-// The lease (Config.Lease, off by default) lets a leader answer from
-// memory, with no round per request, while a majority has promised to
-// confirm no other leader.
-//
-// The argument. A voter's answer to a round that asks for a lease is also
-// a promise: until Lease has passed on its own clock since it answered, it
-// answers no other leader's round and does not count itself in its own
-// (promises.confirm holds them back). The leader counts a majority's
-// promises from the moment it sent the round, before any of them was made,
-// less a drift margin (a tenth; package sequencer takes it off), and
-// serves a request from memory only if, after assigning its IDs, the lease
-// still holds. A newer leader serves nothing before a majority confirms
-// it, and that majority shares a voter with the one that promised; that
-// voter confirms it only after its promise ran out, which is after the old
-// leader's lease ended. So every ID the old leader handed out under its
-// lease was assigned before the newer leader answered anyone, and lies
-// below the mark the newer leader starts from: the order holds as with the
-// term round.
-//
-// What it assumes, beyond what the term round does:
-//   - Clocks run at nearly the same rate: over one lease, no node's clock
-//     runs more than a tenth slower than another's. The clock is
-//     CLOCK_BOOTTIME on Linux, which keeps counting while the machine is
-//     suspended, so a suspended voter does not stretch its promise; its
-//     absolute value, and the wall clock, do not matter.
-//   - A process that stops (crash, kill) forgets its promises: so a node
-//     confirms no leader, itself included, until the longest lease it may
-//     have promised (recorded in its stable store before it can promise)
-//     has passed since it started.
-//   - Membership changes one voter at a time (Node.changeMembership),
-//     each after a round in the current configuration: the leader drops
-//     its own lease first (sequencer.Sequencer.DropLease), and the round,
-//     which voters that promised another leader hold back, waits out any
-//     other's. So a lease is always counted in the newest configuration
-//     or the one before it, whose majorities overlap any newer leader's.
-//
-// Who may make or undo a promise: a voter promises only the leader it
-// knows, in its own term, so a deposed leader cannot keep renewing one and
-// hold the next leader back; a release must come from a member (see
-// Node.mayRelease), and one sent before a round of the same leader does
-// not undo that round's promise, nor does that round, arriving after the
-// release, get one.
-//
-// A leader that hands over leadership, or steps down, gives its lease up
-// first (sequencer.Sequencer.EndLease) and then releases the promises, so
-// the next leader need not wait them out; a leader that cannot release
-// them (paused, cut off) makes the next one wait up to Lease.
+package leadership
 
 import (
 	"context"
@@ -56,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
@@ -66,7 +17,7 @@ import (
 var leaseRecordKey = []byte("ordo_lease_ns")
 
 // promises is what this node has promised as a voter: to confirm no
-// leader but `to` until `until`, on leaseClock. After a restart it holds
+// leader but `to` until `until`, on LeaseClock. After a restart it holds
 // everyone back (to is empty) until the recorded longest lease passed.
 type promises struct {
 	clock func() time.Duration
@@ -157,7 +108,7 @@ func (p *promises) release(leader string, term, round uint64) {
 	p.changed = make(chan struct{})
 }
 
-// leaseClockStart is what leaseClock counts from on systems without
+// leaseClockStart is what LeaseClock counts from on systems without
 // CLOCK_BOOTTIME.
 var leaseClockStart = time.Now()
 
@@ -165,7 +116,7 @@ var leaseClockStart = time.Now()
 // it last stopped, from Raft's stable store, and holds every confirmation
 // back until that long has passed. Before this node may promise a longer
 // lease than recorded, it records it, so a crash at any point is covered.
-func openPromises(store raft.StableStore, lease time.Duration, logger hclog.Logger) (*promises, error) {
+func openPromises(store StableStore, lease time.Duration, logger hclog.Logger) (*promises, error) {
 	recorded, err := store.GetUint64(leaseRecordKey)
 	if errors.Is(err, raftboltdb.ErrKeyNotFound) {
 		recorded, err = 0, nil
@@ -182,5 +133,5 @@ func openPromises(store raft.StableStore, lease time.Duration, logger hclog.Logg
 	if hold > 0 {
 		logger.Info("confirming no leader until the longest lease this node may have promised has passed", "hold", hold)
 	}
-	return newPromises(leaseClock, lease, hold), nil
+	return newPromises(LeaseClock, lease, hold), nil
 }

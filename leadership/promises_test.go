@@ -1,0 +1,313 @@
+package leadership
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+
+	"github.com/seed-e8569b35/ordo/api"
+)
+
+// ---- the voter's promises --------------------------------------------------
+
+// goConfirm runs promises.confirm for leader in the background; the
+// result carries the lease clock read right after it returned.
+func goConfirm(p *promises, leader string, term, round uint64, ask time.Duration) <-chan confirmed {
+	out := make(chan confirmed, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testWait)
+		defer cancel()
+		g, err := p.confirm(ctx, leader, term, round, ask)
+		out <- confirmed{granted: g, at: p.clock(), err: err}
+	}()
+	return out
+}
+
+type confirmed struct {
+	granted, at time.Duration
+	err         error
+}
+
+func mustConfirmed(t *testing.T, ch <-chan confirmed) confirmed {
+	t.Helper()
+	select {
+	case c := <-ch:
+		if c.err != nil {
+			t.Fatalf("confirm: %v", c.err)
+		}
+		return c
+	case <-time.After(testWait):
+		t.Fatal("confirm still waits")
+		return confirmed{}
+	}
+}
+
+// stillHeld fails if ch delivers within a short look: a correct hold never
+// delivers that soon, so the look can only miss a bug, never invent one.
+func stillHeld(t *testing.T, ch <-chan confirmed, what string) {
+	t.Helper()
+	select {
+	case c := <-ch:
+		t.Fatalf("%s: answered (granted %s, err %v) while another leader's promise holds", what, c.granted, c.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+}
+
+func TestPromiseHoldsOtherLeadersUntilItRunsOut(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	p := newPromises(LeaseClock, lease, 0)
+	before := p.clock()
+	a := mustConfirmed(t, goConfirm(p, "a", 5, 1, lease))
+	if a.granted != lease {
+		t.Fatalf("a was promised %s, want %s", a.granted, lease)
+	}
+	// a renews: no wait, and a smaller ask gets what it asks.
+	if a2 := mustConfirmed(t, goConfirm(p, "a", 5, 2, lease/3)); a2.granted != lease/3 {
+		t.Fatalf("a's renewal was promised %s, want %s", a2.granted, lease/3)
+	}
+	b := mustConfirmed(t, goConfirm(p, "b", 6, 1, lease))
+	if b.at < before+lease {
+		t.Fatalf("b was confirmed %s after a's promise was asked for, before the promise of %s ran out", b.at-before, lease)
+	}
+	// An old-version leader names nobody: it waits for b's promise too,
+	// which b was given no earlier than a's ran out.
+	anon := mustConfirmed(t, goConfirm(p, "", 6, 2, 0))
+	if anon.granted != 0 {
+		t.Fatalf("an asker naming no leader was promised %s", anon.granted)
+	}
+	if anon.at < before+2*lease {
+		t.Fatalf("an asker naming no leader was confirmed %s after a's promise was asked for, before b's ran out", anon.at-before)
+	}
+}
+
+func TestPromiseReleaseFreesOthersOnlyIfNotStale(t *testing.T) {
+	const long = time.Hour // never waited out in this test
+	p := newPromises(LeaseClock, long, 0)
+	mustConfirmed(t, goConfirm(p, "a", 5, 10, long))
+	b := goConfirm(p, "b", 6, 1, long)
+	stillHeld(t, b, "b before any release")
+	for _, stale := range []struct {
+		name        string
+		leader      string
+		term, round uint64
+	}{
+		{"another leader's release", "b", 6, 99},
+		{"a release from an older term", "a", 4, 99},
+		{"a release sent before the promise's round", "a", 5, 10},
+	} {
+		p.release(stale.leader, stale.term, stale.round)
+		stillHeld(t, b, "after "+stale.name)
+	}
+	p.release("a", 5, 11)
+	if c := mustConfirmed(t, b); c.granted != long {
+		t.Fatalf("b was promised %s after the release, want %s", c.granted, long)
+	}
+}
+
+func TestPromiseAfterRestartHoldsEveryone(t *testing.T) {
+	p := newPromises(LeaseClock, time.Second, time.Hour)
+	for _, leader := range []string{"self", "other", ""} {
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := p.confirm(ctx, leader, 1, 1, time.Second)
+		cancel()
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("leader %q was confirmed during the restart hold: err %v", leader, err)
+		}
+	}
+	// Without a promise to release, nothing is released.
+	p.release("self", 99, 99)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if _, err := p.confirm(ctx, "self", 1, 1, 0); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("a release ended the restart hold: err %v", err)
+	}
+}
+
+func TestPromiseWithoutLeaseGivesNone(t *testing.T) {
+	p := newPromises(LeaseClock, 0, 0)
+	if c := mustConfirmed(t, goConfirm(p, "a", 1, 1, time.Second)); c.granted != 0 {
+		t.Fatalf("a node without a lease promised %s", c.granted)
+	}
+	if c := mustConfirmed(t, goConfirm(p, "b", 1, 2, time.Second)); c.granted != 0 {
+		t.Fatalf("a node without a lease promised %s", c.granted)
+	}
+}
+
+// TestRestartHoldIsRecorded: the longest lease a node may have promised
+// survives a restart in the stable store, also one with a shorter lease
+// or none.
+func TestRestartHoldIsRecorded(t *testing.T) {
+	store := raft.NewInmemStore()
+	log := hclog.NewNullLogger()
+	tests := []struct {
+		lease, wantHold time.Duration
+	}{
+		{0, 0},
+		{time.Hour, time.Hour},
+		{time.Minute, time.Hour},
+		{0, time.Hour},
+	}
+	for i, tt := range tests {
+		before := LeaseClock()
+		p, err := openPromises(store, tt.lease, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if tt.wantHold == 0 {
+			if p.until != 0 {
+				t.Fatalf("start %d with lease %s: holds until %s after start, want no hold", i, tt.lease, p.until-before)
+			}
+		} else if hold := p.until - before; hold < tt.wantHold || hold > tt.wantHold+time.Minute {
+			t.Fatalf("start %d with lease %s: holds until %s after start, want %s", i, tt.lease, hold, tt.wantHold)
+		}
+		if p.lease != tt.lease {
+			t.Fatalf("start %d: promises %s, want %s", i, p.lease, tt.lease)
+		}
+	}
+}
+
+// TestPromiseNotRenewedByALateRound: a round the leader sent before its
+// release, arriving after it, gets no promise, so the next leader is not
+// held for a whole lease.
+func TestPromiseNotRenewedByALateRound(t *testing.T) {
+	const long = time.Hour
+	p := newPromises(LeaseClock, long, 0)
+	mustConfirmed(t, goConfirm(p, "a", 5, 10, long))
+	p.release("a", 5, 12)
+	if c := mustConfirmed(t, goConfirm(p, "a", 5, 11, long)); c.granted != 0 {
+		t.Fatalf("a's round 11, sent before its release at round 12, was promised %s", c.granted)
+	}
+	mustConfirmed(t, goConfirm(p, "b", 6, 1, long))
+	// A later round of a, in a later term, is promised again.
+	p.release("b", 6, 2)
+	if c := mustConfirmed(t, goConfirm(p, "a", 7, 1, long)); c.granted != long {
+		t.Fatalf("a's round in a later term was promised %s, want %s", c.granted, long)
+	}
+}
+
+// TestRoundWaitsOutPromisesToAnotherLeader: a round is held back by
+// voters that promised another leader, however it asks (a membership
+// change's round asks no lease), until the promises run out.
+func TestRoundWaitsOutPromisesToAnotherLeader(t *testing.T) {
+	leader, node := mustLeader(t)
+	for _, v := range mustVoters(t, node, 0, 0) {
+		v.promises.mu.Lock()
+		v.promises.to, v.promises.until = "another-leader", v.promises.clock()+time.Hour
+		v.promises.mu.Unlock()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	if c, err := leader.Confirm(ctx, false); !errors.Is(err, ErrNotLeader) {
+		t.Fatalf("confirmed %v, err %v, while every voter had promised another leader", c, err)
+	}
+}
+
+// askTerm sends req, for voter n2 of testCluster, to the voter at addr,
+// and returns its answer.
+func askTerm(t *testing.T, addr string, req *api.TermRequest) *api.TermResponse {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	st, err := api.NewPeerClient(newFakeNode(t, "").mustConn(t, addr)).Term(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.NodeId, req.ClusterId = "n2", testCluster
+	if err := st.Send(req); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil {
+		t.Fatalf("term request %v: %v", req, err)
+	}
+	return resp
+}
+
+// TestReleaseNeedsPermission: a release from a caller the node does not
+// let release (Node.MayRelease) is ignored; one it lets is not.
+func TestReleaseNeedsPermission(t *testing.T) {
+	voter, _, node := mustConfirmer(t, "n2", time.Hour)
+	voter.promises.mu.Lock()
+	voter.promises.until = 0 // no restart hold
+	voter.promises.mu.Unlock()
+	addr := mustServeVoter(t, voter)
+	if resp := askTerm(t, addr, &api.TermRequest{LeaderId: "n1", Term: testTerm, Round: 1, LeaseMs: 1000}); resp.LeaseMs == 0 {
+		t.Fatalf("the leader the voter knows was promised nothing: %v", resp)
+	}
+	promisedTo := func() string {
+		voter.promises.mu.Lock()
+		defer voter.promises.mu.Unlock()
+		return voter.promises.to
+	}
+	node.mu.Lock()
+	node.release = false
+	node.mu.Unlock()
+	askTerm(t, addr, &api.TermRequest{LeaderId: "n1", Term: testTerm, Round: 2, Release: true})
+	if to := promisedTo(); to != "n1" {
+		t.Fatalf("a release the node does not allow freed the promise (now to %q)", to)
+	}
+	node.mu.Lock()
+	node.release = true
+	node.mu.Unlock()
+	askTerm(t, addr, &api.TermRequest{LeaderId: "n1", Term: testTerm, Round: 3, Release: true})
+	if to := promisedTo(); to != "" {
+		t.Fatalf("a release the node allows did not free the promise (still to %q)", to)
+	}
+}
+
+// TestPromiseOnlyToTheKnownLeader: a voter promises only the leader it
+// knows, and only in its own term.
+func TestPromiseOnlyToTheKnownLeader(t *testing.T) {
+	voter, _, _ := mustConfirmer(t, "n2", time.Hour)
+	voter.promises.mu.Lock()
+	voter.promises.until = 0 // no restart hold
+	voter.promises.mu.Unlock()
+	addr := mustServeVoter(t, voter)
+	for _, req := range []*api.TermRequest{
+		{LeaderId: "intruder", Term: testTerm, Round: 1, LeaseMs: 1000},
+		{LeaderId: "n1", Term: testTerm - 1, Round: 2, LeaseMs: 1000},
+		{LeaderId: "n1", Term: testTerm + 1, Round: 3, LeaseMs: 1000},
+	} {
+		if resp := askTerm(t, addr, req); resp.LeaseMs != 0 {
+			t.Fatalf("%v was promised %d ms", req, resp.LeaseMs)
+		}
+	}
+	if resp := askTerm(t, addr, &api.TermRequest{LeaderId: "n1", Term: testTerm, Round: 4, LeaseMs: 1000}); resp.LeaseMs != 1000 {
+		t.Fatalf("the leader the voter knows was promised %d ms, want 1000", resp.LeaseMs)
+	}
+}
+
+// TestLeaseWithAVoterWithoutLease: a voter without --lease answers rounds
+// but promises nothing. Even when it answers fastest, a round that asks
+// for a lease asks another voter for its promise, and later rounds ask
+// that one first, so the leader keeps its lease.
+func TestLeaseWithAVoterWithoutLease(t *testing.T) {
+	const lease = 300 * time.Millisecond
+	leader, _, node := mustConfirmer(t, testVoters[0], lease)
+	mustVoters(t, node, lease, 0)
+	other, noLease := testVoters[1], testVoters[2]
+	leader.terms.mu.Lock()
+	leader.terms.voters[noLease] = voterRecord{answerTime: time.Microsecond}
+	leader.terms.voters[other] = voterRecord{answerTime: time.Second}
+	leader.terms.mu.Unlock()
+	const rounds = 50
+	leased := 0
+	for round := range rounds {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		c, err := leader.Confirm(ctx, true)
+		cancel()
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if c.Lease > 0 {
+			leased++
+		}
+	}
+	if leased < rounds*4/5 {
+		t.Fatalf("%d of %d rounds gave a lease, want nearly all", leased, rounds)
+	}
+}
