@@ -21,7 +21,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/history"
-	"github.com/seed-e8569b35/ordo/server"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // Settings of the lost-disk scenario.
@@ -140,7 +140,7 @@ func testLostDataDirInWholeClusterRestart(t *testing.T, laggardClock string) {
 	} else if code == 0 {
 		t.Errorf("%s, restarted with an empty data dir, exited 0; want a refusal (exit non-zero)", lost.id)
 	}
-	if has, err := server.HasState(lost.dataDir); err != nil || has {
+	if has, err := startup.HasState(lost.dataDir); err != nil || has {
 		t.Errorf("%s's data dir holds Raft state (%v, %v): it ran Raft as a member with an empty log", lost.id, has, err)
 	}
 	if out := c.output(lost); exited && !mentionsLostData(out) {
@@ -356,7 +356,7 @@ func TestRestoreBesideLeaderlessOldMember(t *testing.T) {
 	if res.Code == 0 {
 		t.Errorf("ordo restore while old member %s runs (leaderless) succeeded; want a refusal\nstdout: %s", old.id, res.Stdout)
 	}
-	if has, err := server.HasState(r1.dataDir); err != nil || has {
+	if has, err := startup.HasState(r1.dataDir); err != nil || has {
 		t.Errorf("ordo restore beside old member %s wrote Raft state into %s (%v, %v)", old.id, r1.dataDir, has, err)
 	}
 	if !old.running() {

@@ -11,12 +11,12 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/secure"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // Who may call what. With TLS every caller has passed the handshake, so
@@ -223,10 +223,7 @@ func (n *Node) mayRelease(ctx context.Context) bool {
 // transportCredentials is how this node dials its peers: with its node
 // certificate when TLS is on.
 func transportCredentials(t *secure.TLS) credentials.TransportCredentials {
-	if t == nil {
-		return insecure.NewCredentials()
-	}
-	return credentials.NewTLS(t.ClientConfig())
+	return startup.DialCredentials(t)
 }
 
 // adminContext adds the admin token, if one is configured, to a call this

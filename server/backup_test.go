@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/backup"
 	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/sequencer"
 )
@@ -66,11 +67,11 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 
 	file := filepath.Join(t.TempDir(), "ordo.backup")
-	b, err := NewBackupFile(resp)
+	b, err := backup.NewBackupFile(resp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WriteBackupFile(file, b); err != nil {
+	if err := backup.WriteBackupFile(file, b); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := os.Stat(file); err != nil {
@@ -78,7 +79,7 @@ func TestBackupAndRestore(t *testing.T) {
 	} else if runtime.GOOS != "windows" && info.Mode().Perm() != 0o600 {
 		t.Fatalf("backup file mode %04o, want 0600", info.Mode().Perm())
 	}
-	b, err = ReadBackupFile(file)
+	b, err = backup.ReadBackupFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,15 +98,15 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	// A jump shorter than that skew could not cover them: the limit the
 	// jump is there for.
-	if hw, err := RestoreHighWater(l, resp.HighWater, time.UnixMilli(resp.TakenUnixMs), time.Now(), 0, 0, 0); err != nil || hw > l.Tick(last) {
+	if hw, err := backup.RestoreHighWater(l, resp.HighWater, time.UnixMilli(resp.TakenUnixMs), time.Now(), 0, 0, 0); err != nil || hw > l.Tick(last) {
 		t.Fatalf("without a jump the restored mark is %d (%v), expected below the skewed old cluster's last tick %d", hw, err, l.Tick(last))
 	}
 
 	// While the old cluster runs, restoring is refused.
 	newDir := t.TempDir()
-	err = CheckBackupAlive(context.Background(), b, nil)
-	if !errors.Is(err, ErrClusterAlive) || !strings.Contains(err.Error(), "--force") {
-		t.Fatalf("restore check with the old cluster alive: %v, want ErrClusterAlive mentioning --force", err)
+	err = backup.CheckBackupAlive(context.Background(), b, nil)
+	if !errors.Is(err, backup.ErrClusterAlive) || !strings.Contains(err.Error(), "--force") {
+		t.Fatalf("restore check with the old cluster alive: %v, want backup.ErrClusterAlive mentioning --force", err)
 	}
 
 	for _, n := range nodes {
@@ -113,18 +114,18 @@ func TestBackupAndRestore(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := CheckBackupAlive(context.Background(), b, nil); err != nil {
+	if err := backup.CheckBackupAlive(context.Background(), b, nil); err != nil {
 		t.Fatalf("restore check with the old cluster stopped: %v", err)
 	}
 
 	// Not over a data dir that holds Raft state.
-	_, err = Restore(RestoreOptions{Backup: b, DataDir: nodes[0].cfg.DataDir, ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2", Jump: time.Minute})
-	if !errors.Is(err, ErrHasState) {
-		t.Fatalf("restore over an old node's data dir: %v, want ErrHasState", err)
+	_, err = backup.Restore(backup.RestoreOptions{Backup: b, DataDir: nodes[0].cfg.DataDir, ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Rules: BackupRules()})
+	if !errors.Is(err, backup.ErrHasState) {
+		t.Fatalf("restore over an old node's data dir: %v, want backup.ErrHasState", err)
 	}
 
 	raftAddr := freeaddr.Loopback(t, 1)[0]
-	res, err := Restore(RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute})
+	res, err := backup.Restore(backup.RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Rules: BackupRules()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,8 +135,8 @@ func TestBackupAndRestore(t *testing.T) {
 	if res.HighWater <= l.Tick(last) {
 		t.Fatalf("restored high-water %d is not above the last old ID's tick %d", res.HighWater, l.Tick(last))
 	}
-	if _, err := Restore(RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute}); !errors.Is(err, ErrHasState) {
-		t.Fatalf("restore twice into one data dir: %v, want ErrHasState", err)
+	if _, err := backup.Restore(backup.RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Rules: BackupRules()}); !errors.Is(err, backup.ErrHasState) {
+		t.Fatalf("restore twice into one data dir: %v, want backup.ErrHasState", err)
 	}
 
 	// The node starts on the restored data dir without bootstrapping, at
@@ -197,150 +198,6 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 	if _, err := r2.seq.Next(ctx, 1); !errors.Is(err, sequencer.ErrAhead) {
 		t.Fatalf("past the allowance: %v, want ErrAhead", err)
-	}
-}
-
-// TestBackupFileRefusesDamage: a file whose content does not match its
-// checksum, of another version, or not a backup at all, is refused.
-func TestBackupFileRefusesDamage(t *testing.T) {
-	b, err := NewBackupFile(&api.BackupResponse{
-		ClusterId: "c0ffee", Layout: "default", HighWater: 123456789, Members: map[string]string{"n1": "127.0.0.1:7001"},
-		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: time.Now().UnixMilli(),
-		ReserveWindowMs: 3000, LeadBoundTicks: 40960000, MaxCount: DefaultMaxCount,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, err := b.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ParseBackupFile(data); err != nil {
-		t.Fatalf("an intact backup: %v", err)
-	}
-	good := string(data)
-	for name, bad := range map[string]string{
-		"high-water changed": strings.Replace(good, `"123456789"`, `"123456788"`, 1),
-		"member changed":     strings.Replace(good, "7001", "7002", 1),
-		"checksum removed":   strings.Replace(good, `"checksum"`, `"checksum_"`, 1),
-		"other version":      strings.Replace(good, `"version": 2`, `"version": 3`, 1),
-		"no version":         strings.Replace(good, `"version": 2,`, ``, 1),
-		"window changed":     strings.Replace(good, `"reserve_window_ms": 3000`, `"reserve_window_ms": 300`, 1),
-		"truncated":          good[:len(good)/2],
-		"trailing data":      good + "{}",
-		"empty":              "",
-	} {
-		if bad == good {
-			t.Fatalf("%s: the test did not change the file", name)
-		}
-		if _, err := ParseBackupFile([]byte(bad)); !errors.Is(err, ErrBadBackup) {
-			t.Errorf("%s: %v, want ErrBadBackup", name, err)
-		}
-	}
-	if _, err := ParseBackupFile([]byte(strings.Replace(good, `"version": 2`, `"version": 3`, 1))); err == nil || !strings.Contains(err.Error(), "version 3") {
-		t.Errorf("another version: %v, want it named", err)
-	}
-
-	// Restore refuses a damaged file too.
-	path := filepath.Join(t.TempDir(), "b.json")
-	if err := os.WriteFile(path, []byte(strings.Replace(good, "c0ffee", "c0ffef", 1)), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ReadBackupFile(path); !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "checksum") {
-		t.Fatalf("a corrupted file: %v, want a checksum mismatch", err)
-	}
-}
-
-// TestRestoreTakesTheBackupsBounds: a restore's margin counts the old
-// leader's reserve window and lead bound as the backup recorded them when
-// they are larger than the restore's own; a version 1 backup, which has
-// none, restores with the restore's window, as before.
-func TestRestoreTakesTheBackupsBounds(t *testing.T) {
-	l := mustPreset(t, "default")
-	taken := time.Now()
-	wide := time.Minute // the old cluster's window, wider than the default
-	resp := &api.BackupResponse{
-		ClusterId: "c0ffee", Layout: "default", HighWater: l.TickAt(taken), Members: map[string]string{"n1": "127.0.0.1:1"},
-		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: taken.UnixMilli(),
-		ReserveWindowMs: wide.Milliseconds(), LeadBoundTicks: sequencer.MaxLeadTicks(l, wide), MaxCount: DefaultMaxCount,
-	}
-	v2, err := NewBackupFile(resp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1 := *v2
-	v1.Version, v1.ReserveWindowMs, v1.LeadBound, v1.MaxCount = 1, 0, "", 0
-	if v1.Checksum, err = v1.sum(); err != nil {
-		t.Fatal(err)
-	}
-	data, err := v1.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if strings.Contains(string(data), "reserve_window") {
-		t.Fatalf("a version 1 file names version 2 fields:\n%s", data)
-	}
-	now := func() time.Time { return taken }
-	restore := func(b *BackupFile) uint64 {
-		t.Helper()
-		parsed, err := ParseBackupFile(mustMarshal(t, b))
-		if err != nil {
-			t.Fatalf("version %d: %v", b.Version, err)
-		}
-		res, err := Restore(RestoreOptions{Backup: parsed, DataDir: t.TempDir(), ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Now: now})
-		if err != nil {
-			t.Fatalf("restore version %d: %v", b.Version, err)
-		}
-		return res.HighWater
-	}
-	if got, want := restore(v2), l.TickAt(taken)+l.TicksIn(wide)+sequencer.MaxLeadTicks(l, wide)+l.TicksIn(time.Minute); got != want {
-		t.Errorf("version 2 with a %s window: restored at %d, want %d (the recorded window and lead bound)", wide, got, want)
-	}
-	if got, want := restore(&v1), l.TickAt(taken)+l.TicksIn(DefaultReserveWindow)+sequencer.MaxLeadTicks(l, DefaultReserveWindow)+l.TicksIn(time.Minute); got != want {
-		t.Errorf("version 1: restored at %d, want %d (the restore's own window)", got, want)
-	}
-}
-
-func mustMarshal(t *testing.T, b *BackupFile) []byte {
-	t.Helper()
-	data, err := b.Marshal()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
-}
-
-func TestRestoreHighWater(t *testing.T) {
-	l := mustPreset(t, "default")
-	now := time.Now()
-	window := 3 * time.Second
-	ahead := l.TicksIn(window + 10*time.Second) // window + max(2 window, 10 s)
-	for _, tt := range []struct {
-		name     string
-		backup   uint64
-		taken    time.Time
-		jump     time.Duration
-		wantBase uint64
-	}{
-		{"clock ahead of the backup", l.TickAt(now.Add(-time.Hour)), now.Add(-time.Hour), time.Hour, l.TickAt(now)},
-		{"backup ahead of the clock", l.TickAt(now.Add(2 * time.Hour)), now, time.Hour, l.TickAt(now.Add(2 * time.Hour))},
-		{"backup's leader clock ahead of this host", 1, now.Add(time.Minute), 0, l.TickAt(now.Add(time.Minute))},
-	} {
-		t.Run(tt.name, func(t *testing.T) {
-			got, err := RestoreHighWater(l, tt.backup, tt.taken, now, tt.jump, window, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if want := tt.wantBase + ahead + l.TicksIn(tt.jump); got != want {
-				t.Fatalf("got %d, want %d", got, want)
-			}
-		})
-	}
-	if _, err := RestoreHighWater(l, l.MaxTick()-10, now, now, time.Hour, window, 0); !errors.Is(err, ErrTimeExhausted) {
-		t.Fatalf("past the layout's end: %v", err)
-	}
-	if _, err := RestoreHighWater(l, 1, now, now, -time.Second, window, 0); err == nil {
-		t.Fatal("a negative jump was accepted")
 	}
 }
 

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
 	"strings"
 	"testing"
 	"time"
@@ -153,4 +154,43 @@ func TestOwnCallsNameTheirCluster(t *testing.T) {
 			t.Fatalf("a refuses: %v", err)
 		}
 	})
+}
+
+// fakeAdmin answers questions as a peer would (as in package startup's tests): its
+// NodeStatus is info (an error when nil), its Status lists members under
+// leader.
+type fakeAdmin struct {
+	api.UnimplementedAdminServer
+	info    *api.NodeInfo
+	members []string
+	leader  string
+}
+
+func (p *fakeAdmin) NodeStatus(context.Context, *api.NodeStatusRequest) (*api.NodeInfo, error) {
+	if p.info == nil {
+		return nil, status.Error(codes.Unavailable, "no status")
+	}
+	return p.info, nil
+}
+
+func (p *fakeAdmin) Status(context.Context, *api.StatusRequest) (*api.StatusResponse, error) {
+	r := &api.StatusResponse{LeaderId: p.leader}
+	for _, m := range p.members {
+		r.Nodes = append(r.Nodes, &api.NodeInfo{Id: m})
+	}
+	return r, nil
+}
+
+// mustServeAdmin serves p on a free port and returns its address.
+func mustServeAdmin(t *testing.T, p *fakeAdmin) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := grpc.NewServer()
+	api.RegisterAdminServer(s, p)
+	go s.Serve(lis)
+	t.Cleanup(s.Stop)
+	return lis.Addr().String()
 }

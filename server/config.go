@@ -12,6 +12,7 @@ import (
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // Defaults for Config.
@@ -31,8 +32,9 @@ const (
 	// duration: well below Raft's default election timeout (1 s), so a
 	// leader that crashed has let it run out before the next is elected.
 	DefaultLease = 500 * time.Millisecond
-	// DefaultSnapshotRetain is how many snapshots stay on disk.
-	DefaultSnapshotRetain = 2
+	// DefaultSnapshotRetain is how many snapshots stay on disk: package
+	// startup opens the snapshot store, so it owns the number.
+	DefaultSnapshotRetain = startup.SnapshotRetain
 	// DefaultMaxConnsPerHost bounds the gRPC connections one host may
 	// hold open. Peers hold one each; a client one per node.
 	DefaultMaxConnsPerHost = 512

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/seed-e8569b35/ordo/startup"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -128,7 +129,7 @@ func TestDataDirMode(t *testing.T) {
 
 // TestCorruptLogStoreRefused damages the Raft log file of a data dir that
 // a node ran on (garbage, truncation, damaged pages, a lost file next to
-// snapshots) and checks that Open and HasState refuse it with ErrCorrupt
+// snapshots) and checks that Open and startup.HasState refuse it with startup.ErrCorrupt
 // and an error naming the file, twice in a row (so no failed attempt
 // "repairs" the file into something that opens), and do not panic. An
 // intact copy of the same data dir opens and serves IDs above the ones
@@ -149,7 +150,7 @@ func TestCorruptLogStoreRefused(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	goodDB := filepath.Join(good, logStoreFile)
+	goodDB := filepath.Join(good, startup.LogStoreFile)
 	pageSize, need := boltSize(t, goodDB)
 	info, err := os.Stat(goodDB)
 	if err != nil {
@@ -194,7 +195,7 @@ func TestCorruptLogStoreRefused(t *testing.T) {
 	tests := []struct {
 		name   string
 		damage func(t *testing.T, path string)
-		want   string // in the error, besides the file and ErrCorrupt
+		want   string // in the error, besides the file and startup.ErrCorrupt
 	}{
 		{"garbage", overwrite(0, garbage), ""},
 		{"text", func(t *testing.T, path string) {
@@ -223,7 +224,7 @@ func TestCorruptLogStoreRefused(t *testing.T) {
 			if err := os.CopyFS(dir, os.DirFS(good)); err != nil {
 				t.Fatal(err)
 			}
-			path := filepath.Join(dir, logStoreFile)
+			path := filepath.Join(dir, startup.LogStoreFile)
 			tt.damage(t, path)
 			for attempt := 1; attempt <= 2; attempt++ {
 				n, err := Open(testConfig(t, "n1", dir))
@@ -232,9 +233,9 @@ func TestCorruptLogStoreRefused(t *testing.T) {
 					t.Fatalf("attempt %d: Open of a data dir whose raft.db is damaged (%s) succeeded", attempt, tt.name)
 				}
 				checkCorrupt(t, err, path, tt.want)
-				has, err := HasState(dir)
+				has, err := startup.HasState(dir)
 				if err == nil {
-					t.Fatalf("attempt %d: HasState = %t, nil on a damaged raft.db (%s)", attempt, has, tt.name)
+					t.Fatalf("attempt %d: startup.HasState = %t, nil on a damaged raft.db (%s)", attempt, has, tt.name)
 				}
 				checkCorrupt(t, err, path, tt.want)
 			}
@@ -246,21 +247,21 @@ func TestCorruptLogStoreRefused(t *testing.T) {
 		if err := os.CopyFS(dir, os.DirFS(good)); err != nil {
 			t.Fatal(err)
 		}
-		if has, err := HasState(dir); err != nil || !has {
-			t.Fatalf("HasState of an intact copy = %t, %v; want true", has, err)
+		if has, err := startup.HasState(dir); err != nil || !has {
+			t.Fatalf("startup.HasState of an intact copy = %t, %v; want true", has, err)
 		}
 		n := mustOpen(t, testConfig(t, "n1", dir))
 		mustIncrease(t, last, mustNext(t, n.GRPCAddr(), 1))
 	})
 }
 
-// checkCorrupt fails t unless err is ErrCorrupt, names path, says the
+// checkCorrupt fails t unless err is startup.ErrCorrupt, names path, says the
 // data dir is corrupt, and contains want.
 func checkCorrupt(t *testing.T, err error, path, want string) {
 	t.Helper()
 	msg := err.Error()
-	if !errors.Is(err, ErrCorrupt) || !strings.Contains(msg, path) || !strings.Contains(msg, "data dir is corrupt") || !strings.Contains(msg, want) {
-		t.Fatalf("error %q: want ErrCorrupt naming %s and saying %q", msg, path, want)
+	if !errors.Is(err, startup.ErrCorrupt) || !strings.Contains(msg, path) || !strings.Contains(msg, "data dir is corrupt") || !strings.Contains(msg, want) {
+		t.Fatalf("error %q: want startup.ErrCorrupt naming %s and saying %q", msg, path, want)
 	}
 }
 

@@ -15,11 +15,12 @@ import (
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // Errors of this package. toStatus is the one place that maps them, and
 // those of the packages it uses (sequencer.ErrAhead,
-// leadership.ErrMisdirected, ...), to gRPC codes.
+// leadership.ErrMisdirected, startup's and backup's, ...), to gRPC codes.
 var (
 	// ErrNotLeader means this node cannot hand out IDs now: it is not the
 	// leader, or it is a leader that has not yet committed its first
@@ -44,25 +45,18 @@ var (
 	// ErrUnknownNode means an admin request names a node that is not a
 	// member.
 	ErrUnknownNode = errors.New("unknown node")
-	// ErrNodeExists means a join names an id or address already in use by
-	// another member.
-	ErrNodeExists = errors.New("node already exists")
-	// ErrClusterUnknown means a node with an empty data dir could not ask
-	// its cluster whether it is already a member, so it did not start.
-	ErrClusterUnknown = errors.New("cluster cannot be asked")
 	// ErrNotReady means the cluster has not been initialised yet.
 	ErrNotReady = errors.New("cluster not initialised")
 	// ErrRefusing means this node will not serve (see Node.Fatal); other
 	// nodes may, so clients should move on.
 	ErrRefusing = errors.New("this node refuses to serve")
-	// ErrClusterExists means a node with an empty data dir was asked to
-	// bootstrap a cluster that already hands out IDs.
-	ErrClusterExists = errors.New("cluster already exists")
 	// ErrRemoved means Raft stopped because this node was removed from
 	// the cluster; the node has nothing left to serve.
 	ErrRemoved = errors.New("removed from the cluster")
-	// ErrBadConfig means a Config field is invalid.
-	ErrBadConfig = errors.New("invalid configuration")
+	// ErrBadConfig means a Config field is invalid. It is
+	// startup.ErrBadConfig, which the start decision returns for flags
+	// that cannot decide it, so one errors.Is matches both.
+	ErrBadConfig = startup.ErrBadConfig
 	// ErrBadBackup means a backup file is damaged, of an unknown version,
 	// or inconsistent.
 	ErrBadBackup = errors.New("bad backup")
@@ -73,8 +67,6 @@ var (
 	// ErrHasState means a restore was asked to write over a data dir that
 	// already holds Raft state.
 	ErrHasState = errors.New("data dir already holds raft state")
-	// ErrOtherCluster means a data dir holds another cluster's state.
-	ErrOtherCluster = errors.New("data dir belongs to another cluster")
 	// ErrWrongCluster means a call named another cluster than this node's
 	// (api.ClusterIDKey): a stale address or leader hint now reaches a
 	// node of another cluster. Callers move on, as from a node that is
@@ -83,10 +75,6 @@ var (
 	// ErrPermissionDenied means the caller's identity does not allow the
 	// call (see authorize).
 	ErrPermissionDenied = errors.New("permission denied")
-	// ErrCorrupt means the data dir holds a Raft log that cannot be
-	// trusted (damaged, truncated, or lost while snapshots remain), so the
-	// node does not start.
-	ErrCorrupt = errors.New("data dir is corrupt")
 )
 
 // toStatus maps an error to a gRPC status, attaching the leader hint.
@@ -106,13 +94,13 @@ func toStatus(ctx context.Context, err error, leaderAddr string) error {
 		code = codes.Unavailable
 	case errors.Is(err, ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, layout.ErrInvalidLayout), errors.Is(err, leadership.ErrMisdirected):
 		code = codes.InvalidArgument
-	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, ErrClusterExists), errors.Is(err, ErrOtherCluster):
+	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, startup.ErrClusterExists), errors.Is(err, startup.ErrOtherCluster):
 		code = codes.FailedPrecondition
 	case errors.Is(err, ErrPermissionDenied):
 		code = codes.PermissionDenied
 	case errors.Is(err, ErrUnknownNode):
 		code = codes.NotFound
-	case errors.Is(err, ErrNodeExists):
+	case errors.Is(err, startup.ErrNodeExists):
 		code = codes.AlreadyExists
 	case errors.Is(err, ErrTimeExhausted):
 		code = codes.OutOfRange

@@ -22,6 +22,7 @@ import (
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // forwardedKey marks a request a follower forwarded, so that a node that
@@ -32,8 +33,9 @@ const forwardedKey = "ordo-forwarded"
 // once.
 const maxStreamInFlight = 1024
 
-// nodeStatusTimeout bounds asking one peer for its status.
-const nodeStatusTimeout = time.Second
+// nodeStatusTimeout bounds asking one peer for its status: the same
+// bound a starting node's questions have.
+const nodeStatusTimeout = startup.NodeStatusTimeout
 
 func (n *Node) openGRPC() error {
 	lis, err := net.Listen("tcp", n.cfg.GRPCAddr)
@@ -366,7 +368,7 @@ func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
 	if err := f.Error(); err != nil {
 		return fmt.Errorf("read configuration: %w", err)
 	}
-	if err := checkJoinRequest(f.Configuration().Servers, req); err != nil {
+	if err := startup.CheckJoinRequest(f.Configuration().Servers, req); err != nil {
 		return err
 	}
 	if err := s.n.changeMembership(ctx, func() raft.Future {

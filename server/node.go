@@ -31,6 +31,7 @@ import (
 	"github.com/seed-e8569b35/ordo/metrics"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // Peer names one member of the initial cluster.
@@ -147,15 +148,15 @@ func Open(cfg Config) (*Node, error) {
 }
 
 func (n *Node) openRaft() error {
-	if err := prepareDataDir(n.cfg.DataDir, n.logger); err != nil {
+	if err := startup.PrepareDataDir(n.cfg.DataDir, n.logger); err != nil {
 		return err
 	}
-	stored, err := StoredState(n.cfg.DataDir)
+	stored, err := startup.StoredState(n.cfg.DataDir)
 	if err != nil {
 		return err
 	}
 	n.storedClusterID = stored.ClusterID
-	store, snaps, err := openStores(n.cfg.DataDir, n.logger.Named("snapshot"))
+	store, snaps, err := startup.OpenStores(n.cfg.DataDir, n.logger.Named("snapshot"))
 	if err != nil {
 		return err
 	}
@@ -454,9 +455,9 @@ func (n *Node) memberRaftAddr(id string) (string, bool) {
 // checkAnswersAs asks the node at grpcAddr who it is, and returns nil only
 // if it is member id of this node's cluster.
 func (n *Node) checkAnswersAs(ctx context.Context, grpcAddr, id string) error {
-	a := newAsker(n.cfg.TLS)
-	defer a.close()
-	info, err := a.nodeStatus(ctx, grpcAddr)
+	a := startup.NewAsker(n.cfg.TLS)
+	defer a.Close()
+	info, err := a.NodeStatus(ctx, grpcAddr)
 	if err != nil {
 		return fmt.Errorf("%w: %s cannot be asked who it is: %v", ErrBadRequest, grpcAddr, err)
 	}

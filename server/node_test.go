@@ -27,6 +27,7 @@ import (
 	"github.com/seed-e8569b35/ordo/history"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // testRaftConfig makes elections quick so in-process tests stay short.
@@ -481,8 +482,8 @@ func mustBenchCluster(b *testing.B) []*Node {
 func TestHasState(t *testing.T) {
 	dir := t.TempDir()
 	for _, d := range []string{dir + "/missing", dir} {
-		if has, err := HasState(d); err != nil || has {
-			t.Fatalf("HasState(%s) = %t, %v before any node ran; want false", d, has, err)
+		if has, err := startup.HasState(d); err != nil || has {
+			t.Fatalf("startup.HasState(%s) = %t, %v before any node ran; want false", d, has, err)
 		}
 	}
 	cfg := testConfig(t, "n1", dir)
@@ -494,8 +495,8 @@ func TestHasState(t *testing.T) {
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if has, err := HasState(dir); err != nil || !has {
-		t.Fatalf("HasState after a node ran = %t, %v; want true", has, err)
+	if has, err := startup.HasState(dir); err != nil || !has {
+		t.Fatalf("startup.HasState after a node ran = %t, %v; want true", has, err)
 	}
 }
 

@@ -1,56 +1,20 @@
 package server
 
 import (
-	"fmt"
 	"time"
 
-	"github.com/hashicorp/raft"
-
-	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/backup"
 )
 
-// DefaultRecoverJump is how far, beyond the margin a leader's lead allows
-// (one window plus the lead bound), Recover moves the mark past the later
-// of the recorded mark and the clock: room for the lost nodes' clocks to
-// have been ahead of this one's.
-const DefaultRecoverJump = time.Minute
-
-// Recover makes the node of cfg the only voter of its cluster, for when a
-// majority is lost for good and the cluster can no longer elect a leader.
-// It runs offline, on the data dir, before Open; the node then starts
-// alone and leads, and the others join it again with wiped data dirs.
-//
-// It uses raft.RecoverCluster, which rewrites the configuration without
-// consensus: that is only safe if the lost nodes never come back with
-// their data. Two old nodes that came back would still form a majority of
-// the old configuration, elect a leader and hand out IDs beside this one.
-//
-// What the lost nodes handed out may lie above this node's high-water
-// mark (a reservation committed by them alone), so the mark moves past
-// it by the margin a restore uses: max(mark, now) + window + the lead
-// bound + jump (see RestoreHighWater), with cfg.ReserveWindow taken to be
-// the cluster's window.
+// Recover makes the node of cfg the only voter of its cluster, offline,
+// before Open: backup.Recover (see there for when that is safe), on cfg
+// validated and with its defaults, at the addresses the node will be
+// dialed at (the advertised ones when given).
 func Recover(cfg Config, jump time.Duration) (uint64, error) {
 	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
 	cfg = cfg.withDefaults()
-	if jump < 0 {
-		return 0, fmt.Errorf("%w: recover jump %s is negative", ErrBadConfig, jump)
-	}
-	has, err := HasState(cfg.DataDir)
-	if err != nil {
-		return 0, err
-	}
-	if !has {
-		return 0, fmt.Errorf("%w: %s holds no Raft state: nothing to recover", ErrBadConfig, cfg.DataDir)
-	}
-	store, snaps, err := openStores(cfg.DataDir, cfg.Logger.Named("snapshot"))
-	if err != nil {
-		return 0, err
-	}
-	defer store.Close()
-	// The address peers will dial; nothing listens during recovery.
 	raftAddr, grpcAddr := cfg.RaftAddr, cfg.GRPCAddr
 	if cfg.RaftAdvertise != "" {
 		raftAddr = cfg.RaftAdvertise
@@ -58,61 +22,21 @@ func Recover(cfg Config, jump time.Duration) (uint64, error) {
 	if cfg.GRPCAdvertise != "" {
 		grpcAddr = cfg.GRPCAdvertise
 	}
-	for _, a := range []string{raftAddr, grpcAddr} {
-		if err := checkDialAddr(a); err != nil {
-			return 0, fmt.Errorf("%w: recover needs the addresses the node will serve at: %w", ErrBadConfig, err)
-		}
-	}
-	_, trans := raft.NewInmemTransport(raft.ServerAddress(raftAddr))
-	defer trans.Close()
-	state := &recoveringFSM{FSM: fsm.New(nil), id: cfg.ID, grpcAddr: grpcAddr, clock: cfg.Clock, jump: jump, window: cfg.ReserveWindow}
-	only := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(cfg.ID), Address: raft.ServerAddress(raftAddr)}}}
-	rc := *cfg.Raft
-	if err := raft.RecoverCluster(&rc, state, store, store, snaps, trans, only); err != nil {
-		return 0, fmt.Errorf("recover: %w", err)
-	}
-	cfg.Logger.Error("RECOVERED: this node is now the only voter of its cluster; the lost nodes must never start again with their data",
-		"id", cfg.ID, "high_water", state.HighWater(), "jump", jump)
-	return state.HighWater(), nil
+	return backup.Recover(backup.RecoverOptions{
+		ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: raftAddr, GRPCAddr: grpcAddr,
+		Raft: cfg.Raft, ReserveWindow: cfg.ReserveWindow, Clock: cfg.Clock,
+		Jump: jump, Logger: cfg.Logger, Rules: BackupRules(),
+	})
 }
 
-// recoveringFSM is the scratch FSM RecoverCluster replays the log into.
-// Before the snapshot RecoverCluster takes of it, it forgets every other
-// node's address, records this node's, and moves the mark forward.
-type recoveringFSM struct {
-	*fsm.FSM
-	id, grpcAddr string
-	clock        func() time.Time
-	jump, window time.Duration
-}
+// BackupRules are the rules package backup checks a restored or recovered
+// node against: the ones this server applies to the ids and addresses of
+// admin requests, so that a node is never restored under one it would
+// refuse, and its source of cluster ids.
+func BackupRules() backup.Rules { return backupRules{} }
 
-func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
-	st := r.State()
-	if st.Layout == nil {
-		return nil, fmt.Errorf("%w: the data dir records no layout: the cluster never served, create it anew", ErrBadConfig)
-	}
-	now := r.clock()
-	upTo, err := RestoreHighWater(*st.Layout, st.HighWater, now, now, r.jump, r.window, 0)
-	if err != nil {
-		return nil, err
-	}
-	// The jump is a decision that time has reached upTo: a leader's lead
-	// is measured from there, so it is not refused for running ahead.
-	cmds := []fsm.Command{{Op: fsm.OpReserve, UpTo: upTo, Clock: upTo}}
-	for id := range st.Nodes {
-		if id != r.id {
-			cmds = append(cmds, fsm.Command{Op: fsm.OpDeleteNode, NodeID: id})
-		}
-	}
-	cmds = append(cmds, fsm.Command{Op: fsm.OpSetNode, NodeID: r.id, GRPCAddr: r.grpcAddr})
-	for _, c := range cmds {
-		entry, err := fsm.Entry(c)
-		if err != nil {
-			return nil, err
-		}
-		if res, ok := r.Apply(&entry).(fsm.Result); !ok || res.Err != nil {
-			return nil, fmt.Errorf("recover: apply %s: %v", c.Op, res.Err)
-		}
-	}
-	return r.FSM.Snapshot()
-}
+type backupRules struct{}
+
+func (backupRules) CheckNodeID(id string) error     { return checkNodeID(id) }
+func (backupRules) CheckDialAddr(addr string) error { return checkDialAddr(addr) }
+func (backupRules) NewClusterID() (string, error)   { return newClusterID() }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"github.com/seed-e8569b35/ordo/backup"
 	"testing"
 	"time"
 
@@ -32,11 +33,11 @@ func TestRecoverAfterLosingAMajority(t *testing.T) {
 	if _, err := Recover(testConfig(t, "empty", t.TempDir()), time.Minute); !errors.Is(err, ErrBadConfig) {
 		t.Fatalf("recover of an empty data dir: %v, want ErrBadConfig", err)
 	}
-	hw, err := Recover(cfg, DefaultRecoverJump)
+	hw, err := Recover(cfg, backup.DefaultRecoverJump)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if l := cfg.Layout; hw < l.TickAt(time.Now())+l.TicksIn(DefaultRecoverJump)-l.TicksIn(time.Second) {
+	if l := cfg.Layout; hw < l.TickAt(time.Now())+l.TicksIn(backup.DefaultRecoverJump)-l.TicksIn(time.Second) {
 		t.Fatalf("recovered mark %d is not a jump past the clock", hw)
 	}
 	n := mustOpen(t, cfg)
@@ -55,5 +56,15 @@ func TestRecoverAfterLosingAMajority(t *testing.T) {
 	mustIncrease(t, last, ids)
 	if tick := cfg.Layout.Tick(ids[0]); tick < hw {
 		t.Fatalf("first ID after recovery at tick %d, below the recovered mark %d", tick, hw)
+	}
+}
+
+// TestBackupDefaultsAgree: package backup repeats the default reserve
+// window, because it must not import server; a restore that assumed
+// another window than the cluster's default would jump the mark by too
+// little.
+func TestBackupDefaultsAgree(t *testing.T) {
+	if backup.DefaultReserveWindow != DefaultReserveWindow {
+		t.Fatalf("backup.DefaultReserveWindow = %s, server.DefaultReserveWindow = %s", backup.DefaultReserveWindow, DefaultReserveWindow)
 	}
 }

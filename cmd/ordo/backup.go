@@ -11,7 +11,9 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/backup"
 	"github.com/seed-e8569b35/ordo/server"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // runBackup asks the leader for a consistent copy of the replicated state
@@ -33,7 +35,7 @@ func runBackup(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := server.WriteBackupFile(*out, b); err != nil {
+	if err := backup.WriteBackupFile(*out, b); err != nil {
 		return err
 	}
 	if *cf.json {
@@ -46,7 +48,7 @@ func runBackup(args []string) error {
 
 // takeBackup calls Admin/Backup, following the leader, and builds the
 // file's content.
-func takeBackup(cf clientFlags) (*server.BackupFile, error) {
+func takeBackup(cf clientFlags) (*backup.BackupFile, error) {
 	c, ctx, cancel, err := cf.dial()
 	if err != nil {
 		return nil, err
@@ -61,7 +63,7 @@ func takeBackup(cf clientFlags) (*server.BackupFile, error) {
 	if err != nil {
 		return nil, err
 	}
-	return server.NewBackupFile(resp)
+	return backup.NewBackupFile(resp)
 }
 
 // runRestore builds, offline, the data dir of the first node of a new
@@ -69,16 +71,16 @@ func takeBackup(cf clientFlags) (*server.BackupFile, error) {
 func runRestore(args []string) error {
 	fs := flag.NewFlagSet("restore", flag.ContinueOnError)
 	var (
-		backup   = fs.String("backup", "", "backup file written by 'ordo backup' (required)")
-		dataDir  = fs.String("data-dir", "", "data dir to build; must hold no raft state (required)")
-		id       = fs.String("id", "", "id of the new cluster's first node (required)")
-		raftAddr = fs.String("raft-addr", "", "raft address peers will dial: the node's --raft-advertise if it has one, else its --raft-addr (required)")
-		grpcAddr = fs.String("grpc-addr", "", "gRPC address clients and peers will be told: the node's --grpc-advertise if it has one, else its --grpc-addr (required)")
-		jump     = fs.Duration("jump", server.DefaultRestoreJump, "how far past max(backup high-water, now) the new cluster starts; must exceed how far the old cluster's clocks could have been ahead of this host's")
-		window   = fs.Duration("reserve-window", server.DefaultReserveWindow, "the old cluster's --reserve-window (how far ahead of its clock it could hand out IDs)")
-		force    = fs.Bool("force", false, "restore even if members of the backed-up cluster still answer (two clusters would then hand out the same IDs)")
-		timeout  = fs.Duration("timeout", 10*time.Second, "give up asking the old cluster's members after this long")
-		tls      = addTLSFlags(fs, "client")
+		backupPath = fs.String("backup", "", "backup file written by 'ordo backup' (required)")
+		dataDir    = fs.String("data-dir", "", "data dir to build; must hold no raft state (required)")
+		id         = fs.String("id", "", "id of the new cluster's first node (required)")
+		raftAddr   = fs.String("raft-addr", "", "raft address peers will dial: the node's --raft-advertise if it has one, else its --raft-addr (required)")
+		grpcAddr   = fs.String("grpc-addr", "", "gRPC address clients and peers will be told: the node's --grpc-advertise if it has one, else its --grpc-addr (required)")
+		jump       = fs.Duration("jump", backup.DefaultRestoreJump, "how far past max(backup high-water, now) the new cluster starts; must exceed how far the old cluster's clocks could have been ahead of this host's")
+		window     = fs.Duration("reserve-window", server.DefaultReserveWindow, "the old cluster's --reserve-window (how far ahead of its clock it could hand out IDs)")
+		force      = fs.Bool("force", false, "restore even if members of the backed-up cluster still answer (two clusters would then hand out the same IDs)")
+		timeout    = fs.Duration("timeout", 10*time.Second, "give up asking the old cluster's members after this long")
+		tls        = addTLSFlags(fs, "client")
 	)
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -86,7 +88,7 @@ func runRestore(args []string) error {
 	if fs.NArg() > 0 {
 		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
 	}
-	if *backup == "" || *dataDir == "" || *id == "" || *raftAddr == "" || *grpcAddr == "" {
+	if *backupPath == "" || *dataDir == "" || *id == "" || *raftAddr == "" || *grpcAddr == "" {
 		return fmt.Errorf("%w: --backup, --data-dir, --id, --raft-addr and --grpc-addr are required", errUsage)
 	}
 	if *jump < 0 {
@@ -97,17 +99,17 @@ func runRestore(args []string) error {
 		return err
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "ordo", Output: os.Stderr})
-	b, err := server.ReadBackupFile(*backup)
+	b, err := backup.ReadBackupFile(*backupPath)
 	if err != nil {
 		return err
 	}
-	if has, err := server.HasState(*dataDir); err != nil {
+	if has, err := startup.HasState(*dataDir); err != nil {
 		return err
 	} else if has {
-		return fmt.Errorf("%w: %s; restore builds a new node, give it an empty data dir", server.ErrHasState, *dataDir)
+		return fmt.Errorf("%w: %s; restore builds a new node, give it an empty data dir", backup.ErrHasState, *dataDir)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	err = server.CheckBackupAlive(ctx, b, t)
+	err = backup.CheckBackupAlive(ctx, b, t)
 	cancel()
 	if err != nil {
 		if !*force {
@@ -115,9 +117,9 @@ func runRestore(args []string) error {
 		}
 		logger.Warn("restoring anyway (--force)", "error", err)
 	}
-	res, err := server.Restore(server.RestoreOptions{
+	res, err := backup.Restore(backup.RestoreOptions{
 		Backup: b, DataDir: *dataDir, ID: *id, RaftAddr: *raftAddr, GRPCAddr: *grpcAddr,
-		Jump: *jump, ReserveWindow: *window, Logger: logger,
+		Jump: *jump, ReserveWindow: *window, Logger: logger, Rules: server.BackupRules(),
 	})
 	if err != nil {
 		return err

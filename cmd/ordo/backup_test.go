@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/seed-e8569b35/ordo/backup"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/layout"
@@ -75,7 +76,7 @@ func TestBackupRestoreCommands(t *testing.T) {
 		return runRestore(append([]string{"--backup", file, "--data-dir", newDir, "--id", "r1",
 			"--raft-addr", raftAddr, "--grpc-addr", "127.0.0.1:7999", "--timeout", "3s"}, extra...))
 	}
-	if err := restore(); !errors.Is(err, server.ErrClusterAlive) {
+	if err := restore(); !errors.Is(err, backup.ErrClusterAlive) {
 		t.Fatalf("restore with the old cluster alive: %v, want ErrClusterAlive", err)
 	}
 	// --force restores anyway (here into a data dir that is then unused).
@@ -86,7 +87,7 @@ func TestBackupRestoreCommands(t *testing.T) {
 	if err := old.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := runRestore([]string{"--backup", file, "--data-dir", oldDir, "--id", "r1", "--raft-addr", raftAddr, "--grpc-addr", "127.0.0.1:7999"}); !errors.Is(err, server.ErrHasState) {
+	if err := runRestore([]string{"--backup", file, "--data-dir", oldDir, "--id", "r1", "--raft-addr", raftAddr, "--grpc-addr", "127.0.0.1:7999"}); !errors.Is(err, backup.ErrHasState) {
 		t.Fatalf("restore over the old data dir: %v, want ErrHasState", err)
 	}
 	damaged := filepath.Join(t.TempDir(), "damaged.json")
@@ -97,7 +98,7 @@ func TestBackupRestoreCommands(t *testing.T) {
 	if err := os.WriteFile(damaged, []byte(strings.Replace(string(data), `"high_water": "`, `"high_water": "1`, 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := runRestore([]string{"--backup", damaged, "--data-dir", newDir, "--id", "r1", "--raft-addr", raftAddr, "--grpc-addr", "127.0.0.1:7999"}); !errors.Is(err, server.ErrBadBackup) {
+	if err := runRestore([]string{"--backup", damaged, "--data-dir", newDir, "--id", "r1", "--raft-addr", raftAddr, "--grpc-addr", "127.0.0.1:7999"}); !errors.Is(err, backup.ErrBadBackup) {
 		t.Fatalf("restore from a damaged file: %v, want ErrBadBackup", err)
 	}
 	if err := restore("--jump", "10m"); err != nil {

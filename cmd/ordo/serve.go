@@ -15,9 +15,11 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/seed-e8569b35/ordo/backup"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/server"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 const serveUsage = `Usage: ordo serve [flags]
@@ -158,7 +160,7 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		joinTimeout:    fs.Duration("join-timeout", time.Minute, "how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join"),
 		forceBootstrap: fs.Bool("force-bootstrap", false, "DISASTER RECOVERY: with an empty data dir, bootstrap the --bootstrap list without asking its peers whether they hold the cluster's state; only if no listed node ever held it, or it is gone for good (see docs/operations.md)"),
 		recoverAlone:   fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see docs/operations.md)"),
-		recoverJump:    fs.Duration("recover-jump", server.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out"),
+		recoverJump:    fs.Duration("recover-jump", backup.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out"),
 		layoutSpec:     fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]"),
 		group:          fs.Uint64("group", 0, "group field of every ID (names this cluster)"),
 		window:         fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches"),
@@ -264,7 +266,7 @@ func (f *serveFlags) entry(args []string, peers []server.Peer) (server.Entry, er
 // bootstraps or joins as decided, each within joinTimeout. How it enters
 // is decided before Raft starts, from what its data dir and its peers
 // hold: if it lost its data, Raft must not run it as the member it was.
-func enter(cfg server.Config, entry server.Entry, joinTimeout time.Duration, logger hclog.Logger) (*server.Node, server.Start, error) {
+func enter(cfg server.Config, entry server.Entry, joinTimeout time.Duration, logger hclog.Logger) (*server.Node, startup.Start, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	start, err := server.DecideStart(ctx, cfg, entry)
 	cancel()
@@ -284,9 +286,9 @@ func enter(cfg server.Config, entry server.Entry, joinTimeout time.Duration, log
 		logger.Warn("raft metrics unavailable", "error", err)
 	}
 	switch start {
-	case server.StartBootstrap:
+	case startup.StartBootstrap:
 		err = node.Bootstrap(entry.Bootstrap)
-	case server.StartJoin:
+	case startup.StartJoin:
 		ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 		err = node.Join(ctx, entry.Join...)
 		cancel()

@@ -1,4 +1,4 @@
-package server
+package startup
 
 import (
 	"encoding/binary"

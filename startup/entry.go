@@ -1,4 +1,4 @@
-package server
+package startup
 
 // How a node enters its cluster: the one home of the rule "a node that
 // lost its data must not come back as the member it was".
@@ -22,7 +22,7 @@ package server
 //	holds state  (ignored)        a recorded member: another cluster   any   refuse (ErrOtherCluster)
 //	holds state  (ignored)        otherwise                            any   restart from the data dir
 //	empty        --force-bootstrap                                     any   bootstrap without asking (disaster only)
-//	empty        names this node  every listed peer: no state          any   bootstrap, after bootstrapSettle
+//	empty        names this node  every listed peer: no state          any   bootstrap, after BootstrapSettle
 //	empty        names this node  a listed peer holds state            none  refuse (ErrClusterExists)
 //	empty        names this node  a listed peer holds state            given as for a node the list does not name
 //	empty        names this node  a peer cannot be asked, none holds   any   keep asking; at the deadline refuse
@@ -46,22 +46,20 @@ package server
 // Nodes answer these questions before Raft starts too (startResponder),
 // so the nodes of a new cluster, all checking at once, can see each
 // other. A node that found every peer without state keeps answering "no
-// state" for bootstrapSettle before it bootstraps, so that each peer
+// state" for BootstrapSettle before it bootstraps, so that each peer
 // checking at the same time sees it that way too, and they all bootstrap
 // the same configuration, instead of the last to look finding the
 // others' new state and being refused as a member that lost its data.
 //
-// The leader enforces the same rule on its side (checkJoinRequest): a
+// The leader enforces the same rule on its side (CheckJoinRequest): a
 // join under a member's id is refused until the member is removed.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io/fs"
 	"maps"
 	"net"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -75,10 +73,37 @@ import (
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/status"
 
+	"google.golang.org/grpc/credentials/insecure"
+
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/secure"
 )
+
+// Peer is a member of a bootstrap list as a starting node asks it: its id
+// and the gRPC address it answers NodeStatus on.
+type Peer struct {
+	ID       string
+	GRPCAddr string
+}
+
+// Self is the starting node as DecideStart needs it: a validated
+// configuration, with defaults applied, that server derives from its
+// Config.
+type Self struct {
+	// ID is the node's id; DataDir holds its Raft state, if any.
+	ID, DataDir string
+	// GRPCAddr is where it answers NodeStatus while it decides (port 0:
+	// nowhere).
+	GRPCAddr string
+	// TLS, when set, secures both its questions and its answers.
+	TLS *secure.TLS
+	// Logger must not be nil.
+	Logger hclog.Logger
+	// ServerOptions are the gRPC server options (limits, keepalives) its
+	// answers are served with, the same as the serving node's.
+	ServerOptions []grpc.ServerOption
+}
 
 // Start says how a node enters its cluster; DecideStart chooses it.
 type Start int
@@ -87,12 +112,13 @@ const (
 	// StartRestart resumes from the Raft state in the data dir.
 	StartRestart Start = iota
 	// StartBootstrap creates the cluster of the bootstrap list
-	// (Node.Bootstrap).
+	// (server's Node.Bootstrap).
 	StartBootstrap
-	// StartJoin asks the cluster to add this node (Node.Join).
+	// StartJoin asks the cluster to add this node (server's Node.Join).
 	StartJoin
 )
 
+// String names s as logs and errors do.
 func (s Start) String() string {
 	switch s {
 	case StartRestart:
@@ -104,7 +130,8 @@ func (s Start) String() string {
 	}
 }
 
-// Entry is what a node is told about its cluster on its command line.
+// Entry is what a node is told about its cluster on its command line
+// (server.Entry, with each peer as it is asked).
 type Entry struct {
 	// Bootstrap is the initial members (--bootstrap); may be empty.
 	Bootstrap []Peer
@@ -120,26 +147,22 @@ type Entry struct {
 	ForceBootstrap bool
 }
 
-// bootstrapSettle is how long a node that found every listed peer without
+// BootstrapSettle is how long a node that found every listed peer without
 // state goes on answering "no state" before it bootstraps: several of
 // startPoll, so that a peer checking at the same time asks it again
 // meanwhile.
-const bootstrapSettle = 2 * time.Second
+const BootstrapSettle = 2 * time.Second
 
 // startPoll spaces out the rounds of questions a starting node asks.
 const startPoll = 200 * time.Millisecond
 
-// DecideStart decides, before Raft starts, how the node of cfg enters its
+// DecideStart decides, before Raft starts, how the node self enters its
 // cluster (see the table at the top of this file), asking its peers until
 // ctx ends when it must. While it runs, the node answers NodeStatus on its
 // gRPC address with what its data dir holds, so that peers deciding at
-// the same time can count it. The caller then calls Open and, as
-// returned, Bootstrap, Join, or neither.
-func DecideStart(ctx context.Context, cfg Config, e Entry) (Start, error) {
-	if err := cfg.Validate(); err != nil {
-		return 0, err
-	}
-	cfg = cfg.withDefaults()
+// the same time can count it. The caller (server.DecideStart) then opens the node and, as
+// returned, bootstraps, joins, or neither.
+func DecideStart(ctx context.Context, cfg Self, e Entry) (Start, error) {
 	has, err := HasState(cfg.DataDir)
 	if err != nil {
 		return 0, err
@@ -188,34 +211,21 @@ func DecideStart(ctx context.Context, cfg Config, e Entry) (Start, error) {
 	return StartJoin, checkJoin(ctx, cfg.ID, ask, cfg.TLS)
 }
 
-// HasState reports whether dataDir holds Raft state, without starting Raft.
-func HasState(dataDir string) (bool, error) {
-	if _, err := os.Stat(dataDir); errors.Is(err, fs.ErrNotExist) {
-		return false, nil
-	}
-	store, snaps, err := openStores(dataDir, hclog.NewNullLogger())
-	if err != nil {
-		return false, err
-	}
-	defer store.Close()
-	return raft.HasExistingState(store, store, snaps)
-}
-
-// peerHasState reports whether a NodeStatus answer says the node holds
+// PeerHasState reports whether a NodeStatus answer says the node holds
 // Raft state. Besides has_state, anything only state gives counts: an
 // older version's answer lacks has_state.
-func peerHasState(info *api.NodeInfo) bool {
+func PeerHasState(info *api.NodeInfo) bool {
 	return info.HasState || info.Term > 0 || info.CommitIndex > 0 || info.AppliedIndex > 0 ||
 		info.HighWater > 0 || info.ClusterId != ""
 }
 
 // checkBootstrap asks every other peer of the bootstrap list, until each
 // has answered or ctx ends, whether it holds Raft state: nil when none
-// does (then it waits bootstrapSettle), ErrClusterExists when one does,
+// does (then it waits BootstrapSettle), ErrClusterExists when one does,
 // ErrClusterUnknown when some could not be asked by the end.
 func checkBootstrap(ctx context.Context, self string, peers []Peer, t *secure.TLS, logger hclog.Logger) error {
-	ask := newAsker(t)
-	defer ask.close()
+	ask := NewAsker(t)
+	defer ask.Close()
 	pending := map[string]Peer{}
 	for _, p := range peers {
 		if p.ID != self {
@@ -229,14 +239,14 @@ func checkBootstrap(ctx context.Context, self string, peers []Peer, t *secure.TL
 		for id, p := range pending {
 			addrs[id] = p.GRPCAddr
 		}
-		for id, a := range ask.nodeStatuses(ctx, addrs) {
+		for id, a := range ask.NodeStatuses(ctx, addrs) {
 			switch {
-			case a.err != nil:
-				problems[id] = a.err.Error()
-			case a.info.Id != id:
-				problems[id] = fmt.Sprintf("the node at %s is %q", addrs[id], a.info.Id)
-			case peerHasState(a.info):
-				holder = fmt.Sprintf("%s at %s (cluster %q, term %d)", id, addrs[id], a.info.ClusterId, a.info.Term)
+			case a.Err != nil:
+				problems[id] = a.Err.Error()
+			case a.Info.Id != id:
+				problems[id] = fmt.Sprintf("the node at %s is %q", addrs[id], a.Info.Id)
+			case PeerHasState(a.Info):
+				holder = fmt.Sprintf("%s at %s (cluster %q, term %d)", id, addrs[id], a.Info.ClusterId, a.Info.Term)
 			default:
 				delete(pending, id)
 				delete(problems, id)
@@ -265,11 +275,11 @@ func checkBootstrap(ctx context.Context, self string, peers []Peer, t *secure.TL
 		}
 	}
 	if len(peers) > 1 {
-		logger.Info("no peer of the bootstrap list holds Raft state: bootstrapping", "settle", bootstrapSettle)
+		logger.Info("no peer of the bootstrap list holds Raft state: bootstrapping", "settle", BootstrapSettle)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: %w", ErrClusterUnknown, ctx.Err())
-		case <-time.After(bootstrapSettle):
+		case <-time.After(BootstrapSettle):
 		}
 	}
 	return nil
@@ -281,8 +291,8 @@ func checkBootstrap(ctx context.Context, self string, peers []Peer, t *secure.TL
 // members (which takes a leader), it keeps asking, and when ctx ends
 // first it refuses, because a node that cannot tell must not start Raft.
 func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS) error {
-	ask := newAsker(t)
-	defer ask.close()
+	ask := NewAsker(t)
+	defer ask.Close()
 	var last error
 	for {
 		for _, addr := range addrs {
@@ -311,11 +321,11 @@ func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS) 
 	}
 }
 
-// checkJoinRequest is the leader's side of the rule: given the cluster's
+// CheckJoinRequest is the leader's side of the rule: given the cluster's
 // configuration, it refuses a join under a member's id or Raft address.
 // A member restarts from its data dir without joining, so a join under a
 // member's name is a node that lost its data: it must be removed first.
-func checkJoinRequest(servers []raft.Server, req *api.JoinRequest) error {
+func CheckJoinRequest(servers []raft.Server, req *api.JoinRequest) error {
 	for _, srv := range servers {
 		sameID, sameAddr := string(srv.ID) == req.Id, string(srv.Address) == req.RaftAddr
 		switch {
@@ -346,14 +356,14 @@ func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, expec
 		return fmt.Errorf("%w: the data dir %s holds cluster %s, this node is configured for cluster %s",
 			ErrOtherCluster, dataDir, st.ClusterID, expected)
 	}
-	ask := newAsker(t)
-	defer ask.close()
+	ask := NewAsker(t)
+	defer ask.Close()
 	others := maps.Clone(st.Nodes)
 	delete(others, self)
-	for id, a := range ask.nodeStatuses(ctx, others) {
-		if a.err == nil && a.info.ClusterId != "" && a.info.ClusterId != st.ClusterID {
+	for id, a := range ask.NodeStatuses(ctx, others) {
+		if a.Err == nil && a.Info.ClusterId != "" && a.Info.ClusterId != st.ClusterID {
 			return fmt.Errorf("%w: the data dir %s holds cluster %s, but member %s at %s reports cluster %s; was the data dir copied from another cluster?",
-				ErrOtherCluster, dataDir, st.ClusterID, id, others[id], a.info.ClusterId)
+				ErrOtherCluster, dataDir, st.ClusterID, id, others[id], a.Info.ClusterId)
 		}
 	}
 	return nil
@@ -368,23 +378,40 @@ func CheckCluster(ctx context.Context, self, dataDir, expected string, t *secure
 	return checkCluster(ctx, self, dataDir, st, expected, t)
 }
 
-// asker asks other nodes for their status, keeping one connection to each
-// address while a decision is being taken. Unlike peerConns, its calls name
-// no cluster, on purpose: they ask a node who it is, and the callers compare
-// the cluster id in its answer (checkCluster, CheckBackupAlive,
-// checkAnswersAs). A node of another cluster must answer them, so that it is
-// seen to be one, not refuse them as if it could not be asked.
-type asker struct {
+// NodeStatusTimeout bounds asking one node for its status (server's
+// nodeStatusTimeout): long enough for a TLS handshake on a loaded host,
+// short enough that a round of questions keeps pace with startPoll.
+const NodeStatusTimeout = time.Second
+
+// DialCredentials is how a node dials its peers: with its node
+// certificate when TLS is on, in plain text otherwise.
+func DialCredentials(t *secure.TLS) credentials.TransportCredentials {
+	if t == nil {
+		return insecure.NewCredentials()
+	}
+	return credentials.NewTLS(t.ClientConfig())
+}
+
+// Asker asks other nodes for their status, keeping one connection to each
+// address while a decision is being taken. Unlike server's peer
+// connections, its calls name no cluster, on purpose: they ask a node who
+// it is, and the callers compare the cluster id in its answer
+// (CheckCluster, backup.CheckBackupAlive, server's checkAnswersAs). A node
+// of another cluster must answer them, so that it is seen to be one, not
+// refuse them as if it could not be asked.
+type Asker struct {
 	creds credentials.TransportCredentials
 	mu    sync.Mutex
 	conns map[string]*grpc.ClientConn
 }
 
-func newAsker(t *secure.TLS) *asker {
-	return &asker{creds: transportCredentials(t), conns: map[string]*grpc.ClientConn{}}
+// NewAsker returns an Asker that dials with t (nil: plain text). Close it
+// when the decision is taken.
+func NewAsker(t *secure.TLS) *Asker {
+	return &Asker{creds: DialCredentials(t), conns: map[string]*grpc.ClientConn{}}
 }
 
-func (a *asker) admin(addr string) (api.AdminClient, error) {
+func (a *Asker) admin(addr string) (api.AdminClient, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	c, ok := a.conns[addr]
@@ -393,10 +420,10 @@ func (a *asker) admin(addr string) (api.AdminClient, error) {
 		// Redial at the pace of the questions, not after gRPC's growing
 		// backoff: a peer that was not up yet must be seen as soon as it
 		// is, while it still answers before its own start (see
-		// bootstrapSettle).
+		// BootstrapSettle).
 		retry := grpc.ConnectParams{
 			Backoff:           backoff.Config{BaseDelay: startPoll / 2, Multiplier: 1.6, Jitter: 0.2, MaxDelay: startPoll},
-			MinConnectTimeout: nodeStatusTimeout,
+			MinConnectTimeout: NodeStatusTimeout,
 		}
 		if c, err = grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(a.creds), grpc.WithConnectParams(retry)); err != nil {
 			return nil, fmt.Errorf("dial %s: %w", addr, err)
@@ -406,26 +433,30 @@ func (a *asker) admin(addr string) (api.AdminClient, error) {
 	return api.NewAdminClient(c), nil
 }
 
-func (a *asker) nodeStatus(ctx context.Context, addr string) (*api.NodeInfo, error) {
+// NodeStatus asks the node at addr who it is and what its data dir holds,
+// within NodeStatusTimeout.
+func (a *Asker) NodeStatus(ctx context.Context, addr string) (*api.NodeInfo, error) {
 	c, err := a.admin(addr)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, nodeStatusTimeout)
+	ctx, cancel := context.WithTimeout(ctx, NodeStatusTimeout)
 	defer cancel()
 	return c.NodeStatus(ctx, &api.NodeStatusRequest{})
 }
 
-// nodeAnswer is one node's NodeStatus answer, or why there is none.
-type nodeAnswer struct {
-	info *api.NodeInfo
-	err  error
+// NodeAnswer is one node's NodeStatus answer, or why there is none.
+type NodeAnswer struct {
+	// Info is the answer; nil when Err is set.
+	Info *api.NodeInfo
+	// Err is why the node could not be asked.
+	Err error
 }
 
-// nodeStatuses asks every node of addrs (gRPC addresses by node id; empty
+// NodeStatuses asks every node of addrs (gRPC addresses by node id; empty
 // ones are skipped) for its status at once.
-func (a *asker) nodeStatuses(ctx context.Context, addrs map[string]string) map[string]nodeAnswer {
-	answers := make(map[string]nodeAnswer, len(addrs))
+func (a *Asker) NodeStatuses(ctx context.Context, addrs map[string]string) map[string]NodeAnswer {
+	answers := make(map[string]NodeAnswer, len(addrs))
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for id, addr := range addrs {
@@ -435,9 +466,9 @@ func (a *asker) nodeStatuses(ctx context.Context, addrs map[string]string) map[s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			info, err := a.nodeStatus(ctx, addr)
+			info, err := a.NodeStatus(ctx, addr)
 			mu.Lock()
-			answers[id] = nodeAnswer{info, err}
+			answers[id] = NodeAnswer{info, err}
 			mu.Unlock()
 		}()
 	}
@@ -445,17 +476,18 @@ func (a *asker) nodeStatuses(ctx context.Context, addrs map[string]string) map[s
 	return answers
 }
 
-func (a *asker) status(ctx context.Context, addr string) (*api.StatusResponse, error) {
+func (a *Asker) status(ctx context.Context, addr string) (*api.StatusResponse, error) {
 	c, err := a.admin(addr)
 	if err != nil {
 		return nil, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 2*NodeStatusTimeout)
 	defer cancel()
 	return c.Status(ctx, &api.StatusRequest{})
 }
 
-func (a *asker) close() {
+// Close closes every connection the Asker opened.
+func (a *Asker) Close() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, c := range a.conns {
@@ -469,7 +501,7 @@ func (a *asker) close() {
 // Unavailable ("starting"), so that clients move on to another node. It
 // returns the function that stops it. A node on port 0 has no address
 // peers could know, and answers nothing.
-func startResponder(cfg Config, hasState bool, clusterID string) (stop func(), err error) {
+func startResponder(cfg Self, hasState bool, clusterID string) (stop func(), err error) {
 	if strings.HasSuffix(cfg.GRPCAddr, ":0") {
 		return func() {}, nil
 	}
@@ -489,7 +521,7 @@ func startResponder(cfg Config, hasState bool, clusterID string) (stop func(), e
 		}
 		return stream.SendMsg(info)
 	}
-	opts := append(serverLimits(), grpc.UnknownServiceHandler(answer))
+	opts := append(slices.Clone(cfg.ServerOptions), grpc.UnknownServiceHandler(answer))
 	if cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(cfg.TLS.ServerConfig(cfg.Logger.Named("grpc"), false))))
 	}
@@ -500,51 +532,7 @@ func startResponder(cfg Config, hasState bool, clusterID string) (stop func(), e
 		_ = srv.Serve(lis)
 	}()
 	return func() {
-		srv.Stop() // closes the listener, so Open can bind the address
+		srv.Stop() // closes the listener, so the serving node can bind the address
 		<-done
 	}, nil
-}
-
-// StoredState replays what dataDir holds, the latest snapshot and the log
-// after it, into a scratch FSM, without starting Raft: which cluster the
-// data belongs to, and its members' gRPC addresses.
-func StoredState(dataDir string) (fsm.State, error) {
-	store, snaps, err := openStores(dataDir, hclog.NewNullLogger())
-	if err != nil {
-		return fsm.State{}, err
-	}
-	defer store.Close()
-	scratch := fsm.New(nil)
-	var after uint64
-	if metas, err := snaps.List(); err != nil {
-		return fsm.State{}, fmt.Errorf("list snapshots: %w", err)
-	} else if len(metas) > 0 {
-		_, rc, err := snaps.Open(metas[0].ID)
-		if err != nil {
-			return fsm.State{}, fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
-		}
-		err = scratch.Restore(rc)
-		if err != nil {
-			return fsm.State{}, fmt.Errorf("snapshot %s: %w", metas[0].ID, err)
-		}
-		after = metas[0].Index
-	}
-	first, err := store.FirstIndex()
-	if err != nil {
-		return fsm.State{}, fmt.Errorf("read raft log: %w", err)
-	}
-	last, err := store.LastIndex()
-	if err != nil {
-		return fsm.State{}, fmt.Errorf("read raft log: %w", err)
-	}
-	for i := max(first, after+1); first > 0 && i <= last; i++ {
-		var l raft.Log
-		if err := store.GetLog(i, &l); err != nil {
-			return fsm.State{}, fmt.Errorf("read raft log entry %d: %w", i, err)
-		}
-		if l.Type == raft.LogCommand {
-			scratch.Apply(&l) // a command it refuses changes nothing, as in Raft
-		}
-	}
-	return scratch.State(), nil
 }

@@ -1,4 +1,20 @@
-package server
+// Package startup owns what a node decides before Raft starts, from
+// durable state only: the data dir (its mode, opening Raft's log, stable
+// and snapshot stores with the checks that refuse a damaged or truncated
+// log, and reading what it holds without starting Raft), and how the node
+// enters its cluster (DecideStart: restart, bootstrap, join, or refuse),
+// with the leader's side of the same rule (CheckJoinRequest).
+//
+// Why a package of its own: these decisions must read only what is on
+// disk before it is needed (Raft's saved term, log and configuration, the
+// cluster id a data dir records, and what peers read from theirs), never
+// the replicated fields of a running FSM, which a restart empties until a
+// leader commits. Kept apart from server, they cannot reach a Node.
+//
+// It does not own serving (package server), the Raft configuration, or
+// backups, restores and recovery (package backup, which builds on the data
+// dir functions here). It must not import server: server wires it.
+package startup
 
 import (
 	"errors"
@@ -14,18 +30,25 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	"go.etcd.io/bbolt"
+
+	"github.com/seed-e8569b35/ordo/fsm"
 )
 
-// The data dir holds the Raft log and stable store (logStoreFile, a BoltDB
+// The data dir holds the Raft log and stable store (LogStoreFile, a BoltDB
 // file) and the snapshots: the high-water mark, the cluster id that peers
 // recognise each other by, each node's address, and the term and vote that
 // keep this node from voting twice in one term.
 
-// logStoreFile is the BoltDB file, in the data dir, that holds the Raft
+// LogStoreFile is the BoltDB file, in the data dir, that holds the Raft
 // log and stable store.
-const logStoreFile = "raft.db"
+const LogStoreFile = "raft.db"
 
-// prepareDataDir creates dir with mode 0700, or takes group and other
+// SnapshotRetain is how many snapshots stay on disk (server's
+// SnapshotRetain): the snapshot store opened here is the one Raft
+// takes its snapshots into.
+const SnapshotRetain = 2
+
+// PrepareDataDir creates dir with mode 0700, or takes group and other
 // permissions away from an existing one: the data is this node's alone.
 //
 // An existing dir that is open to others is tightened, with a warning,
@@ -36,7 +59,7 @@ const logStoreFile = "raft.db"
 // refuses to start, as it could not keep the data private. Files inside
 // are left as they are (BoltDB creates raft.db 0600; Raft's snapshot
 // files follow the umask): nobody else can reach them through a 0700 dir.
-func prepareDataDir(dir string, logger hclog.Logger) error {
+func PrepareDataDir(dir string, logger hclog.Logger) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("create data dir: %w", err)
 	}
@@ -61,19 +84,20 @@ func prepareDataDir(dir string, logger hclog.Logger) error {
 	return nil
 }
 
-// keyCurrentTerm is the stable-store key under which hashicorp/raft keeps
-// the node's current term (its keyCurrentTerm, unexported).
-var keyCurrentTerm = []byte("CurrentTerm")
+// KeyCurrentTerm is the stable-store key under which hashicorp/raft keeps
+// the node's current term (its keyCurrentTerm, unexported): a restore
+// writes it, and OpenStores refuses snapshots without it.
+var KeyCurrentTerm = []byte("CurrentTerm")
 
-// openStores opens the Raft log and stable store and the snapshot store in
+// OpenStores opens the Raft log and stable store and the snapshot store in
 // dataDir. A log store that cannot be read is reported as ErrCorrupt, and
 // so is one without a term next to snapshots: Raft stores its term before
 // it can take a snapshot, so the file was deleted, emptied or replaced,
 // and the node's votes went with it. Raft must not start on either: with
 // its votes lost the node could vote twice in one term, and with its log
 // damaged it could count as holding entries it lacks.
-func openStores(dataDir string, logger hclog.Logger) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
-	path := filepath.Join(dataDir, logStoreFile)
+func OpenStores(dataDir string, logger hclog.Logger) (*raftboltdb.BoltStore, *raft.FileSnapshotStore, error) {
+	path := filepath.Join(dataDir, LogStoreFile)
 	if err := checkLogStore(path); err != nil {
 		return nil, nil, err
 	}
@@ -88,7 +112,7 @@ func openStores(dataDir string, logger hclog.Logger) (*raftboltdb.BoltStore, *ra
 		}
 		return nil, nil, fmt.Errorf("open raft log %s: %w", path, err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, DefaultSnapshotRetain, logger)
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dataDir, SnapshotRetain, logger)
 	if err != nil {
 		store.Close()
 		return nil, nil, fmt.Errorf("open snapshot store: %w", err)
@@ -99,7 +123,7 @@ func openStores(dataDir string, logger hclog.Logger) (*raftboltdb.BoltStore, *ra
 		return nil, nil, fmt.Errorf("list snapshots: %w", err)
 	}
 	if len(list) > 0 {
-		term, err := store.GetUint64(keyCurrentTerm)
+		term, err := store.GetUint64(KeyCurrentTerm)
 		if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
 			store.Close()
 			return nil, nil, fmt.Errorf("read raft log %s: %w", path, err)
@@ -208,4 +232,61 @@ func catchBoltPanic(path string, open func() error) (err error) {
 func corrupt(path string, cause error) error {
 	return fmt.Errorf("%w: raft log %s: %v (restore the data dir from a backup, "+
 		"or remove this node from the cluster and join it again with an empty data dir)", ErrCorrupt, path, cause)
+}
+
+// HasState reports whether dataDir holds Raft state, without starting Raft.
+func HasState(dataDir string) (bool, error) {
+	if _, err := os.Stat(dataDir); errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	store, snaps, err := OpenStores(dataDir, hclog.NewNullLogger())
+	if err != nil {
+		return false, err
+	}
+	defer store.Close()
+	return raft.HasExistingState(store, store, snaps)
+}
+
+// StoredState replays what dataDir holds, the latest snapshot and the log
+// after it, into a scratch FSM, without starting Raft: which cluster the
+// data belongs to, and its members' gRPC addresses.
+func StoredState(dataDir string) (fsm.State, error) {
+	store, snaps, err := OpenStores(dataDir, hclog.NewNullLogger())
+	if err != nil {
+		return fsm.State{}, err
+	}
+	defer store.Close()
+	scratch := fsm.New(nil)
+	var after uint64
+	if metas, err := snaps.List(); err != nil {
+		return fsm.State{}, fmt.Errorf("list snapshots: %w", err)
+	} else if len(metas) > 0 {
+		_, rc, err := snaps.Open(metas[0].ID)
+		if err != nil {
+			return fsm.State{}, fmt.Errorf("open snapshot %s: %w", metas[0].ID, err)
+		}
+		err = scratch.Restore(rc)
+		if err != nil {
+			return fsm.State{}, fmt.Errorf("snapshot %s: %w", metas[0].ID, err)
+		}
+		after = metas[0].Index
+	}
+	first, err := store.FirstIndex()
+	if err != nil {
+		return fsm.State{}, fmt.Errorf("read raft log: %w", err)
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return fsm.State{}, fmt.Errorf("read raft log: %w", err)
+	}
+	for i := max(first, after+1); first > 0 && i <= last; i++ {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return fsm.State{}, fmt.Errorf("read raft log entry %d: %w", i, err)
+		}
+		if l.Type == raft.LogCommand {
+			scratch.Apply(&l) // a command it refuses changes nothing, as in Raft
+		}
+	}
+	return scratch.State(), nil
 }

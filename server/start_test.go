@@ -1,0 +1,206 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/seed-e8569b35/ordo/backup"
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
+	"github.com/seed-e8569b35/ordo/startup"
+)
+
+// TestCheckClusterRefusesAnotherClustersData: a data dir is read without
+// Raft, and refused when its cluster id differs from the one configured or
+// from the one a recorded member reports.
+func TestCheckClusterRefusesAnotherClustersData(t *testing.T) {
+	other := mustOpen(t, testConfig(t, "b1", t.TempDir()))
+	if err := other.BootstrapSingle(); err != nil {
+		t.Fatal(err)
+	}
+	mustNext(t, other.GRPCAddr(), 1)
+
+	dir := t.TempDir()
+	n := mustOpen(t, testConfig(t, "n1", dir))
+	if err := n.BootstrapSingle(); err != nil {
+		t.Fatal(err)
+	}
+	mustNext(t, n.GRPCAddr(), 1)
+	own := n.fsm.ClusterID()
+	// A member record that points at the other cluster's node, as a data
+	// dir copied from another cluster would hold.
+	if _, err := n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: "n2", GRPCAddr: other.GRPCAddr()}); err != nil {
+		t.Fatal(err)
+	}
+	n.Close()
+
+	st, err := startup.StoredState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.ClusterID != own || st.Nodes["n2"] != other.GRPCAddr() {
+		t.Fatalf("stored state: cluster %q nodes %v, want cluster %q and n2 at %s", st.ClusterID, st.Nodes, own, other.GRPCAddr())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := startup.CheckCluster(ctx, "n1", dir, "not-this-cluster", nil); !errors.Is(err, startup.ErrOtherCluster) {
+		t.Errorf("configured for another cluster: %v, want startup.ErrOtherCluster", err)
+	}
+	if err := startup.CheckCluster(ctx, "n1", dir, own, nil); !errors.Is(err, startup.ErrOtherCluster) {
+		t.Errorf("a recorded member reports another cluster: %v, want startup.ErrOtherCluster", err)
+	}
+	other.Close()
+	if err := startup.CheckCluster(ctx, "n1", dir, own, nil); err != nil {
+		t.Errorf("own id configured, member unreachable: %v, want nil", err)
+	}
+}
+
+// TestDecideStartRestartsOnState: a node whose data dir holds state
+// restarts from it, whatever its list and --join say (the first row of the
+// table at the top of package startup's entry.go; the others:
+// startup.TestDecideStart).
+func TestDecideStartRestartsOnState(t *testing.T) {
+	dead := func(id string) Peer {
+		addrs := freeaddr.Loopback(t, 2)
+		return Peer{ID: id, RaftAddr: addrs[0], GRPCAddr: addrs[1]}
+	}
+	self := func() Peer { return dead("a") }
+	deadJoin := freeaddr.Loopback(t, 1)
+	dir := t.TempDir()
+	n := mustOpen(t, testConfig(t, "a", dir))
+	if err := n.BootstrapSingle(); err != nil {
+		t.Fatal(err)
+	}
+	mustNext(t, n.GRPCAddr(), 1)
+	n.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	// The list and --join are ignored: the data dir decides.
+	got, err := DecideStart(ctx, testConfig(t, "a", dir), Entry{Bootstrap: []Peer{self(), dead("b")}, Join: deadJoin})
+	if err != nil || got != startup.StartRestart {
+		t.Fatalf("DecideStart = %s, %v; want restart", got, err)
+	}
+}
+
+// TestNodesOfANewClusterSeeEachOther: the nodes of a new cluster, all
+// deciding at once, answer each other before Raft starts, and all
+// bootstrap, also when one starts a little later than the others; a node
+// that lost its data while the others are down is refused, and once they
+// are back it is told it holds no place.
+func TestNodesOfANewClusterSeeEachOther(t *testing.T) {
+	ids := []string{"n1", "n2", "n3"}
+	peers := make([]Peer, len(ids))
+	cfgs := make([]Config, len(ids))
+	for i, id := range ids {
+		cfgs[i] = testConfig(t, id, t.TempDir())
+		addrs := freeaddr.Loopback(t, 2)
+		cfgs[i].RaftAddr, cfgs[i].GRPCAddr = addrs[0], addrs[1]
+		peers[i] = Peer{ID: id, RaftAddr: cfgs[i].RaftAddr, GRPCAddr: cfgs[i].GRPCAddr}
+	}
+	starts := make(chan error, len(ids))
+	for i := range ids {
+		go func() {
+			// The last one starts later: it must still find the others
+			// without state, not a cluster that holds it as a member.
+			if i == len(ids)-1 {
+				time.Sleep(startup.BootstrapSettle / 2)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			got, err := DecideStart(ctx, cfgs[i], Entry{Bootstrap: peers})
+			if err == nil && got != startup.StartBootstrap {
+				err = fmt.Errorf("%s: start %s, want bootstrap", ids[i], got)
+			}
+			starts <- err
+		}()
+	}
+	for range ids {
+		select {
+		case err := <-starts:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("DecideStart did not return within 60 s")
+		}
+	}
+	nodes := make([]*Node, len(ids))
+	for i := range ids {
+		nodes[i] = mustOpen(t, cfgs[i])
+		if err := nodes[i].Bootstrap(peers); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leader := mustLeader(t, nodes)
+	mustNext(t, leader.GRPCAddr(), 10)
+
+	// n3 loses its data while the whole cluster is down.
+	lost := nodes[2]
+	for _, n := range nodes {
+		n.Close()
+	}
+	lostCfg := cfgs[2]
+	lostCfg.DataDir = t.TempDir()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	_, err := DecideStart(ctx, lostCfg, Entry{Bootstrap: peers})
+	cancel()
+	if !errors.Is(err, startup.ErrClusterUnknown) {
+		t.Fatalf("%s with an empty data dir, its peers down: %v, want startup.ErrClusterUnknown", lost.ID(), err)
+	}
+	// The others come back; they hold state before any leader is elected.
+	var back []*Node
+	for i := range 2 {
+		back = append(back, mustOpen(t, cfgs[i]))
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+	_, err = DecideStart(ctx, lostCfg, Entry{Bootstrap: peers})
+	cancel()
+	if !errors.Is(err, startup.ErrClusterExists) {
+		t.Fatalf("%s with an empty data dir, its peers back: %v, want startup.ErrClusterExists", lost.ID(), err)
+	}
+	ctx, cancel = context.WithTimeout(context.Background(), 20*time.Second)
+	_, err = DecideStart(ctx, lostCfg, Entry{Bootstrap: peers, Join: []string{peers[0].GRPCAddr, peers[1].GRPCAddr}})
+	cancel()
+	if !errors.Is(err, startup.ErrNodeExists) {
+		t.Fatalf("%s with an empty data dir and --join: %v, want startup.ErrNodeExists", lost.ID(), err)
+	}
+	mustLeader(t, back)
+}
+
+// TestLeaderlessMemberNamesItsCluster: a member restarted while its
+// cluster has no leader (a minority up) has applied nothing yet, but
+// names its cluster from its data dir, so a restore of that cluster's
+// backup is refused while it runs.
+func TestLeaderlessMemberNamesItsCluster(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	b, err := backup.NewBackupFile(mustBackup(t, leader.GRPCAddr()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := nodes[1].cfg
+	for _, n := range nodes {
+		n.Close()
+	}
+	cfg.GRPCAddr = b.Members[cfg.ID] // where the backup says it is
+	alone := mustOpen(t, cfg)
+	info := alone.localStatus()
+	if applied := alone.fsm.ClusterID(); info.Role == "leader" || applied != "" {
+		t.Fatalf("%s alone: role %s, FSM cluster id %q; want a node that leads nothing and applied nothing", cfg.ID, info.Role, applied)
+	}
+	if info.ClusterId != b.ClusterID || !info.HasState {
+		t.Fatalf("%s alone reports cluster %q, has_state %t; want %q and true", cfg.ID, info.ClusterId, info.HasState, b.ClusterID)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := backup.CheckBackupAlive(ctx, b, nil); !errors.Is(err, backup.ErrClusterAlive) {
+		t.Fatalf("restore check with a leaderless old member up: %v, want backup.ErrClusterAlive", err)
+	}
+	alone.Close()
+	if err := backup.CheckBackupAlive(ctx, b, nil); err != nil {
+		t.Fatalf("restore check with every old member down: %v, want nil", err)
+	}
+}
