@@ -856,7 +856,7 @@ type NodeInfo struct {
 	ClusterId string `protobuf:"bytes,12,opt,name=cluster_id,json=clusterId,proto3" json:"cluster_id,omitempty"`
 	// Whether the node's data dir holds Raft state (a term, a log or a
 	// snapshot), read from its stores. A node of a cluster that lost its
-	// data dir answers false: see server.DecideStart.
+	// data dir answers false: see startup.DecideStart.
 	HasState      bool `protobuf:"varint,13,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
