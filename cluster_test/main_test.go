@@ -2,10 +2,17 @@
 
 // Package cluster_test tests Ordo as it runs in production: the built ordo
 // binary, three (sometimes four) real processes talking Raft and gRPC over
-// TCP on 127.0.0.1, with BoltDB files in each test's temp dir. Faults are
-// real signals (SIGKILL, SIGSTOP/SIGCONT) and a real clock shift through
-// --test-clock-offset-file. Every scenario runs a concurrent workload whose
-// history is checked by package history.
+// TCP on loopback, with BoltDB files in each test's temp dir. Processes
+// are run by verify.Cluster, the harness of `ordo verify`, and load by
+// verify's recording workload, whose history package history checks.
+//
+// Faults that `ordo verify`'s fault table injects (kill-leader,
+// kill-follower, pause-leader, restart-all, rolling-restart, ...) are
+// tested there, through TestVerifyEveryFault, TestVerifyLease and
+// TestVerifyFiveNodes; the tests here check what the table cannot
+// express: CLI output, HTTP, TLS rotation, PostgreSQL, Docker, membership
+// commands, shutdown bounds, bad input, and the exact refusals of a node
+// that lost its data.
 package cluster_test
 
 import (
