@@ -31,8 +31,8 @@ func TestBadInput(t *testing.T) {
 	w.mustAcks(phaseAcks, phaseTimeout, "before the bad input")
 
 	t.Log("raw gRPC Next with a count out of range, at every node")
-	for _, n := range c.nodes {
-		conn, err := grpc.NewClient(n.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	for _, n := range c.Nodes {
+		conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,9 +42,9 @@ func TestBadInput(t *testing.T) {
 			resp, err := seq.Next(ctx, &api.NextRequest{Count: count})
 			cancel()
 			if status.Code(err) != codes.InvalidArgument {
-				t.Errorf("%s: Next(count=%d) = %v, %v; want InvalidArgument", n.id, count, resp, err)
+				t.Errorf("%s: Next(count=%d) = %v, %v; want InvalidArgument", n.Name, count, resp, err)
 			} else if !strings.Contains(status.Convert(err).Message(), "count") {
-				t.Errorf("%s: Next(count=%d): message %q does not name the count", n.id, count, status.Convert(err).Message())
+				t.Errorf("%s: Next(count=%d): message %q does not name the count", n.Name, count, status.Convert(err).Message())
 			}
 		}
 		conn.Close()
@@ -103,10 +103,10 @@ func TestBadInput(t *testing.T) {
 		spare := freeaddr.Loopback(t, 2)
 		n2, n3 := c.node("n2"), c.node("n3")
 		for _, req := range []*api.JoinRequest{
-			{Id: "n2", RaftAddr: spare[0], GrpcAddr: spare[1], Layout: "default"},       // id in use, other address
-			{Id: "n9", RaftAddr: n3.raftAddr, GrpcAddr: spare[1], Layout: "default"},    // address in use, other id
-			{Id: "n2", RaftAddr: spare[0], GrpcAddr: n2.grpcAddr, Layout: "default"},    // id in use, its gRPC address
-			{Id: "n2", RaftAddr: n2.raftAddr, GrpcAddr: n2.grpcAddr, Layout: "default"}, // a member joining again: lost its data?
+			{Id: "n2", RaftAddr: spare[0], GrpcAddr: spare[1], Layout: "default"},        // id in use, other address
+			{Id: "n9", RaftAddr: n3.Advertise, GrpcAddr: spare[1], Layout: "default"},    // address in use, other id
+			{Id: "n2", RaftAddr: spare[0], GrpcAddr: n2.GRPCAddr, Layout: "default"},     // id in use, its gRPC address
+			{Id: "n2", RaftAddr: n2.Advertise, GrpcAddr: n2.GRPCAddr, Layout: "default"}, // a member joining again: lost its data?
 		} {
 			err := c.adminCall(func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
 				_, err := a.Join(ctx, req, opts...)
@@ -125,12 +125,12 @@ func TestBadInput(t *testing.T) {
 	t.Log("restart n3 with another layout than its data dir holds")
 	n3 := c.node("n3")
 	c.signal(n3, syscall.SIGTERM)
-	if code, ok := c.waitExit(n3, exitTimeout); !ok || code != 0 {
+	if code, ok := n3.WaitExit(exitTimeout); !ok || code != 0 {
 		t.Fatalf("n3 after SIGTERM: exited %v, code %d; want a clean exit", ok, code)
 	}
 	c.mustLeader(n3)
 	c.mustRestart(n3, "--layout", "twitter")
-	code, ok := c.waitExit(n3, exitTimeout)
+	code, ok := n3.WaitExit(exitTimeout)
 	out := c.output(n3)
 	if !ok {
 		t.Fatalf("n3 with --layout twitter on a default-layout data dir still runs after %v", exitTimeout)
@@ -141,9 +141,9 @@ func TestBadInput(t *testing.T) {
 	mustNameLayouts(t, "n3 with --layout twitter", out)
 
 	t.Log("a new node with another layout joins")
-	n4 := c.newNode("n4", append([]string{"--join", c.mustLeader().grpcAddr, "--layout", "twitter"}, fastTimers...)...)
+	n4 := c.newNode("n4", append([]string{"--join", c.mustLeader().GRPCAddr, "--layout", "twitter"}, fastTimers...)...)
 	c.mustStart(n4)
-	code, ok = c.waitExit(n4, exitTimeout)
+	code, ok = n4.WaitExit(exitTimeout)
 	out = c.output(n4)
 	if !ok {
 		t.Fatalf("n4 joining with --layout twitter still runs after %v", exitTimeout)
@@ -200,7 +200,7 @@ func mustRawNext(t *testing.T, c *cluster, count uint32) *api.NextResponse {
 	deadline := time.Now().Add(leaderTimeout)
 	for {
 		leader := c.mustLeader()
-		conn, err := grpc.NewClient(leader.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		conn, err := grpc.NewClient(leader.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -212,7 +212,7 @@ func mustRawNext(t *testing.T, c *cluster, count uint32) *api.NextResponse {
 			return resp
 		}
 		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
-			t.Fatalf("Next(count=%d) at %s: %v", count, leader.id, err)
+			t.Fatalf("Next(count=%d) at %s: %v", count, leader.Name, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

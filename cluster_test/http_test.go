@@ -27,7 +27,7 @@ const httpTimeout = 15 * time.Second
 // being ready.
 func TestHTTP(t *testing.T) {
 	c := mustNewCluster(t, clusterOpts{})
-	httpAddrs := freeaddr.Loopback(t, len(c.nodes))
+	httpAddrs := freeaddr.Loopback(t, len(c.Nodes))
 	hc := &http.Client{Timeout: httpTimeout}
 	get := func(url string) (int, []byte) {
 		t.Helper()
@@ -54,10 +54,10 @@ func TestHTTP(t *testing.T) {
 		}
 	}
 	// A rolling restart, as an operator would add the flag.
-	for i, n := range c.nodes {
+	for i, n := range c.Nodes {
 		c.signal(n, syscall.SIGTERM)
-		if _, ok := c.waitExit(n, exitTimeout); !ok {
-			t.Fatalf("%s did not exit on SIGTERM within %s", n.id, exitTimeout)
+		if _, ok := n.WaitExit(exitTimeout); !ok {
+			t.Fatalf("%s did not exit on SIGTERM within %s", n.Name, exitTimeout)
 		}
 		c.mustRestart(n, "--http-addr", httpAddrs[i])
 		waitFor("http://"+httpAddrs[i]+"/readyz", http.StatusOK)
@@ -121,8 +121,8 @@ func TestHTTP(t *testing.T) {
 	}
 
 	// Alone, n1 cannot know a leader: not ready, and no IDs.
-	c.mustKill(c.nodes[1])
-	c.mustKill(c.nodes[2])
+	c.mustKill(c.Nodes[1])
+	c.mustKill(c.Nodes[2])
 	waitFor("http://"+httpAddrs[0]+"/readyz", http.StatusServiceUnavailable)
 	if code, body := get("http://" + httpAddrs[0] + "/v1/ids"); code != http.StatusServiceUnavailable {
 		t.Fatalf("ids with no leader: %d %s, want 503", code, body)

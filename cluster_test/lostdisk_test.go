@@ -69,8 +69,8 @@ func TestLostDataDirInWholeClusterRestart(t *testing.T) {
 
 func testLostDataDirInWholeClusterRestart(t *testing.T, laggardClock string) {
 	c := mustNewCluster(t, clusterOpts{
-		clockFiles: true, joinTimeout: lostJoinTimeout,
-		args: []string{"--max-count", fmt.Sprint(pushCount)},
+		joinTimeout: lostJoinTimeout,
+		args:        []string{"--max-count", fmt.Sprint(pushCount)},
 	})
 	rec := history.NewRecorder()
 	w := startWorkload(t, c.addrs(), rec, 0)
@@ -80,13 +80,13 @@ func testLostDataDirInWholeClusterRestart(t *testing.T, laggardClock string) {
 	fs := c.mustFollowers()
 	laggard, lost := fs[0], fs[1]
 	c.mustKill(laggard)
-	if err := os.WriteFile(c.clockFile(laggard.id), []byte(laggardClock), 0o644); err != nil {
+	if err := os.WriteFile(laggard.ClockFile, []byte(laggardClock), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	w.mustAcks(phaseAcks, phaseTimeout, "with the laggard "+laggard.id+" down")
-	p := startPushers(t, []string{leader.grpcAddr, lost.grpcAddr}, rec, 1000)
+	w.mustAcks(phaseAcks, phaseTimeout, "with the laggard "+laggard.Name+" down")
+	p := startPushers(t, []string{leader.GRPCAddr, lost.GRPCAddr}, rec, 1000)
 	p.mustReachLeadBound(pushTimeout)
-	t.Logf("%s (leader) and %s handed out IDs up to the lead bound while %s was down", leader.id, lost.id, laggard.id)
+	t.Logf("%s (leader) and %s handed out IDs up to the lead bound while %s was down", leader.Name, lost.Name, laggard.Name)
 
 	// The whole cluster goes down with the lead at its bound; the
 	// operations in flight end unknown.
@@ -99,14 +99,14 @@ func testLostDataDirInWholeClusterRestart(t *testing.T, laggardClock string) {
 	if !ok {
 		t.Fatal("no ID was handed out before the restart")
 	}
-	if err := os.RemoveAll(lost.dataDir); err != nil {
+	if err := os.RemoveAll(lost.DataDir); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%s lost its data dir", lost.id)
+	t.Logf("%s lost its data dir", lost.Name)
 
 	// Clients of the nodes that kept their data: the lost node's own
 	// answers, whatever they are, are not the cluster's.
-	after := startWorkload(t, []string{laggard.grpcAddr, leader.grpcAddr}, rec, 100)
+	after := startWorkload(t, []string{laggard.GRPCAddr, leader.GRPCAddr}, rec, 100)
 	c.mustRestart(lost)
 	waitListensOrExits(c, lost, 3*time.Second)
 	c.mustRestart(laggard)
@@ -114,10 +114,10 @@ func testLostDataDirInWholeClusterRestart(t *testing.T, laggardClock string) {
 	// as it does when the lost node runs Raft with an empty log. Without
 	// that vote nothing serves until the leader is back.
 	deadline := time.Now().Add(laggardWinTimeout)
-	for after.acked.Load() == 0 && lost.running() && time.Now().Before(deadline) {
+	for after.acked() == 0 && lost.Running() && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 	}
-	t.Logf("before %s is back: %d operations acknowledged, %s running: %v", leader.id, after.acked.Load(), lost.id, lost.running())
+	t.Logf("before %s is back: %d operations acknowledged, %s running: %v", leader.Name, after.acked(), lost.Name, lost.Running())
 	c.mustRestart(leader)
 	after.mustAcks(phaseAcks, 3*phaseTimeout, "after the whole-cluster restart")
 	all := after.stop()
@@ -133,20 +133,20 @@ func testLostDataDirInWholeClusterRestart(t *testing.T, laggardClock string) {
 	}
 
 	// The node that lost its data never ran Raft, and stopped by itself.
-	code, exited := c.waitExit(lost, lostJoinTimeout+exitTimeout)
+	code, exited := lost.WaitExit(lostJoinTimeout + exitTimeout)
 	if !exited {
-		t.Errorf("%s, restarted with an empty data dir, still runs %v later; want it refused (exit non-zero)", lost.id, lostJoinTimeout+exitTimeout)
+		t.Errorf("%s, restarted with an empty data dir, still runs %v later; want it refused (exit non-zero)", lost.Name, lostJoinTimeout+exitTimeout)
 		c.mustKill(lost)
 	} else if code == 0 {
-		t.Errorf("%s, restarted with an empty data dir, exited 0; want a refusal (exit non-zero)", lost.id)
+		t.Errorf("%s, restarted with an empty data dir, exited 0; want a refusal (exit non-zero)", lost.Name)
 	}
-	if has, err := startup.HasState(lost.dataDir); err != nil || has {
-		t.Errorf("%s's data dir holds Raft state (%v, %v): it ran Raft as a member with an empty log", lost.id, has, err)
+	if has, err := startup.HasState(lost.DataDir); err != nil || has {
+		t.Errorf("%s's data dir holds Raft state (%v, %v): it ran Raft as a member with an empty log", lost.Name, has, err)
 	}
 	if out := c.output(lost); exited && !mentionsLostData(out) {
-		t.Errorf("%s's refusal does not say why (want it to mention the data dir, --force-bootstrap, or removing the node):\n%s", lost.id, out)
+		t.Errorf("%s's refusal does not say why (want it to mention the data dir, --force-bootstrap, or removing the node):\n%s", lost.Name, out)
 	} else if exited {
-		t.Logf("%s refused (exit %d): %s", lost.id, code, lastLines(out, 1))
+		t.Logf("%s refused (exit %d): %s", lost.Name, code, lastLines(out, 1))
 	}
 }
 
@@ -184,8 +184,8 @@ func idsAtOrBelow(ops []history.Op, hi uint64) int {
 // caller only wants n's start to have gone some way.
 func waitListensOrExits(c *cluster, n *node, d time.Duration) {
 	deadline := time.Now().Add(d)
-	for n.running() && time.Now().Before(deadline) {
-		conn, err := net.DialTimeout("tcp", n.grpcAddr, 200*time.Millisecond)
+	for n.Running() && time.Now().Before(deadline) {
+		conn, err := net.DialTimeout("tcp", n.GRPCAddr, 200*time.Millisecond)
 		if err == nil {
 			conn.Close()
 			return
@@ -348,21 +348,21 @@ func TestRestoreBesideLeaderlessOldMember(t *testing.T) {
 	old := c.node("n1")
 	c.mustRestart(old)
 	info := mustNodeStatus(t, old, leaderTimeout)
-	t.Logf("%s runs alone: role %s, term %d, cluster id %q", old.id, info.Role, info.Term, info.ClusterId)
+	t.Logf("%s runs alone: role %s, term %d, cluster id %q", old.Name, info.Role, info.Term, info.ClusterId)
 
 	r1 := c.newNode("r1")
-	restore := []string{"restore", "--backup", backup, "--data-dir", r1.dataDir, "--id", r1.id, "--raft-addr", r1.raftAddr, "--grpc-addr", r1.grpcAddr}
+	restore := []string{"restore", "--backup", backup, "--data-dir", r1.DataDir, "--id", r1.Name, "--raft-addr", r1.Advertise, "--grpc-addr", r1.GRPCAddr}
 	res := runOrdo(t, restore...)
 	if res.Code == 0 {
-		t.Errorf("ordo restore while old member %s runs (leaderless) succeeded; want a refusal\nstdout: %s", old.id, res.Stdout)
+		t.Errorf("ordo restore while old member %s runs (leaderless) succeeded; want a refusal\nstdout: %s", old.Name, res.Stdout)
 	}
-	if has, err := startup.HasState(r1.dataDir); err != nil || has {
-		t.Errorf("ordo restore beside old member %s wrote Raft state into %s (%v, %v)", old.id, r1.dataDir, has, err)
+	if has, err := startup.HasState(r1.DataDir); err != nil || has {
+		t.Errorf("ordo restore beside old member %s wrote Raft state into %s (%v, %v)", old.Name, r1.DataDir, has, err)
 	}
-	if !old.running() {
-		t.Fatalf("old member %s stopped during the test:\n%s", old.id, c.output(old))
+	if !old.Running() {
+		t.Fatalf("old member %s stopped during the test:\n%s", old.Name, c.output(old))
 	}
-	t.Logf("ordo restore beside leaderless %s: exit %d: %s", old.id, res.Code, strings.TrimSpace(res.Stderr))
+	t.Logf("ordo restore beside leaderless %s: exit %d: %s", old.Name, res.Code, strings.TrimSpace(res.Stderr))
 
 	// The override exists: the refusal above was the liveness check, not
 	// a bad argument.
@@ -376,7 +376,7 @@ func TestRestoreBesideLeaderlessOldMember(t *testing.T) {
 // mustNodeStatus asks n itself for its status until it answers, up to d.
 func mustNodeStatus(t *testing.T, n *node, d time.Duration) *api.NodeInfo {
 	t.Helper()
-	conn, err := grpc.NewClient(n.grpcAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,7 +390,7 @@ func mustNodeStatus(t *testing.T, n *node, d time.Duration) *api.NodeInfo {
 			return info
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s does not answer NodeStatus within %v: %v", n.id, d, err)
+			t.Fatalf("%s does not answer NodeStatus within %v: %v", n.Name, d, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}

@@ -2,10 +2,17 @@
 
 // Package cluster_test tests Ordo as it runs in production: the built ordo
 // binary, three (sometimes four) real processes talking Raft and gRPC over
-// TCP on 127.0.0.1, with BoltDB files in each test's temp dir. Faults are
-// real signals (SIGKILL, SIGSTOP/SIGCONT) and a real clock shift through
-// --test-clock-offset-file. Every scenario runs a concurrent workload whose
-// history is checked by package history.
+// TCP on loopback, with BoltDB files in each test's temp dir. Processes
+// are run by verify.Cluster, the harness of `ordo verify`, and load by
+// verify's recording workload, whose history package history checks.
+//
+// Faults that `ordo verify`'s fault table injects (kill-leader,
+// kill-follower, pause-leader, restart-all, rolling-restart, ...) are
+// tested there, through TestVerifyEveryFault, TestVerifyLease and
+// TestVerifyFiveNodes; the tests here check what the table cannot
+// express: CLI output, HTTP, TLS rotation, PostgreSQL, Docker, membership
+// commands, shutdown bounds, bad input, and the exact refusals of a node
+// that lost its data.
 package cluster_test
 
 import (
@@ -14,13 +21,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -32,7 +36,6 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
-	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/secure/securetest"
@@ -125,53 +128,19 @@ func mustRunOrdo(t testing.TB, args ...string) cliResult {
 	return res
 }
 
-// node is one ordo serve process, across restarts.
-type node struct {
-	id       string
-	raftAddr string
-	grpcAddr string
-	dataDir  string
-	logPath  string
-	// args are the serve flags given on every start, after the address
-	// flags and before a start's extra flags (a later flag wins).
-	args []string
+// node is one ordo serve process, across restarts: verify's.
+type node = verify.Node
 
-	mu       sync.Mutex
-	cmd      *exec.Cmd
-	done     chan struct{} // closed when the current process has been reaped
-	logStart int64         // size of the log file when the current process started
-	started  []*exec.Cmd   // every process ever started, for cleanup
-}
-
-// running reports whether the node's current process has not exited.
-func (n *node) running() bool {
-	n.mu.Lock()
-	done := n.done
-	n.mu.Unlock()
-	if done == nil {
-		return false
-	}
-	select {
-	case <-done:
-		return false
-	default:
-		return true
-	}
-}
-
-// cluster is a set of ordo processes started by one test.
+// cluster is verify's process harness as a test drives it: its failures
+// fail the test, and it comes with an admin client for the status.
 type cluster struct {
+	*verify.Cluster
 	t     *testing.T
-	dir   string
-	nodes []*node
 	admin *client.Client // talks to the three founding nodes
 }
 
 // clusterOpts changes how newCluster starts the nodes.
 type clusterOpts struct {
-	// clockFiles gives every node --test-clock-offset-file <dir>/<id>.clock,
-	// created empty (no offset).
-	clockFiles bool
 	// tls, if set, starts every node with mutual TLS: the set's node
 	// certificate and admin rights for its admin certificate's subject;
 	// the cluster's admin client presents the admin certificate.
@@ -183,6 +152,9 @@ type clusterOpts struct {
 	// addresses and this --join-timeout besides --bootstrap: one command
 	// line for every start of every node, as the Kubernetes example runs.
 	joinTimeout time.Duration
+	// layout is every node's --layout ("" for the default); the
+	// harness's own calls for IDs follow its width.
+	layout string
 	// args are more serve flags for every node.
 	args []string
 }
@@ -205,10 +177,10 @@ func setFlag(args []string, name, value string) []string {
 }
 
 // setTLS makes n serve files from its next start on.
-func (n *node) setTLS(files secure.Files) {
-	n.args = setFlag(n.args, "--tls-cert", files.Cert)
-	n.args = setFlag(n.args, "--tls-key", files.Key)
-	n.args = setFlag(n.args, "--tls-ca", files.CA)
+func setTLS(n *node, files secure.Files) {
+	n.Args = setFlag(n.Args, "--tls-cert", files.Cert)
+	n.Args = setFlag(n.Args, "--tls-key", files.Key)
+	n.Args = setFlag(n.Args, "--tls-ca", files.CA)
 }
 
 // tlsClient returns a client of addrs that presents files.
@@ -222,52 +194,43 @@ func tlsClient(t testing.TB, addrs []string, files secure.Files, opts ...client.
 	return c
 }
 
-// mustNewCluster starts n1..n3 with --bootstrap and fast Raft timers and
-// waits until the cluster serves IDs. Cleanup kills every process the
-// cluster started and, if the test failed, prints the tail of every
+// mustNewCluster starts n1..n3 with verify.StartCluster, --bootstrap and
+// fast Raft timers, and waits until the cluster serves IDs. Every later
+// start of a node carries --bootstrap too (or the Kubernetes line, with
+// joinTimeout), as a service manager's would. Cleanup kills every process
+// the cluster started and, if the test failed, prints the tail of every
 // node's log.
 func mustNewCluster(t *testing.T, opts clusterOpts) *cluster {
 	t.Helper()
-	c := &cluster{t: t, dir: t.TempDir()}
-	addrs := freeaddr.Loopback(t, 6)
-	var peers []string
-	for i := range 3 {
-		n := &node{
-			id:       fmt.Sprintf("n%d", i+1),
-			raftAddr: addrs[2*i],
-			grpcAddr: addrs[2*i+1],
-		}
-		n.dataDir = filepath.Join(c.dir, n.id)
-		n.logPath = filepath.Join(c.dir, n.id+".log")
-		peers = append(peers, fmt.Sprintf("%s=%s@%s", n.id, n.raftAddr, n.grpcAddr))
-		c.nodes = append(c.nodes, n)
+	cfg := verify.ClusterConfig{
+		Binary: ordoBin, Dir: t.TempDir(), Nodes: 3,
+		ServeArgs:   append(append([]string{}, fastTimers...), opts.args...),
+		Layout:      opts.layout,
+		JoinTimeout: opts.joinTimeout,
+		Logf:        t.Logf,
 	}
-	for _, n := range c.nodes {
-		n.args = append([]string{"--bootstrap", strings.Join(peers, ",")}, fastTimers...)
-		if opts.joinTimeout > 0 {
-			n.args = append(n.args, "--join", c.addrList(), "--join-timeout", opts.joinTimeout.String())
-		}
-		n.args = append(n.args, opts.args...)
-		if opts.tls != nil {
-			files, ok := opts.nodeTLS[n.id]
-			if !ok {
-				files = opts.tls.Node
-			}
-			n.args = append(n.args, tlsArgs(files)...)
-			n.args = append(n.args, "--admin-subject", securetest.AdminSubject)
-		}
-		if opts.clockFiles {
-			f := c.clockFile(n.id)
-			if err := os.WriteFile(f, nil, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			n.args = append(n.args, "--test-clock-offset-file", f)
+	if opts.tls != nil {
+		cfg.TLS = &verify.TLS{Node: opts.tls.Node, Client: opts.tls.Client, Admin: opts.tls.Admin}
+		cfg.NodeArgs = map[string][]string{}
+		for id, f := range opts.nodeTLS {
+			cfg.NodeArgs[id] = tlsArgs(f)
 		}
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*leaderTimeout)
+	defer cancel()
+	vc, err := verify.StartCluster(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &cluster{Cluster: vc, t: t}
 	// Cleanups run last-in first-out: kill first, then dump the logs.
 	t.Cleanup(c.dumpLogsIfFailed)
-	t.Cleanup(c.killAll)
-	var err error
+	t.Cleanup(vc.Stop)
+	if opts.joinTimeout == 0 {
+		for _, n := range c.Nodes {
+			n.Args = append([]string{"--bootstrap", vc.Bootstrap()}, n.Args...)
+		}
+	}
 	// Status waits up to 1 s for each unreachable peer (a paused one
 	// hangs), so an attempt must be allowed longer than that.
 	if opts.tls != nil {
@@ -276,25 +239,13 @@ func mustNewCluster(t *testing.T, opts clusterOpts) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { c.admin.Close() })
-	for _, n := range c.nodes {
-		c.mustStart(n)
-	}
 	c.mustLeader()
 	c.mustServe()
 	return c
 }
 
-// clockFile is the clock offset file of node id.
-func (c *cluster) clockFile(id string) string { return filepath.Join(c.dir, id+".clock") }
-
 // addrs returns the gRPC addresses of n1..n3.
-func (c *cluster) addrs() []string {
-	var a []string
-	for _, n := range c.nodes[:3] {
-		a = append(a, n.grpcAddr)
-	}
-	return a
-}
+func (c *cluster) addrs() []string { return c.Cluster.Addrs()[:3] }
 
 // addrList returns the gRPC addresses of n1..n3 as one --addrs value.
 func (c *cluster) addrList() string { return strings.Join(c.addrs(), ",") }
@@ -302,163 +253,76 @@ func (c *cluster) addrList() string { return strings.Join(c.addrs(), ",") }
 // node returns the node with the given id.
 func (c *cluster) node(id string) *node {
 	c.t.Helper()
-	for _, n := range c.nodes {
-		if n.id == id {
-			return n
-		}
+	n := c.Node(id)
+	if n == nil {
+		c.t.Fatalf("no node %q", id)
 	}
-	c.t.Fatalf("no node %q", id)
-	return nil
+	return n
 }
 
 // newNode adds a node that is not started yet and is not in --bootstrap;
 // args are its serve flags besides the address flags.
 func (c *cluster) newNode(id string, args ...string) *node {
-	addrs := freeaddr.Loopback(c.t, 2)
-	n := &node{
-		id: id, raftAddr: addrs[0], grpcAddr: addrs[1],
-		dataDir: filepath.Join(c.dir, id), logPath: filepath.Join(c.dir, id+".log"),
-		args: args,
+	c.t.Helper()
+	n, err := c.AddNode(id, args...)
+	if err != nil {
+		c.t.Fatal(err)
 	}
-	c.nodes = append(c.nodes, n)
 	return n
 }
 
-// mustStart starts n with its flags followed by extra. The process's
-// stdout and stderr are appended to n.logPath.
+// mustStart starts n with its flags followed by extra.
 func (c *cluster) mustStart(n *node, extra ...string) {
 	c.t.Helper()
-	if n.running() {
-		c.t.Fatalf("start %s: already running", n.id)
+	if n.Running() {
+		c.t.Fatalf("start %s: already running", n.Name)
 	}
-	args := []string{"serve", "--id", n.id, "--data-dir", n.dataDir, "--raft-addr", n.raftAddr, "--grpc-addr", n.grpcAddr}
-	args = append(args, n.args...)
-	args = append(args, extra...)
-	f, err := os.OpenFile(n.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
-	if err != nil {
+	if err := c.StartWith(n, extra...); err != nil {
 		c.t.Fatal(err)
 	}
-	defer f.Close() // the child holds its own copy of the descriptor
-	fmt.Fprintf(f, "=== %s test starts: ordo %s\n", time.Now().Format("15:04:05.000"), strings.Join(args, " "))
-	st, err := f.Stat()
-	if err != nil {
-		c.t.Fatal(err)
-	}
-	cmd := exec.Command(ordoBin, args...)
-	cmd.Env = verify.NodeEnv()
-	cmd.Stdout, cmd.Stderr = f, f
-	setDeathSignal(cmd)
-	if err := cmd.Start(); err != nil {
-		c.t.Fatalf("start %s: %v", n.id, err)
-	}
-	done := make(chan struct{})
-	go func() {
-		cmd.Wait()
-		close(done)
-	}()
-	n.mu.Lock()
-	n.cmd, n.done, n.logStart = cmd, done, st.Size()
-	n.started = append(n.started, cmd)
-	n.mu.Unlock()
 }
+
+// mustRestart starts n again with the same data dir and flags, plus extra.
+func (c *cluster) mustRestart(n *node, extra ...string) { c.t.Helper(); c.mustStart(n, extra...) }
 
 // signal sends sig to n's current process.
 func (c *cluster) signal(n *node, sig syscall.Signal) {
 	c.t.Helper()
-	n.mu.Lock()
-	cmd := n.cmd
-	n.mu.Unlock()
-	if cmd == nil {
-		c.t.Fatalf("signal %s: never started", n.id)
-	}
-	if err := cmd.Process.Signal(sig); err != nil {
-		c.t.Fatalf("signal %v to %s: %v", sig, n.id, err)
+	if err := c.Signal(n, sig); err != nil {
+		c.t.Fatal(err)
 	}
 }
 
 // mustKill SIGKILLs n and waits until the process is reaped.
 func (c *cluster) mustKill(n *node) {
 	c.t.Helper()
-	if !n.running() {
-		c.t.Fatalf("kill %s: not running", n.id)
+	if !n.Running() {
+		c.t.Fatalf("kill %s: not running", n.Name)
 	}
-	c.signal(n, syscall.SIGKILL)
-	if _, ok := c.waitExit(n, killTimeout); !ok {
-		c.t.Fatalf("kill %s: process not reaped within %v", n.id, killTimeout)
+	if err := c.Kill(n); err != nil {
+		c.t.Fatal(err)
 	}
-	c.t.Logf("%s: killed %s", time.Now().Format("15:04:05.000"), n.id)
 }
 
 // pause sends SIGSTOP to n; resume sends SIGCONT.
 func (c *cluster) pause(n *node)  { c.t.Helper(); c.signal(n, syscall.SIGSTOP) }
 func (c *cluster) resume(n *node) { c.t.Helper(); c.signal(n, syscall.SIGCONT) }
 
-// mustRestart starts n again with the same data dir and flags, plus extra.
-func (c *cluster) mustRestart(n *node, extra ...string) {
-	c.t.Helper()
-	c.mustStart(n, extra...)
-	c.t.Logf("%s: restarted %s", time.Now().Format("15:04:05.000"), n.id)
-}
-
-// waitExit waits up to d for n's current process to exit and returns its
-// exit code (-1 when killed by a signal).
-func (c *cluster) waitExit(n *node, d time.Duration) (int, bool) {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.mu.Unlock()
-	if done == nil {
-		return 0, false
-	}
-	select {
-	case <-done:
-		return cmd.ProcessState.ExitCode(), true
-	case <-time.After(d):
-		return 0, false
-	}
-}
-
 // output returns what n's current process has written so far.
 func (c *cluster) output(n *node) string {
 	c.t.Helper()
-	n.mu.Lock()
-	start := n.logStart
-	n.mu.Unlock()
-	b, err := os.ReadFile(n.logPath)
+	out, err := n.Output()
 	if err != nil {
 		c.t.Fatal(err)
 	}
-	return string(b[min(int(start), len(b)):])
-}
-
-// killAll SIGKILLs every process the cluster ever started that still runs
-// (paused ones too) and reaps them.
-func (c *cluster) killAll() {
-	for _, n := range c.nodes {
-		n.mu.Lock()
-		cmd, done := n.cmd, n.done
-		n.mu.Unlock()
-		if cmd == nil {
-			continue
-		}
-		select {
-		case <-done:
-			continue
-		default:
-		}
-		cmd.Process.Kill()
-		select {
-		case <-done:
-		case <-time.After(killTimeout):
-			c.t.Errorf("cleanup: %s (pid %d) not reaped within %v", n.id, cmd.Process.Pid, killTimeout)
-		}
-	}
+	return out
 }
 
 // mustKillAll SIGKILLs every running node.
 func (c *cluster) mustKillAll() {
 	c.t.Helper()
-	for _, n := range c.nodes {
-		if n.running() {
+	for _, n := range c.Nodes {
+		if n.Running() {
 			c.mustKill(n)
 		}
 	}
@@ -471,8 +335,8 @@ func (c *cluster) dumpLogsIfFailed() {
 		return
 	}
 	const lines = 60
-	for _, n := range c.nodes {
-		f, err := os.Open(n.logPath)
+	for _, n := range c.Nodes {
+		f, err := os.Open(n.LogFile)
 		if err != nil {
 			continue
 		}
@@ -486,7 +350,7 @@ func (c *cluster) dumpLogsIfFailed() {
 			}
 		}
 		f.Close()
-		c.t.Logf("---- last %d lines of %s ----\n%s", lines, n.logPath, strings.Join(tail, "\n"))
+		c.t.Logf("---- last %d lines of %s ----\n%s", lines, n.LogFile, strings.Join(tail, "\n"))
 	}
 }
 
@@ -548,7 +412,7 @@ func (c *cluster) mustLeader(exclude ...*node) *node {
 			return false
 		}
 		for _, n := range exclude {
-			if n.id == r.LeaderId {
+			if n.Name == r.LeaderId {
 				return false
 			}
 		}
@@ -605,108 +469,43 @@ func (c *cluster) mustServe() {
 	c.t.Fatalf("cluster does not serve IDs after %v: %v", leaderTimeout, err)
 }
 
-// workload runs concurrent clients that ask for IDs and records every
-// operation in a history.
+// workload is verify's recording workload as a test drives it: it waits
+// for progress, and fails the test on an operation that failed for
+// certain.
 type workload struct {
-	t      *testing.T
-	rec    *history.Recorder
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	done   chan struct{}
-
-	acked  atomic.Int64
-	failed atomic.Int64
-	bad    atomic.Int64
-
-	mu      sync.Mutex
-	samples []string // a few unexpected errors, for the report
+	t   *testing.T
+	w   *verify.Workload
+	rec *history.Recorder
 }
 
 const (
-	workloadClients = 8
-	attemptTimeout  = time.Second
-	opTimeout       = 3 * time.Second
+	workloadClients = 8 // half unary failover clients, half on one stream
 	maxBatch        = 8
+	// attemptTimeout and opTimeout bound one attempt and one call of the
+	// tests' own clients (pushers, PostgreSQL's), which verify's workload
+	// cannot stand in for.
+	attemptTimeout = time.Second
+	opTimeout      = 3 * time.Second
 )
 
-// startWorkload starts workloadClients goroutines, each with its own
-// client of addrs, that call NextN with a random count in a loop until
-// stop, recording into rec. Client numbers start at base, so that two
-// workloads sharing one recorder can be told apart.
+// startWorkload starts verify's workload against addrs, recording into
+// rec until stop. Client numbers start at base, so that two workloads
+// sharing one recorder can be told apart.
 func startWorkload(t *testing.T, addrs []string, rec *history.Recorder, base int) *workload {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	w := &workload{t: t, rec: rec, cancel: cancel, done: make(chan struct{})}
-	for i := range workloadClients {
-		c, err := client.New(addrs, client.WithAttemptTimeout(attemptTimeout))
-		if err != nil {
-			cancel()
-			t.Fatal(err)
-		}
-		w.wg.Add(1)
-		go func() {
-			defer w.wg.Done()
-			defer c.Close()
-			w.run(ctx, c, base+i)
-		}()
+	w, err := verify.StartWorkload(verify.WorkloadConfig{
+		Addrs: addrs, Clients: workloadClients / 2, Streams: workloadClients / 2,
+		MaxCount: maxBatch, FirstClient: base,
+	}, rec)
+	if err != nil {
+		t.Fatal(err)
 	}
-	go func() { w.wg.Wait(); close(w.done) }()
-	t.Cleanup(func() { cancel(); <-w.done })
-	return w
+	t.Cleanup(w.Stop)
+	return &workload{t: t, w: w, rec: rec}
 }
 
-func (w *workload) run(ctx context.Context, c *client.Client, id int) {
-	for ctx.Err() == nil {
-		n := 1 + rand.IntN(maxBatch)
-		p := w.rec.Begin(id)
-		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		ids, err := c.NextN(octx, n)
-		cancel()
-		switch {
-		case err == nil:
-			p.OK(ids)
-			w.acked.Add(1)
-		case errors.Is(err, client.ErrBadResponse):
-			// The client withheld IDs that broke its own check: a
-			// server bug the history cannot see, so count it apart.
-			p.Unknown(err)
-			w.bad.Add(1)
-			w.sample(err)
-		case definite(err):
-			p.Fail(err)
-			w.failed.Add(1)
-			w.sample(err)
-			time.Sleep(10 * time.Millisecond)
-		default:
-			p.Unknown(err)
-		}
-	}
-}
-
-// definite reports whether err says for certain that no IDs were handed
-// out: a refusal that retrying cannot mend.
-func definite(err error) bool {
-	if errors.Is(err, client.ErrBadCount) {
-		return true
-	}
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-		return false
-	}
-	switch status.Code(err) {
-	case codes.InvalidArgument, codes.FailedPrecondition, codes.NotFound, codes.AlreadyExists,
-		codes.OutOfRange, codes.PermissionDenied, codes.Unimplemented, codes.Unauthenticated:
-		return true
-	}
-	return false
-}
-
-func (w *workload) sample(err error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if len(w.samples) < 5 {
-		w.samples = append(w.samples, err.Error())
-	}
-}
+// acked is the number of acknowledged operations so far.
+func (w *workload) acked() int64 { ok, _, _, _ := w.w.Counts(); return ok }
 
 // minPhase is the least time one load phase lasts, so that every fault
 // lands on a workload with requests in flight.
@@ -716,34 +515,41 @@ const minPhase = 500 * time.Millisecond
 // operations are acknowledged, failing the test if that takes over d.
 func (w *workload) mustAcks(n int64, d time.Duration, what string) {
 	w.t.Helper()
-	start := w.acked.Load()
+	start := w.acked()
 	begin := time.Now()
 	deadline := begin.Add(d)
 	for time.Now().Before(deadline) {
-		if w.acked.Load() >= start+n && time.Since(begin) >= minPhase {
+		if w.acked() >= start+n && time.Since(begin) >= minPhase {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	w.t.Fatalf("%s: only %d of %d acknowledged operations within %v", what, w.acked.Load()-start, n, d)
+	w.t.Fatalf("%s: only %d of %d acknowledged operations within %v (last error: %s)", what, w.acked()-start, n, d, w.w.LastError())
 }
+
+// stopTimeout bounds how long the workload's clients take to stop: every
+// request has a deadline of its own, well under it.
+const stopTimeout = 10 * time.Second
 
 // stop ends the workload, waits for every client, and returns the whole
 // history recorded so far. Operations that fail for certain, and answers
 // the client rejected as bad, fail the test.
 func (w *workload) stop() []history.Op {
 	w.t.Helper()
-	w.cancel()
+	done := make(chan struct{})
+	go func() { w.w.Stop(); close(done) }()
 	select {
-	case <-w.done:
-	case <-time.After(2 * opTimeout):
-		w.t.Fatalf("workload clients did not stop within %v", 2*opTimeout)
+	case <-done:
+	case <-time.After(stopTimeout):
+		w.t.Fatalf("workload clients did not stop within %v", stopTimeout)
 	}
-	if n := w.bad.Load(); n > 0 {
-		w.t.Errorf("%d answers rejected by the client as bad (server bug): %q", n, w.samples)
+	_, failed, _, _ := w.w.Counts()
+	bad := w.w.BadResponses()
+	if bad > 0 {
+		w.t.Errorf("%d answers rejected by the client as bad (server bug); last error: %s", bad, w.w.LastError())
 	}
-	if n := w.failed.Load(); n > 0 {
-		w.t.Errorf("%d operations failed for certain under a healthy workload: %q", n, w.samples)
+	if n := failed - bad; n > 0 {
+		w.t.Errorf("%d operations failed for certain under a healthy workload; last error: %s", n, w.w.LastError())
 	}
 	return w.rec.Ops()
 }

@@ -23,12 +23,12 @@ func TestMembership(t *testing.T) {
 	w.mustAcks(phaseAcks, phaseTimeout, "before the join")
 
 	leader := c.mustLeader()
-	n4 := c.newNode("n4", append([]string{"--join", leader.grpcAddr}, fastTimers...)...)
+	n4 := c.newNode("n4", append([]string{"--join", leader.GRPCAddr}, fastTimers...)...)
 	c.mustStart(n4)
 	c.waitStatus(leaderTimeout, "n4 as a voting follower", func(r *api.StatusResponse) bool {
 		for _, n := range r.Nodes {
 			if n.Id == "n4" {
-				return n.Voter && n.Role == "follower" && n.GrpcAddr == n4.grpcAddr && n.RaftAddr == n4.raftAddr
+				return n.Voter && n.Role == "follower" && n.GrpcAddr == n4.GRPCAddr && n.RaftAddr == n4.Advertise
 			}
 		}
 		return false
@@ -52,7 +52,7 @@ func TestMembership(t *testing.T) {
 		return true
 	})
 	t.Log("n4 removed")
-	if code, exited := c.waitExit(n4, leaderTimeout); !exited || code != 0 {
+	if code, exited := n4.WaitExit(leaderTimeout); !exited || code != 0 {
 		t.Errorf("removed n4: exited %v with code %d, want 0 by itself", exited, code)
 	}
 	w.mustAcks(phaseAcks, phaseTimeout, "after the removal")
@@ -65,10 +65,10 @@ func TestMembership(t *testing.T) {
 	// member's id: a node that asks to join under a member's name has lost
 	// its data (see TestLostDataDir).
 	follower := c.mustFollowers()[0]
-	res = runOrdo(t, "join", "--id", follower.id, "--raft-addr", follower.raftAddr, "--grpc-addr", follower.grpcAddr,
-		"--addrs", c.mustFollowers()[1].grpcAddr, "--timeout", "10s")
+	res = runOrdo(t, "join", "--id", follower.Name, "--raft-addr", follower.Advertise, "--grpc-addr", follower.GRPCAddr,
+		"--addrs", c.mustFollowers()[1].GRPCAddr, "--timeout", "10s")
 	if res.Code == 0 || !strings.Contains(res.Stderr, "remove it first") {
-		t.Errorf("ordo join of member %s through a follower: exit %d, stderr %q; want a refusal naming the fix", follower.id, res.Code, res.Stderr)
+		t.Errorf("ordo join of member %s through a follower: exit %d, stderr %q; want a refusal naming the fix", follower.Name, res.Code, res.Stderr)
 	}
 	w.mustAcks(phaseAcks, phaseTimeout, "after the refused join")
 
@@ -85,24 +85,24 @@ func TestRemoveLeader(t *testing.T) {
 	w.mustAcks(phaseAcks, phaseTimeout, "before the removal")
 
 	old := c.mustLeader()
-	res := mustRunOrdo(t, "remove", "--id", old.id, "--addrs", c.addrList(), "--timeout", "10s")
-	t.Logf("ordo remove --id %s (the leader): %s", old.id, strings.TrimSpace(res.Stdout))
+	res := mustRunOrdo(t, "remove", "--id", old.Name, "--addrs", c.addrList(), "--timeout", "10s")
+	t.Logf("ordo remove --id %s (the leader): %s", old.Name, strings.TrimSpace(res.Stdout))
 	w.mustAcks(phaseAcks, phaseTimeout, "after the leader was removed")
-	if code, exited := c.waitExit(old, leaderTimeout); !exited || code != 0 {
-		t.Errorf("removed leader %s: exited %v with code %d, want 0 by itself", old.id, exited, code)
+	if code, exited := old.WaitExit(leaderTimeout); !exited || code != 0 {
+		t.Errorf("removed leader %s: exited %v with code %d, want 0 by itself", old.Name, exited, code)
 	}
-	resp := c.waitStatus(leaderTimeout, "two voters without "+old.id, func(r *api.StatusResponse) bool {
-		if len(r.Nodes) != 2 || r.LeaderId == "" || r.LeaderId == old.id || roleOf(r, r.LeaderId) != "leader" {
+	resp := c.waitStatus(leaderTimeout, "two voters without "+old.Name, func(r *api.StatusResponse) bool {
+		if len(r.Nodes) != 2 || r.LeaderId == "" || r.LeaderId == old.Name || roleOf(r, r.LeaderId) != "leader" {
 			return false
 		}
 		for _, n := range r.Nodes {
-			if n.Id == old.id || !n.Voter || n.Role == "unreachable" {
+			if n.Id == old.Name || !n.Voter || n.Role == "unreachable" {
 				return false
 			}
 		}
 		return true
 	})
-	t.Logf("%s leads two voters after %s was removed", resp.LeaderId, old.id)
+	t.Logf("%s leads two voters after %s was removed", resp.LeaderId, old.Name)
 	w.mustAcks(phaseAcks, phaseTimeout, "after the removed node stopped")
 	mustCheck(t, w.stop())
 }
@@ -114,13 +114,13 @@ func TestRemoveLeader(t *testing.T) {
 func TestRemovedNodeStatus(t *testing.T) {
 	c := mustNewCluster(t, clusterOpts{})
 	old := c.mustLeader()
-	mustRunOrdo(t, "remove", "--id", old.id, "--addrs", c.addrList(), "--timeout", "10s")
-	code, exited := c.waitExit(old, leaderTimeout)
+	mustRunOrdo(t, "remove", "--id", old.Name, "--addrs", c.addrList(), "--timeout", "10s")
+	code, exited := old.WaitExit(leaderTimeout)
 	if !exited || code != 0 {
 		t.Fatalf("removed node %s: exited %v with code %d, want it to exit 0 by itself within %v:\n%s",
-			old.id, exited, code, leaderTimeout, c.output(old))
+			old.Name, exited, code, leaderTimeout, c.output(old))
 	}
-	addrs := old.grpcAddr + "," + c.addrList()
+	addrs := old.GRPCAddr + "," + c.addrList()
 	deadline := time.Now().Add(leaderTimeout)
 	for {
 		res := runOrdo(t, "status", "--json", "--addrs", addrs, "--timeout", "5s")
@@ -130,12 +130,12 @@ func TestRemovedNodeStatus(t *testing.T) {
 		if err := json.Unmarshal([]byte(res.Stdout), &st); err != nil {
 			t.Fatalf("ordo status --json: %v: %q", err, res.Stdout)
 		}
-		if st.LeaderID != "" && st.LeaderID != old.id {
+		if st.LeaderID != "" && st.LeaderID != old.Name {
 			return
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("ordo status --addrs %s still reports leader_id %q %v after removing %s (process running: %v):\n%s",
-				addrs, st.LeaderID, leaderTimeout, old.id, old.running(), res.Stdout)
+				addrs, st.LeaderID, leaderTimeout, old.Name, old.Running(), res.Stdout)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
@@ -155,36 +155,36 @@ func TestLostDataDir(t *testing.T) {
 
 	lost := c.mustFollowers()[0]
 	c.mustKill(lost)
-	if err := os.RemoveAll(lost.dataDir); err != nil {
+	if err := os.RemoveAll(lost.DataDir); err != nil {
 		t.Fatal(err)
 	}
 	c.mustRestart(lost) // the same command line, --bootstrap included
-	code, exited := c.waitExit(lost, exitTimeout)
+	code, exited := lost.WaitExit(exitTimeout)
 	if !exited || code == 0 || !strings.Contains(c.output(lost), "holds Raft state") {
-		t.Fatalf("%s with an empty data dir and --bootstrap: exited %v code %d, want a refusal\n%s", lost.id, exited, code, c.output(lost))
+		t.Fatalf("%s with an empty data dir and --bootstrap: exited %v code %d, want a refusal\n%s", lost.Name, exited, code, c.output(lost))
 	}
 	w.mustAcks(phaseAcks, phaseTimeout, "while the node is refused")
 
-	saved := lost.args
+	saved := lost.Args
 	everyStart := append(append([]string{}, saved...), "--join", c.addrList())
-	lost.args = everyStart
+	lost.Args = everyStart
 	c.mustRestart(lost)
-	code, exited = c.waitExit(lost, exitTimeout)
+	code, exited = lost.WaitExit(exitTimeout)
 	if !exited || code == 0 || !strings.Contains(c.output(lost), "remove it first") {
-		t.Fatalf("%s joining while still a member: exited %v code %d, want a refusal\n%s", lost.id, exited, code, c.output(lost))
+		t.Fatalf("%s joining while still a member: exited %v code %d, want a refusal\n%s", lost.Name, exited, code, c.output(lost))
 	}
 
-	mustRunOrdo(t, "remove", "--id", lost.id, "--addrs", c.addrList(), "--timeout", "10s")
+	mustRunOrdo(t, "remove", "--id", lost.Name, "--addrs", c.addrList(), "--timeout", "10s")
 	c.mustRestart(lost)
-	c.waitStatus(leaderTimeout, lost.id+" back as a voter", func(r *api.StatusResponse) bool {
+	c.waitStatus(leaderTimeout, lost.Name+" back as a voter", func(r *api.StatusResponse) bool {
 		for _, n := range r.Nodes {
-			if n.Id == lost.id {
+			if n.Id == lost.Name {
 				return n.Voter && n.Role == "follower"
 			}
 		}
 		return false
 	})
-	lost.args = saved
+	lost.Args = saved
 	w.mustAcks(phaseAcks, phaseTimeout, "after it joined again")
 
 	n4 := c.newNode("n4", everyStart...)

@@ -51,7 +51,7 @@ func TestBackupRestoreAndRecover(t *testing.T) {
 
 	// A restore while the old cluster runs is refused.
 	r1 := c.newNode("r1")
-	restore := []string{"restore", "--backup", backup, "--data-dir", r1.dataDir, "--id", r1.id, "--raft-addr", r1.raftAddr, "--grpc-addr", r1.grpcAddr}
+	restore := []string{"restore", "--backup", backup, "--data-dir", r1.DataDir, "--id", r1.Name, "--raft-addr", r1.Advertise, "--grpc-addr", r1.GRPCAddr}
 	if res := runOrdo(t, restore...); res.Code == 0 {
 		t.Fatalf("ordo restore while the old cluster runs succeeded: %s", res.Stdout)
 	}
@@ -60,19 +60,19 @@ func TestBackupRestoreAndRecover(t *testing.T) {
 		t.Fatalf("ordo restore: exit %d: %s", res.Code, res.Stderr)
 	}
 	c.mustStart(r1)
-	if ids := mustCLIIDs(t, r1.grpcAddr, 10); ids[0] <= last {
+	if ids := mustCLIIDs(t, r1.GRPCAddr, 10); ids[0] <= last {
 		t.Fatalf("restored cluster's first ID %d is not above %d, the old cluster's last", ids[0], last)
 	}
 	c.mustKill(r1)
 
 	// Disaster recovery: n2 and n3 are lost for good; n1 recovers alone.
 	n1 := c.node("n1")
-	recoverArgs := []string{"serve", "--id", n1.id, "--data-dir", n1.dataDir, "--raft-addr", n1.raftAddr, "--grpc-addr", n1.grpcAddr, "--recover"}
+	recoverArgs := []string{"serve", "--id", n1.Name, "--data-dir", n1.DataDir, "--raft-addr", n1.RaftAddr, "--raft-advertise", n1.Advertise, "--grpc-addr", n1.GRPCAddr, "--recover"}
 	if res := runOrdo(t, recoverArgs...); res.Code != 0 {
 		t.Fatalf("ordo serve --recover: exit %d: %s", res.Code, res.Stderr)
 	}
 	c.mustStart(n1)
-	if ids := mustCLIIDs(t, n1.grpcAddr, 10); ids[0] <= last {
+	if ids := mustCLIIDs(t, n1.GRPCAddr, 10); ids[0] <= last {
 		t.Fatalf("recovered node's first ID %d is not above %d, the cluster's last", ids[0], last)
 	}
 }

@@ -39,7 +39,7 @@ func TestRegisterNeedsTheMemberItself(t *testing.T) {
 		t.Cleanup(func() { conn.Close() })
 		return conn
 	}
-	admin := api.NewAdminClient(dial(leader.grpcAddr))
+	admin := api.NewAdminClient(dial(leader.GRPCAddr))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	withToken := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
@@ -49,9 +49,9 @@ func TestRegisterNeedsTheMemberItself(t *testing.T) {
 		req  *api.RegisterRequest
 		want codes.Code
 	}{
-		{"without the token", ctx, &api.RegisterRequest{Id: follower.id, GrpcAddr: leader.grpcAddr}, codes.PermissionDenied},
-		{"at an address that answers as another node", withToken, &api.RegisterRequest{Id: follower.id, GrpcAddr: leader.grpcAddr}, codes.PermissionDenied},
-		{"the leader's id", withToken, &api.RegisterRequest{Id: leader.id, GrpcAddr: follower.grpcAddr}, codes.InvalidArgument},
+		{"without the token", ctx, &api.RegisterRequest{Id: follower.Name, GrpcAddr: leader.GRPCAddr}, codes.PermissionDenied},
+		{"at an address that answers as another node", withToken, &api.RegisterRequest{Id: follower.Name, GrpcAddr: leader.GRPCAddr}, codes.PermissionDenied},
+		{"the leader's id", withToken, &api.RegisterRequest{Id: leader.Name, GrpcAddr: follower.GRPCAddr}, codes.InvalidArgument},
 	} {
 		_, err := admin.Register(tt.ctx, tt.req)
 		if got := status.Code(err); got != tt.want {
@@ -59,7 +59,7 @@ func TestRegisterNeedsTheMemberItself(t *testing.T) {
 		}
 	}
 	// The follower forwards Next to the leader at its real address.
-	seq := api.NewSequencerClient(dial(follower.grpcAddr))
+	seq := api.NewSequencerClient(dial(follower.GRPCAddr))
 	deadline := time.Now().Add(leaderTimeout)
 	for {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)
@@ -69,7 +69,7 @@ func TestRegisterNeedsTheMemberItself(t *testing.T) {
 			break
 		}
 		if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
-			t.Fatalf("Next through follower %s after the refused registrations: %v", follower.id, err)
+			t.Fatalf("Next through follower %s after the refused registrations: %v", follower.Name, err)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

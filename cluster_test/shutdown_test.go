@@ -28,19 +28,19 @@ func TestTerminateWithAStalledPeer(t *testing.T) {
 	leader := c.mustLeader()
 	stalled := c.mustFollowers()[0]
 	c.pause(stalled)
-	t.Logf("paused %s", stalled.id)
+	t.Logf("paused %s", stalled.Name)
 	w.mustAcks(phaseAcks, phaseTimeout, "with a follower stalled")
 
 	c.signal(leader, syscall.SIGTERM)
-	code, exited := c.waitExit(leader, stopBound)
+	code, exited := leader.WaitExit(stopBound)
 	if !exited {
-		t.Fatalf("%s still runs %v after SIGTERM with %s stalled\n%s", leader.id, stopBound, stalled.id, c.output(leader))
+		t.Fatalf("%s still runs %v after SIGTERM with %s stalled\n%s", leader.Name, stopBound, stalled.Name, c.output(leader))
 	}
 	if code != 0 || !strings.Contains(c.output(leader), "shutting down") {
-		t.Fatalf("%s exited with code %d after SIGTERM\n%s", leader.id, code, c.output(leader))
+		t.Fatalf("%s exited with code %d after SIGTERM\n%s", leader.Name, code, c.output(leader))
 	}
 	c.resume(stalled)
-	t.Logf("resumed %s", stalled.id)
+	t.Logf("resumed %s", stalled.Name)
 	c.mustLeader(leader)
 	w.mustAcks(phaseAcks, phaseTimeout, "after the leader stopped")
 	mustCheck(t, w.stop())

@@ -253,12 +253,12 @@ func (l *steadyLoad) stop() []history.Op {
 func (c *cluster) mustStop(n *node) {
 	c.t.Helper()
 	c.signal(n, syscall.SIGTERM)
-	code, ok := c.waitExit(n, exitTimeout)
+	code, ok := n.WaitExit(exitTimeout)
 	if !ok {
-		c.t.Fatalf("%s did not exit within %v of SIGTERM", n.id, exitTimeout)
+		c.t.Fatalf("%s did not exit within %v of SIGTERM", n.Name, exitTimeout)
 	}
 	if code != 0 {
-		c.t.Errorf("%s exited with code %d after SIGTERM:\n%s", n.id, code, lastLines(c.output(n), 20))
+		c.t.Errorf("%s exited with code %d after SIGTERM:\n%s", n.Name, code, lastLines(c.output(n), 20))
 	}
 }
 
@@ -275,13 +275,13 @@ func (c *cluster) mustRejoin(n *node) {
 		}
 		return nil
 	}
-	resp := c.waitStatus(leaderTimeout, n.id+" back in the cluster", func(r *api.StatusResponse) bool {
-		ni := info(r, n.id)
+	resp := c.waitStatus(leaderTimeout, n.Name+" back in the cluster", func(r *api.StatusResponse) bool {
+		ni := info(r, n.Name)
 		return r.LeaderId != "" && ni != nil && ni.Error == "" && ni.Voter && (ni.Role == "follower" || ni.Role == "leader")
 	})
 	commit := info(resp, resp.LeaderId).GetCommitIndex()
-	c.waitStatus(leaderTimeout, fmt.Sprintf("%s applied index %d", n.id, commit), func(r *api.StatusResponse) bool {
-		ni := info(r, n.id)
+	c.waitStatus(leaderTimeout, fmt.Sprintf("%s applied index %d", n.Name, commit), func(r *api.StatusResponse) bool {
+		ni := info(r, n.Name)
 		return ni != nil && ni.Error == "" && ni.AppliedIndex >= commit
 	})
 }
@@ -324,8 +324,8 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 	}
 	c := mustNewCluster(t, clusterOpts{tls: &set, nodeTLS: nodeFiles})
 	var logs []string
-	for _, n := range c.nodes {
-		logs = append(logs, n.logPath)
+	for _, n := range c.Nodes {
+		logs = append(logs, n.LogFile)
 	}
 
 	var clients []*client.Client
@@ -346,21 +346,21 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 	// checks the certificate it serves then.
 	roll := func(phase string, change func(n *node) (want *x509.Certificate), trust *tls.Config) {
 		t.Helper()
-		for _, n := range c.nodes {
+		for _, n := range c.Nodes {
 			want := change(n)
 			leader := c.mustLeader()
-			t.Logf("%s: %s: restarting %s (leader %s), acknowledged so far %d", time.Now().Format("15:04:05.000"), phase, n.id, leader.id, load.acked.Load())
+			t.Logf("%s: %s: restarting %s (leader %s), acknowledged so far %d", time.Now().Format("15:04:05.000"), phase, n.Name, leader.Name, load.acked.Load())
 			c.mustStop(n)
 			c.mustRestart(n)
 			c.mustRejoin(n)
-			got, err := servedCert(n.grpcAddr, trust)
+			got, err := servedCert(n.GRPCAddr, trust)
 			if err != nil {
-				t.Fatalf("%s: %s after restart: %v", phase, n.id, err)
+				t.Fatalf("%s: %s after restart: %v", phase, n.Name, err)
 			}
 			if !got.Equal(want) {
-				t.Fatalf("%s: %s serves %s serial %s, want serial %s", phase, n.id, got.Subject, got.SerialNumber, want.SerialNumber)
+				t.Fatalf("%s: %s serves %s serial %s, want serial %s", phase, n.Name, got.Subject, got.SerialNumber, want.SerialNumber)
 			}
-			load.mustProgress(100, 15*time.Second, phase+": load after restarting "+n.id)
+			load.mustProgress(100, 15*time.Second, phase+": load after restarting "+n.Name)
 		}
 	}
 	adminTrust := securetest.MustLoad(t, set.Admin).ClientConfig()
@@ -368,7 +368,7 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 	// 1. New node certificates from the same CA, written over the old
 	// files.
 	roll("same CA", func(n *node) *x509.Certificate {
-		f := securetest.Install(t, ca1.Node("ordo-node"), nodeFiles[n.id].Cert, nodeFiles[n.id].Key)
+		f := securetest.Install(t, ca1.Node("ordo-node", securetest.NodeHosts()...), nodeFiles[n.Name].Cert, nodeFiles[n.Name].Key)
 		return securetest.MustLoad(t, f).Leaf()
 	}, adminTrust)
 
@@ -377,10 +377,10 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 	ca2 := securetest.New(t, "ordo-ca-2")
 	bundle := securetest.Bundle(t, filepath.Join(base, "bundle.pem"), ca1.CAFile(), ca2.CAFile())
 	roll("trust both CAs", func(n *node) *x509.Certificate {
-		f := nodeFiles[n.id]
+		f := nodeFiles[n.Name]
 		f.CA = bundle
-		nodeFiles[n.id] = f
-		n.setTLS(f)
+		nodeFiles[n.Name] = f
+		setTLS(n, f)
 		return securetest.MustLoad(t, f).Leaf()
 	}, adminTrust)
 
@@ -400,7 +400,7 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 	// 2b. Every node serves a certificate of the new CA, written over
 	// its files; the bundle stays.
 	roll("new CA", func(n *node) *x509.Certificate {
-		f := securetest.Install(t, ca2.Node("ordo-node"), nodeFiles[n.id].Cert, nodeFiles[n.id].Key)
+		f := securetest.Install(t, ca2.Node("ordo-node", securetest.NodeHosts()...), nodeFiles[n.Name].Cert, nodeFiles[n.Name].Key)
 		return securetest.MustLoad(t, secure.Files{Cert: f.Cert, Key: f.Key, CA: bundle}).Leaf()
 	}, adminTrust)
 	load.mustProgress(100, 15*time.Second, "load after the rotation")

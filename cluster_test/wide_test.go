@@ -75,7 +75,7 @@ func TestNextAndDecodeWide(t *testing.T) {
 		textLen int
 	}{{"ulid", 26}, {"uuidv7", 36}} {
 		t.Run(tt.spec, func(t *testing.T) {
-			c := mustNewCluster(t, clusterOpts{args: []string{"--layout", tt.spec, "--group", "7"}})
+			c := mustNewCluster(t, clusterOpts{layout: tt.spec, args: []string{"--group", "7"}})
 			// No timing: the IDs' time is the cluster's clock, which may
 			// lead this one; an hour's margin below tells a time of now
 			// from a wrong field.
@@ -259,7 +259,7 @@ func TestPostgresOrdersUUIDv7(t *testing.T) {
 	if out, err := pg.psql(testCtx(t, pgTimeout), "-c", "CREATE TABLE ids (id uuid PRIMARY KEY)").CombinedOutput(); err != nil {
 		t.Fatalf("create table: %v\n%s", err, out)
 	}
-	c := mustNewCluster(t, clusterOpts{args: []string{"--layout", "uuidv7", "--group", "5"}})
+	c := mustNewCluster(t, clusterOpts{layout: "uuidv7", args: []string{"--group", "5"}})
 	l, err := layout.Preset("uuidv7")
 	if err != nil {
 		t.Fatal(err)

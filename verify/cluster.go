@@ -56,6 +56,16 @@ type ClusterConfig struct {
 	// rights for TLS.Admin's subject), and the cluster's own calls
 	// (finding the leader, admin calls) present TLS.Admin.
 	TLS *TLS
+	// JoinTimeout, if set, gives every start of every node, the first
+	// included, the one command line a StatefulSet gives all of them (the
+	// Kubernetes example): --bootstrap with every node, --join with every
+	// node's gRPC address, and this --join-timeout. Unset, only the first
+	// start carries --bootstrap.
+	JoinTimeout time.Duration
+	// NodeArgs are more serve flags for one node, by name, on every start
+	// (after ServeArgs and TLS's flags, so they win: a node's own
+	// certificate files, say).
+	NodeArgs map[string][]string
 	// Logf reports what the cluster does; nil discards.
 	Logf func(format string, args ...any)
 }
@@ -70,11 +80,16 @@ type Node struct {
 	DataDir   string
 	ClockFile string
 	LogFile   string
+	// Args are serve flags given on every start of this node, after the
+	// cluster's and before a start's own extra flags (a later flag
+	// wins). Change them only while the node is stopped.
+	Args []string
 
-	proxy *faultproxy.Proxy
-	mu    sync.Mutex
-	cmd   *exec.Cmd
-	done  chan struct{} // closed when cmd exits
+	proxy    *faultproxy.Proxy
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{} // closed when cmd exits
+	logStart int64         // size of LogFile when cmd started
 }
 
 // Cluster is a running set of ordo processes.
@@ -132,13 +147,19 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			c.Stop()
 			return nil, err
 		}
+		n.Args = cfg.NodeArgs[n.Name]
 		c.Nodes = append(c.Nodes, n)
 		c.Net.Add(n.Name, n.IP, n.proxy)
 		peers = append(peers, fmt.Sprintf("%s=%s@%s", n.Name, n.Advertise, n.GRPCAddr))
 	}
 	c.bootstrap = strings.Join(peers, ",")
 	for _, n := range c.Nodes {
-		if err := c.start(n, "--bootstrap", c.bootstrap); err != nil {
+		first := []string{"--bootstrap", c.bootstrap}
+		if cfg.JoinTimeout > 0 {
+			n.Args = append(c.everyStartArgs(cfg.JoinTimeout), n.Args...)
+			first = nil
+		}
+		if err := c.start(n, first...); err != nil {
 			c.Stop()
 			return nil, err
 		}
@@ -180,6 +201,23 @@ func (c *Cluster) newNode(i int, name string) (*Node, error) {
 	return n, nil
 }
 
+// AddNode prepares a node that is neither started nor in the bootstrap
+// list, on the next loopback IP, with args as its Args (--join, say). It
+// is one of Nodes from then on, so faults may pick it and Stop kills it.
+func (c *Cluster) AddNode(name string, args ...string) (*Node, error) {
+	n, err := c.newNode(len(c.Nodes)+len(c.extra), name)
+	if err != nil {
+		return nil, err
+	}
+	n.Args = args
+	c.Nodes = append(c.Nodes, n)
+	c.Net.Add(n.Name, n.IP, n.proxy)
+	return n, nil
+}
+
+// Bootstrap is the --bootstrap list the cluster was started with.
+func (c *Cluster) Bootstrap() string { return c.bootstrap }
+
 // nodeIP is the loopback IP the i'th node (from 0) binds.
 func nodeIP(i int) string { return fmt.Sprintf("127.0.0.%d", 11+i) }
 
@@ -188,7 +226,11 @@ func (c *Cluster) start(n *Node, extra ...string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.cmd != nil {
-		return fmt.Errorf("%s is already running", n.Name)
+		select {
+		case <-n.done: // it ended by itself; start it again
+		default:
+			return fmt.Errorf("%s is already running", n.Name)
+		}
 	}
 	args := append([]string{"serve",
 		"--id", n.Name, "--data-dir", n.DataDir,
@@ -199,10 +241,17 @@ func (c *Cluster) start(n *Node, extra ...string) error {
 	if c.cfg.Layout != "" {
 		args = append(args, "--layout", c.cfg.Layout)
 	}
+	args = append(args, n.Args...)
 	args = append(args, extra...)
 	logFile, err := os.OpenFile(n.LogFile, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o640)
 	if err != nil {
 		return fmt.Errorf("open log: %w", err)
+	}
+	fmt.Fprintf(logFile, "=== %s start: ordo %s\n", time.Now().Format("15:04:05.000"), strings.Join(args, " "))
+	st, err := logFile.Stat()
+	if err != nil {
+		logFile.Close()
+		return fmt.Errorf("stat log: %w", err)
 	}
 	cmd := exec.Command(c.cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -214,7 +263,7 @@ func (c *Cluster) start(n *Node, extra ...string) error {
 	}
 	done := make(chan struct{})
 	go func() { cmd.Wait(); logFile.Close(); close(done) }()
-	n.cmd, n.done = cmd, done
+	n.cmd, n.done, n.logStart = cmd, done, st.Size()
 	c.cfg.Logf("started %s (pid %d)", n.Name, cmd.Process.Pid)
 	return nil
 }
@@ -235,6 +284,23 @@ func NodeEnv() []string {
 // Start restarts a stopped node with its data dir.
 func (c *Cluster) Start(n *Node) error { return c.start(n) }
 
+// StartWith starts a stopped node (or one that ended by itself) with its
+// data dir, its Args and then extra, which win over earlier flags.
+func (c *Cluster) StartWith(n *Node, extra ...string) error { return c.start(n, extra...) }
+
+// Output is what n's current (or last) process has written to its log
+// since it started.
+func (n *Node) Output() (string, error) {
+	n.mu.Lock()
+	start := n.logStart
+	n.mu.Unlock()
+	b, err := os.ReadFile(n.LogFile)
+	if err != nil {
+		return "", err
+	}
+	return string(b[min(int(start), len(b)):]), nil
+}
+
 // everyStartArgs are the flags a StatefulSet gives every start of every
 // node (the Kubernetes example): the bootstrap list and the members to
 // join through, with joinTimeout. A node whose data dir holds state
@@ -243,9 +309,10 @@ func (c *Cluster) everyStartArgs(joinTimeout time.Duration) []string {
 	return []string{"--bootstrap", c.bootstrap, "--join", strings.Join(c.Addrs(), ","), "--join-timeout", joinTimeout.String()}
 }
 
-// waitExit waits up to d for n's process to end by itself and returns its
-// exit code; exited is false if it still runs (or was never started).
-func (n *Node) waitExit(d time.Duration) (code int, exited bool) {
+// WaitExit waits up to d for n's process to end by itself (or after
+// Signal) and returns its exit code, -1 if a signal ended it; exited is
+// false if it still runs, or was never started or was killed by Kill.
+func (n *Node) WaitExit(d time.Duration) (code int, exited bool) {
 	n.mu.Lock()
 	cmd, done := n.cmd, n.done
 	n.mu.Unlock()
@@ -289,6 +356,10 @@ func (c *Cluster) Pause(n *Node) error { return c.signal(n, syscall.SIGSTOP) }
 
 // Resume lets a paused process run again with SIGCONT.
 func (c *Cluster) Resume(n *Node) error { return c.signal(n, syscall.SIGCONT) }
+
+// Signal sends sig to n's process and does not wait (SIGTERM, to watch
+// how it stops with WaitExit and Output).
+func (c *Cluster) Signal(n *Node, sig syscall.Signal) error { return c.signal(n, sig) }
 
 func (c *Cluster) signal(n *Node, sig syscall.Signal) error {
 	n.mu.Lock()

@@ -538,7 +538,7 @@ func loseDataRestart(ctx context.Context, c *Cluster, rng *rand.Rand) (string, f
 			}
 		}
 		var refusal error
-		switch code, exited := wiped.waitExit(lostJoinTimeout + 5*time.Second); {
+		switch code, exited := wiped.WaitExit(lostJoinTimeout + 5*time.Second); {
 		case !exited:
 			refusal = fmt.Errorf("%s, started with an empty data dir, was not refused: it runs as the member it was, with an empty log", wiped.Name)
 		case code == 0:

@@ -65,6 +65,10 @@ type WorkloadConfig struct {
 	// ticks and their text, whose order history.Check also checks.
 	Layout layout.Layout
 	Group  uint64
+	// FirstClient is the history's number of the first client, the
+	// others following; workloads sharing one recorder one after the
+	// other need numbers of their own.
+	FirstClient int
 }
 
 // nextFunc asks for n IDs and returns them in order, under a 128-bit
@@ -130,7 +134,7 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 	if cfg.TLS != nil {
 		opts = append(opts, client.WithTLS(cfg.TLS))
 	}
-	id := 0
+	id := cfg.FirstClient
 	for range cfg.Clients {
 		// Unary, as non-Go clients call: the streams below cover the
 		// default client's path.
@@ -279,6 +283,16 @@ func (w *Workload) Stop() {
 		close(w.stop)
 	}
 	w.wg.Wait()
+}
+
+// BadResponses is how many responses the clients withheld because they
+// broke the order (each also counted as failed).
+func (w *Workload) BadResponses() int64 { return w.badResponses.Load() }
+
+// LastError is the last error a client saw, or "".
+func (w *Workload) LastError() string {
+	s, _ := w.lastErr.Load().(string)
+	return s
 }
 
 // Counts returns acknowledged, failed and unknown operations and IDs
