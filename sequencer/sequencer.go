@@ -94,7 +94,7 @@ type Sequencer struct {
 	// unsafeTrust hands out ticks from the reservation without confirming
 	// leadership, and keeps doing so after losing it. It exists only so
 	// tests can show that the history checker catches the stale leader
-	// this lets through; see server.Config.UnsafeTrustReservation.
+	// this lets through; see server.TestHooks.UnsafeTrustReservation.
 	unsafeTrust bool
 	// lease is how long the lease is (0: off), counted on leaseClock.
 	lease      time.Duration
@@ -206,7 +206,7 @@ func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time,
 }
 
 // SetUnsafeTrustReservation makes the sequencer skip every confirmation
-// and ignore StepDown: the bug server.Config.UnsafeTrustReservation lets
+// and ignore StepDown: the bug server.TestHooks.UnsafeTrustReservation lets
 // tests plant. Call it before Lead.
 func (s *Sequencer) SetUnsafeTrustReservation(on bool) {
 	s.mu.Lock()

@@ -90,12 +90,6 @@ type Config struct {
 	// Raft tunes Raft's timers; LocalID, Logger and NotifyCh are set by
 	// Open. Nil means raft.DefaultConfig().
 	Raft *raft.Config
-	// UnsafeTrustReservation builds the classic stale-leader bug on
-	// purpose: a node hands out IDs from its committed reservation without
-	// confirming that it still leads, and keeps doing so after it lost
-	// leadership. Tests use it to show that the history checker catches
-	// the reordering this causes. Never set it in production.
-	UnsafeTrustReservation bool
 	// TLS, when set, is this node's certificate and the cluster CA: every
 	// gRPC and Raft connection is then mutual TLS, and only node
 	// certificates may replicate, vote or answer term rounds. The
@@ -113,8 +107,16 @@ type Config struct {
 	// carries it ("authorization: Bearer <token>"); without TLS it is the
 	// only thing that does. The node sends it with its own join request.
 	AdminToken string
-	// Clock is the wall clock; nil means time.Now.
+	// Clock is the wall clock; nil means time.Now. It stays an ordinary
+	// injection point, not a test hook: a node must run correctly on
+	// whatever clock it is given (in-package tests hand it one that lags),
+	// so setting it breaks nothing on purpose. TestHooks.ClockOffset, the
+	// offset a running test moves, shifts it.
 	Clock func() time.Time
+	// TestHooks is for tests only; the zero value is production. It
+	// carries every behaviour that breaks a node on purpose (see
+	// TestHooks), and nothing else in Config does.
+	TestHooks TestHooks
 	// Logger is the root of the node's logger tree; nil means a default
 	// hclog logger.
 	Logger hclog.Logger
@@ -146,6 +148,7 @@ func (c Config) withDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = time.Now
 	}
+	c.TestHooks, c.Clock = c.TestHooks.withClock(c.Clock)
 	if c.Logger == nil {
 		c.Logger = hclog.New(&hclog.LoggerOptions{Name: "ordo"})
 	}

@@ -35,3 +35,22 @@ func TestConfigMaxCountFitsTheLeadBound(t *testing.T) {
 		}
 	}
 }
+
+// TestClockOffsetShiftsTheClockOnce: TestHooks.ClockOffset is added to
+// Config.Clock, once: a Config handed on after its defaults were applied
+// is not shifted again. Without the hook the clock is left alone.
+func TestClockOffsetShiftsTheClockOnce(t *testing.T) {
+	base := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	cfg := Config{Clock: func() time.Time { return base }}
+	cfg.TestHooks.ClockOffset = func() time.Duration { return -time.Hour }
+	once := cfg.withDefaults()
+	if got := once.Clock(); !got.Equal(base.Add(-time.Hour)) {
+		t.Fatalf("clock with a -1h offset reads %s, want %s", got, base.Add(-time.Hour))
+	}
+	if got := once.withDefaults().Clock(); !got.Equal(base.Add(-time.Hour)) {
+		t.Fatalf("clock after defaults twice reads %s, want %s", got, base.Add(-time.Hour))
+	}
+	if got := (Config{Clock: func() time.Time { return base }}).withDefaults().Clock(); !got.Equal(base) {
+		t.Fatalf("clock without hooks reads %s, want %s", got, base)
+	}
+}

@@ -91,7 +91,7 @@ func (s *service) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
 	if err := s.n.refusal(); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrRefusing, err)
 	}
-	if s.n.isLeader() || (s.n.cfg.UnsafeTrustReservation && s.n.seq.Serving()) {
+	if s.n.isLeader() || (s.n.cfg.TestHooks.UnsafeTrustReservation && s.n.seq.Serving()) {
 		return nil, false, nil
 	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {

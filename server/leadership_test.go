@@ -38,11 +38,12 @@ func leaseRaft(lease time.Duration) func(*Config) {
 
 // mustPointAt records addr as member's gRPC address, so that the leader's
 // term rounds ask whatever listens there, and keeps the member from
-// registering its real address again.
+// registering its real address again (testConfig gives every node the
+// TestHooks.HoldAddress switch).
 func mustPointAt(t *testing.T, leader, member *Node, addr string) {
 	t.Helper()
 	member.registerMu.Lock()
-	member.holdAddress = true
+	member.cfg.TestHooks.HoldAddress.Store(true)
 	member.registerMu.Unlock()
 	if _, err := leader.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: member.ID(), GRPCAddr: addr}); err != nil {
 		t.Fatal(err)

@@ -73,15 +73,14 @@ type Node struct {
 	bootstrapPeers []Peer
 
 	// registerMu is held through each registration of this node's gRPC
-	// address; holdAddress, under it, stops them: for tests that point the
-	// leader at fake peers in this node's place (holdAddress waits out a
-	// registration in flight).
-	registerMu  sync.Mutex
-	holdAddress bool
-	fatalOnce   sync.Once
-	fatal       chan error
-	refused     chan struct{}
-	refuseErr   error
+	// address, so a test that sets TestHooks.HoldAddress under it knows no
+	// registration in flight overwrites the address it points the leader
+	// at.
+	registerMu sync.Mutex
+	fatalOnce  sync.Once
+	fatal      chan error
+	refused    chan struct{}
+	refuseErr  error
 
 	// storedClusterID is the cluster id the data dir held at Open, so the
 	// node can name its cluster before a leader is elected and the FSM
@@ -190,8 +189,8 @@ func (n *Node) openRaft() error {
 	// snapshot, and a layout mismatch found then stops the sequencer.
 	n.seq = sequencer.New(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, raftLog{n}, n.logger.Named("sequencer"),
 		sequencer.Lease{Duration: n.cfg.Lease, Clock: leadership.LeaseClock})
-	n.seq.SetUnsafeTrustReservation(n.cfg.UnsafeTrustReservation)
-	if n.cfg.UnsafeTrustReservation {
+	n.seq.SetUnsafeTrustReservation(n.cfg.TestHooks.UnsafeTrustReservation)
+	if n.cfg.TestHooks.UnsafeTrustReservation {
 		n.logger.Error("UNSAFE: IDs are handed out without confirming leadership and can go out of order; tests only")
 	}
 	n.fsm = fsm.New(n.checkLayout)
@@ -619,7 +618,7 @@ func (n *Node) watchMembership() {
 func (n *Node) registerMoved() bool {
 	n.registerMu.Lock()
 	defer n.registerMu.Unlock()
-	if recorded, _ := n.fsm.NodeAddr(n.cfg.ID); recorded == n.grpcAddr || n.isLeader() || n.holdAddress {
+	if recorded, _ := n.fsm.NodeAddr(n.cfg.ID); recorded == n.grpcAddr || n.isLeader() || n.cfg.TestHooks.holdsAddress() {
 		return false
 	}
 	_, addr := n.leader()

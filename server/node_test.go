@@ -40,12 +40,15 @@ func testRaftConfig() *raft.Config {
 	return rc
 }
 
+// testConfig is a node of id on dir, on loopback ports, with a
+// TestHooks.HoldAddress switch left off, for mustPointAt to turn on.
 func testConfig(t *testing.T, id, dir string) Config {
 	t.Helper()
 	return Config{
 		ID: id, DataDir: dir, RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0",
 		Layout: mustPreset(t, "default"), Raft: testRaftConfig(),
-		Logger: hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t}}),
+		Logger:    hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t}}),
+		TestHooks: TestHooks{HoldAddress: new(atomic.Bool)},
 	}
 }
 

@@ -74,7 +74,7 @@ func runServe(args []string) error {
 	if *f.clockFile != "" {
 		logger.Warn("TEST CLOCK ENABLED: the wall clock is shifted by the offset in a file; never use this in production", "file", *f.clockFile)
 		var stopClock func()
-		cfg.Clock, stopClock = offsetClock(*f.clockFile, logger)
+		cfg.TestHooks.ClockOffset, stopClock = fileClockOffset(*f.clockFile, logger)
 		defer stopClock()
 	}
 	if err := cfg.Validate(); err != nil {
@@ -202,7 +202,8 @@ func (f *serveFlags) config(l layout.Layout, logger hclog.Logger) (server.Config
 	cfg := server.Config{
 		ID: *f.id, DataDir: *f.dataDir, RaftAddr: *f.raftAddr, RaftAdvertise: *f.raftAdvertise, GRPCAddr: *f.grpcAddr, GRPCAdvertise: *f.grpcAdvertise, HTTPAddr: *f.httpAddr,
 		Layout: l, Group: *f.group, ReserveWindow: *f.window, MaxCount: *f.maxCount, MaxConnsPerHost: *f.maxConns, RPCTimeout: *f.rpcTimeout,
-		Lease: f.lease.d, Raft: rc, Logger: logger, UnsafeTrustReservation: *f.unsafeTrust,
+		Lease: f.lease.d, Raft: rc, Logger: logger,
+		TestHooks: server.TestHooks{UnsafeTrustReservation: *f.unsafeTrust},
 	}
 	var err error
 	if cfg.TLS, err = f.tlsFiles.load(); err != nil {
@@ -341,10 +342,13 @@ func parsePeers(spec string) ([]server.Peer, error) {
 	return peers, nil
 }
 
-// offsetClock returns a wall clock shifted by the duration written in
-// path, re-read every 10 ms, so a test can move one node's clock while it
-// runs. A missing or empty file means no shift.
-func offsetClock(path string, logger hclog.Logger) (func() time.Time, func()) {
+// fileClockOffset returns the duration written in path as an offset source
+// for server.TestHooks.ClockOffset, re-read every 10 ms, so a test can move
+// one node's clock while it runs, and a func that stops the re-reading.
+// A missing or empty file means no shift. Reading stays here, beside the
+// flag, while the node only sees the offset: the file is how ordo verify
+// reaches into a separate process, not something the server knows about.
+func fileClockOffset(path string, logger hclog.Logger) (func() time.Duration, func()) {
 	var offset atomic.Int64
 	read := func() {
 		b, err := os.ReadFile(path)
@@ -379,5 +383,5 @@ func offsetClock(path string, logger hclog.Logger) (func() time.Time, func()) {
 			}
 		}
 	}()
-	return func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }, func() { close(done) }
+	return func() time.Duration { return time.Duration(offset.Load()) }, func() { close(done) }
 }

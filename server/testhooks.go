@@ -1,0 +1,58 @@
+package server
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// TestHooks carries every behaviour that exists only so tests can provoke
+// what production must never do: building the stale-leader bug, holding a
+// node's address still, moving its clock. Keeping them in one struct, in
+// one Config field, means there is one place to look for test-only paths
+// through production code, and one thing to leave alone in production:
+// the zero value turns every hook off.
+type TestHooks struct {
+	// UnsafeTrustReservation builds the classic stale-leader bug on
+	// purpose: a node hands out IDs from its committed reservation without
+	// confirming that it still leads, and keeps doing so after it lost
+	// leadership (its sequencer skips confirmations and ignores StepDown;
+	// its gRPC service serves instead of forwarding while the sequencer
+	// does). Tests use it to show that the history checker catches the
+	// reordering this causes. ordo serve --test-unsafe-trust-reservation
+	// sets it.
+	UnsafeTrustReservation bool
+	// HoldAddress, while it holds true, stops the node from registering
+	// its gRPC address with the leader, so a test can point the leader at
+	// a fake peer in this node's place without the node correcting it.
+	// It is a switch rather than a bool because a test picks the node to
+	// hold only once the cluster runs and a leader is known; this
+	// package's tests flip it under the node's registration lock, which
+	// also waits out a registration in flight. Nil never holds.
+	HoldAddress *atomic.Bool
+	// ClockOffset, when not nil, is added to every reading of Config.Clock
+	// (time.Now when nil), so a test can move one node's wall clock while
+	// it runs. It is a source rather than a fixed duration because the
+	// offset changes during a run; ordo serve --test-clock-offset-file
+	// reads it from a file. It is folded into Config.Clock once, when the
+	// defaults are applied, so every reader of the clock (Validate, the
+	// start-up decision, Recover, the sequencer, backups) sees the same
+	// shifted time.
+	ClockOffset func() time.Duration
+}
+
+// holdsAddress reports whether HoldAddress is set and true.
+func (h TestHooks) holdsAddress() bool {
+	return h.HoldAddress != nil && h.HoldAddress.Load()
+}
+
+// withClock returns h with ClockOffset folded into clock, and clock
+// shifted: clearing the hook keeps a Config that gets its defaults twice
+// from being shifted twice.
+func (h TestHooks) withClock(clock func() time.Time) (TestHooks, func() time.Time) {
+	if h.ClockOffset == nil {
+		return h, clock
+	}
+	offset := h.ClockOffset
+	h.ClockOffset = nil
+	return h, func() time.Time { return clock().Add(offset()) }
+}
