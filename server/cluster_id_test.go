@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/startup/startuptest"
 )
 
 // mustSingle opens and bootstraps a one-node cluster that has handed out an
@@ -77,12 +77,12 @@ func TestCallsNameTheirCluster(t *testing.T) {
 func TestOwnCallsNameTheirCluster(t *testing.T) {
 	a, b := mustSingle(t, "a1"), mustSingle(t, "b1")
 	// Clusters often name their nodes alike: this one answers as a3.
-	older := mustServeAdmin(t, &fakeAdmin{
-		info:    &api.NodeInfo{Id: "a3", Role: "leader", ClusterId: b.clusterID()},
-		members: []string{"a3"}, leader: "a3",
+	older := startuptest.Serve(t, &startuptest.Admin{
+		Info:    &api.NodeInfo{Id: "a3", Role: "leader", ClusterId: b.clusterID()},
+		Members: []string{"a3"}, Leader: "a3",
 	})
 	// A node of no cluster yet (one starting, say) names none.
-	fresh := mustServeAdmin(t, &fakeAdmin{info: &api.NodeInfo{Id: "c1", Role: "starting"}})
+	fresh := startuptest.Serve(t, &startuptest.Admin{Info: &api.NodeInfo{Id: "c1", Role: "starting"}})
 	for i, m := range []struct{ id, addr string }{{"a2", b.GRPCAddr()}, {"a3", older}, {"a4", fresh}} {
 		id, addr := m.id, m.addr
 		// Nothing listens at the Raft addresses: a sends them nothing.
@@ -154,43 +154,4 @@ func TestOwnCallsNameTheirCluster(t *testing.T) {
 			t.Fatalf("a refuses: %v", err)
 		}
 	})
-}
-
-// fakeAdmin answers questions as a peer would (as in package startup's tests): its
-// NodeStatus is info (an error when nil), its Status lists members under
-// leader.
-type fakeAdmin struct {
-	api.UnimplementedAdminServer
-	info    *api.NodeInfo
-	members []string
-	leader  string
-}
-
-func (p *fakeAdmin) NodeStatus(context.Context, *api.NodeStatusRequest) (*api.NodeInfo, error) {
-	if p.info == nil {
-		return nil, status.Error(codes.Unavailable, "no status")
-	}
-	return p.info, nil
-}
-
-func (p *fakeAdmin) Status(context.Context, *api.StatusRequest) (*api.StatusResponse, error) {
-	r := &api.StatusResponse{LeaderId: p.leader}
-	for _, m := range p.members {
-		r.Nodes = append(r.Nodes, &api.NodeInfo{Id: m})
-	}
-	return r, nil
-}
-
-// mustServeAdmin serves p on a free port and returns its address.
-func mustServeAdmin(t *testing.T, p *fakeAdmin) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	api.RegisterAdminServer(s, p)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
 }

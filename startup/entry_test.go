@@ -3,18 +3,15 @@ package startup
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/internal/freeaddr"
+	"github.com/seed-e8569b35/ordo/startup/startuptest"
 )
 
 // testSelf is a starting node on dir that answers nobody (port 0), with
@@ -33,45 +30,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// fakeAdmin answers a starting node's questions as a peer would: its
-// NodeStatus is info (an error when nil), its Status lists members under
-// leader.
-type fakeAdmin struct {
-	api.UnimplementedAdminServer
-	info    *api.NodeInfo
-	members []string
-	leader  string
-}
-
-func (p *fakeAdmin) NodeStatus(context.Context, *api.NodeStatusRequest) (*api.NodeInfo, error) {
-	if p.info == nil {
-		return nil, status.Error(codes.Unavailable, "no status")
-	}
-	return p.info, nil
-}
-
-func (p *fakeAdmin) Status(context.Context, *api.StatusRequest) (*api.StatusResponse, error) {
-	r := &api.StatusResponse{LeaderId: p.leader}
-	for _, m := range p.members {
-		r.Nodes = append(r.Nodes, &api.NodeInfo{Id: m})
-	}
-	return r, nil
-}
-
-// mustServeAdmin serves p on a free port and returns its address.
-func mustServeAdmin(t *testing.T, p *fakeAdmin) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	api.RegisterAdminServer(s, p)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
-}
-
 // TestDecideStart runs the table at the top of entry.go, one row at a
 // time, against fake peers: a node with an empty data dir bootstraps only
 // when every listed peer answers, under its own id, that it holds no Raft
@@ -84,24 +42,28 @@ func TestDecideStart(t *testing.T) {
 		addrs := freeaddr.Loopback(t, 2)
 		return Peer{ID: id, GRPCAddr: addrs[1]}
 	}
-	answering := func(id string, p *fakeAdmin) Peer {
-		return Peer{ID: id, GRPCAddr: mustServeAdmin(t, p)}
+	answering := func(id string, p *startuptest.Admin) Peer {
+		return Peer{ID: id, GRPCAddr: startuptest.Serve(t, p)}
 	}
-	empty := func(id string) Peer { return answering(id, &fakeAdmin{info: &api.NodeInfo{Id: id, Role: "starting"}}) }
+	empty := func(id string) Peer {
+		return answering(id, &startuptest.Admin{Info: &api.NodeInfo{Id: id, Role: "starting"}})
+	}
 	holding := func(id string) Peer {
-		return answering(id, &fakeAdmin{info: &api.NodeInfo{Id: id, Role: "starting", HasState: true, ClusterId: "c1"}})
+		return answering(id, &startuptest.Admin{Info: &api.NodeInfo{Id: id, Role: "starting", HasState: true, ClusterId: "c1"}})
 	}
 	// A node of an earlier version: no has_state, but a term.
 	older := func(id string) Peer {
-		return answering(id, &fakeAdmin{info: &api.NodeInfo{Id: id, Role: "follower", Term: 3}})
+		return answering(id, &startuptest.Admin{Info: &api.NodeInfo{Id: id, Role: "follower", Term: 3}})
 	}
 	// Whatever listens at the address is another node, without state.
-	imposter := func(id string) Peer { return answering(id, &fakeAdmin{info: &api.NodeInfo{Id: "x", Role: "starting"}}) }
+	imposter := func(id string) Peer {
+		return answering(id, &startuptest.Admin{Info: &api.NodeInfo{Id: "x", Role: "starting"}})
+	}
 	self := func() Peer { return dead("a") }
 	leaderSays := func(members ...string) []string {
-		return []string{mustServeAdmin(t, &fakeAdmin{members: members, leader: members[0]})}
+		return []string{startuptest.Serve(t, &startuptest.Admin{Members: members, Leader: members[0]})}
 	}
-	noLeader := []string{mustServeAdmin(t, &fakeAdmin{members: []string{"b"}})}
+	noLeader := []string{startuptest.Serve(t, &startuptest.Admin{Members: []string{"b"}})}
 	deadJoin := freeaddr.Loopback(t, 1)
 
 	cases := []struct {
