@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/seed-e8569b35/ordo/internal/eventually"
 )
 
 // Client IPs standing in for distinct nodes. All of 127.0.0.0/8 is local on
@@ -176,7 +178,7 @@ func TestForwardBothWays(t *testing.T) {
 	// Byte counters are bumped after each Write returns, so they may trail
 	// the data the client has already seen; wait for them to settle.
 	const total = int64(10 * len("hello msg0"))
-	waitFor(t, "byte counters", func() bool {
+	eventually.True(t, hangGuard, "byte counters", func() bool {
 		st := p.Stats()
 		return st.BytesToTarget == total && st.BytesFromTarget == total
 	})
@@ -229,7 +231,7 @@ func TestHalfCloseEndsConnection(t *testing.T) {
 	e := newEcho(t)
 	p := newProxy(t, "127.0.0.12", e.addr())
 	transfer(t, dialFrom(t, ipA, p.Addr()), 10)
-	waitFor(t, "connection to leave Active", func() bool { return p.Stats().Active == 0 })
+	eventually.True(t, hangGuard, "connection to leave Active", func() bool { return p.Stats().Active == 0 })
 }
 
 func TestBlock(t *testing.T) {
@@ -483,18 +485,6 @@ func TestNetUnknownNodePanics(t *testing.T) {
 	NewNet().Isolate("nope")
 }
 
-// waitFor polls cond until it holds or hangGuard passes.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 func TestCloseReleasesEverything(t *testing.T) {
 	before := runtime.NumGoroutine()
 
@@ -537,7 +527,7 @@ func TestCloseReleasesEverything(t *testing.T) {
 	}
 	e.close()
 
-	waitFor(t, "goroutines to return to baseline", func() bool {
+	eventually.True(t, hangGuard, "goroutines to return to baseline", func() bool {
 		return runtime.NumGoroutine() <= before
 	})
 }

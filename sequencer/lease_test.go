@@ -8,6 +8,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -147,7 +148,7 @@ func TestSequencerLostRoundEndsTheLease(t *testing.T) {
 	clock.add(time.Hour / 2)
 	h.log.set(func(f *seqFakeLog) { f.confirmErr = ErrNotLeader })
 	h.s.renewLease()
-	waitFor(t, "the sequencer to stop serving after a failed renewal", func() bool { return !h.s.Serving() })
+	eventually.True(t, seqTestWait, "the sequencer to stop serving after a failed renewal", func() bool { return !h.s.Serving() })
 	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("Next after a failed renewal: %v, want ErrNotLeader", err)
 	}
@@ -162,10 +163,10 @@ func TestSequencerRenewsBeforeTheLeaseRunsOut(t *testing.T) {
 	}
 	clock.add(time.Hour / 2)
 	h.s.renewLease()
-	waitFor(t, "a renewal round", func() bool { return h.confirms() == 2 })
+	eventually.True(t, seqTestWait, "a renewal round", func() bool { return h.confirms() == 2 })
 	// Served from the renewed lease, past the first one's end.
 	clock.add(time.Hour/2 - leaseMargin(time.Hour) + time.Minute)
-	waitFor(t, "the renewed lease", func() bool {
+	eventually.True(t, seqTestWait, "the renewed lease", func() bool {
 		h.s.mu.Lock()
 		defer h.s.mu.Unlock()
 		return h.s.leaseHoldsLocked()

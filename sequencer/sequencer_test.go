@@ -12,6 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -361,22 +362,6 @@ func notReturned(t testing.TB, ch <-chan nextResult, why string) {
 	case r := <-ch:
 		t.Fatalf("Next returned %+v, %v before %s", r.b, r.err, why)
 	default:
-	}
-}
-
-// waitFor polls cond until it holds or the deadline passes. It polls state
-// that the code under test changes; it never waits for time to pass.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	tick := time.NewTicker(100 * time.Microsecond)
-	defer tick.Stop()
-	deadline := time.After(seqTestWait)
-	for !cond() {
-		select {
-		case <-tick.C:
-		case <-deadline:
-			t.Fatalf("timed out waiting for %s", what)
-		}
 	}
 }
 
@@ -854,7 +839,7 @@ func (h *seqHarness) fillBatch(k int) []<-chan nextResult {
 	for i := range chs {
 		chs[i] = h.goNext(1)
 	}
-	waitFor(h.t, fmt.Sprintf("%d requests to be assigned", k), func() bool {
+	eventually.True(h.t, seqTestWait, fmt.Sprintf("%d requests to be assigned", k), func() bool {
 		return h.assigned() == before+uint64(k)
 	})
 	return chs
@@ -935,7 +920,7 @@ func TestSequencerStaleRoundKeepsNewPeriod(t *testing.T) {
 	entered(t, h.log.confirmEntered, "Confirm", 2)
 	h.log.set(func(f *seqFakeLog) { f.confirmErr = errors.New("no majority answered") })
 	release(t, gate) // one of the two rounds fails
-	waitFor(t, "a step-down after the failed round", func() bool { return !h.s.Serving() })
+	eventually.True(t, seqTestWait, "a step-down after the failed round", func() bool { return !h.s.Serving() })
 	h.lead(0)        // the same term: the fake's term stays 1
 	release(t, gate) // the other round, from the first period, fails
 	for i, ch := range []<-chan nextResult{r0, r1} {

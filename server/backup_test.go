@@ -17,6 +17,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/backup"
+	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/sequencer"
 )
@@ -167,7 +168,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if err := r2.Join(ctx, r1.GRPCAddr()); err != nil {
 		t.Fatal(err)
 	}
-	waitFor(t, "the joined node to apply the restored state", func() bool {
+	eventually.True(t, seqTestWait, "the joined node to apply the restored state", func() bool {
 		return r2.fsm.HighWater() >= res.HighWater && r2.fsm.ClusterID() == res.ClusterID
 	})
 	if _, err := api.NewAdminClient(mustConn(t, r1.GRPCAddr())).TransferLeader(ctx, &api.TransferLeaderRequest{Id: "r2"}); err != nil {

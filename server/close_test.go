@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/seed-e8569b35/ordo/internal/eventually"
 )
 
 // TestStreamLayerCloseEndsItsConnections: reads blocked on a dialed and on
@@ -99,7 +101,7 @@ func TestCloseWithAStalledPeer(t *testing.T) {
 		}
 	}()
 	conn := mustConn(t, leader.GRPCAddr())
-	waitFor(t, "the leader to dial the stalled peer", func() bool {
+	eventually.True(t, seqTestWait, "the leader to dial the stalled peer", func() bool {
 		mustNextVia(t, conn, 1000)
 		mu.Lock()
 		defer mu.Unlock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/eventually"
 )
 
 // Package leadership tests its rounds, streams and promises with fakes;
@@ -135,7 +136,7 @@ func TestLeaseVoterConfirmsNoOtherLeader(t *testing.T) {
 	mustNextVia(t, conn, 1) // the lease is asked for and renewed from now on
 	// The leader's lease needs a majority's promises: with the other
 	// follower unreachable, the voter's.
-	waitFor(t, "the voter's promise to the leader", leader.leaseHolds)
+	eventually.True(t, seqTestWait, "the voter's promise to the leader", leader.leaseHolds)
 	answer := askTermAs(t, leader, voter, "someone-else")
 	select {
 	case resp := <-answer:
@@ -183,12 +184,12 @@ func (n *Node) leaseHolds() bool { return n.seq.LeaseLeft() > 0 }
 // leader serving, and its rounds ask for a lease again.
 func TestFailedHandOverKeepsTheLease(t *testing.T) {
 	n, conn := mustLeaseNode(t, nil)
-	waitFor(t, "the lease", n.leaseHolds)
+	eventually.True(t, seqTestWait, "the lease", n.leaseHolds)
 	if err := n.handOver(n.raft.LeadershipTransfer); err == nil {
 		t.Fatal("a single node handed over leadership")
 	}
 	mustNextVia(t, conn, 1)
-	waitFor(t, "the lease again after a failed hand-over", n.leaseHolds)
+	eventually.True(t, seqTestWait, "the lease again after a failed hand-over", n.leaseHolds)
 }
 
 // TestMembershipChangeNeedsARound: a membership change is made only after
@@ -219,7 +220,7 @@ func TestMembershipChangeNeedsARound(t *testing.T) {
 // before an accepted release gets no promise.
 func TestTermStreamsNeedTheTokenToRelease(t *testing.T) {
 	n, _ := mustLeaseNode(t, func(c *Config) { c.AdminToken = "s3cret-token-of-16+" })
-	waitFor(t, "the lease", n.leaseHolds)
+	eventually.True(t, seqTestWait, "the lease", n.leaseHolds)
 	term := n.raft.CurrentTerm()
 	ask := func(ctx context.Context, req *api.TermRequest) *api.TermResponse {
 		t.Helper()

@@ -25,6 +25,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
@@ -191,14 +192,11 @@ func mustClusterWith(t *testing.T, configure func(*Config)) []*Node {
 	// Every node must know the leader and its address before tests
 	// expect followers to forward, and must have applied the cluster's
 	// id, or it refuses the leader's term rounds.
-	deadline := time.Now().Add(10 * time.Second)
 	for _, n := range nodes {
-		for _, addr := n.leader(); addr == "" || n.fsm.ClusterID() == ""; _, addr = n.leader() {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s does not know the leader's address and the cluster id within 10 s", n.ID())
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		eventually.True(t, seqTestWait, n.ID()+" to know the leader's address and the cluster id", func() bool {
+			_, addr := n.leader()
+			return addr != "" && n.fsm.ClusterID() != ""
+		})
 	}
 	return nodes
 }
@@ -215,17 +213,17 @@ func followerOf(nodes []*Node, leader *Node) *Node {
 
 func mustLeader(t *testing.T, nodes []*Node) *Node {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var leader *Node
+	eventually.True(t, seqTestWait, "a serving leader", func() bool {
 		for _, n := range nodes {
 			if n.isLeader() && n.seq.Serving() {
-				return n
+				leader = n
+				return true
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatal("no serving leader within 10 s")
-	return nil
+		return false
+	})
+	return leader
 }
 
 func TestSingleNodeRestartContinuesAbove(t *testing.T) {
@@ -699,7 +697,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	if err != nil || len(snaps) == 0 {
 		t.Fatalf("snapshots: %v, %v; want at least one", snaps, err)
 	}
-	waitFor(t, "the log to be truncated", func() bool {
+	eventually.True(t, seqTestWait, "the log to be truncated", func() bool {
 		first, err := n.store.FirstIndex()
 		return err == nil && n.raft.LastIndex()-first < 64+32+64
 	})
@@ -780,7 +778,7 @@ func TestTransferUnderLoadFailsNoCall(t *testing.T) {
 		if err := old.raft.LeadershipTransfer().Error(); err != nil {
 			t.Fatalf("transfer from %s: %v", old.ID(), err)
 		}
-		waitFor(t, "a new leader", func() bool {
+		eventually.True(t, seqTestWait, "a new leader", func() bool {
 			for _, n := range nodes {
 				if n != old && n.isLeader() && n.seq.Serving() {
 					return true
@@ -861,7 +859,7 @@ func TestRestartedFollowerRegistersNewAddress(t *testing.T) {
 	if restarted.GRPCAddr() == oldAddr {
 		t.Fatalf("restarted on the same gRPC address %s", oldAddr)
 	}
-	waitFor(t, "the leader to record the new address", func() bool {
+	eventually.True(t, seqTestWait, "the leader to record the new address", func() bool {
 		addr, _ := leader.fsm.NodeAddr(cfg.ID)
 		return addr == restarted.GRPCAddr()
 	})

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/secure/securetest"
 )
@@ -121,7 +122,7 @@ func TestTLSRefusesCertificates(t *testing.T) {
 				t.Fatalf("Next with %s: %v, want the handshake refused (Unavailable)", tt.name, err)
 			}
 			if tt.logSays != "" {
-				waitFor(t, "a log of refusing "+tt.logSays, func() bool { return strings.Contains(c.logs.String(), tt.logSays) })
+				eventually.True(t, seqTestWait, "a log of refusing "+tt.logSays, func() bool { return strings.Contains(c.logs.String(), tt.logSays) })
 			}
 		})
 	}
@@ -262,7 +263,7 @@ func TestTLSRaftRefusesStrangers(t *testing.T) {
 	if term := follower.raft.CurrentTerm(); term >= 1<<40 {
 		t.Fatalf("the follower took the intruder's term %d", term)
 	}
-	waitFor(t, "a log of refusing the raft peers", func() bool { return strings.Contains(c.logs.String(), "refused a TLS peer") })
+	eventually.True(t, seqTestWait, "a log of refusing the raft peers", func() bool { return strings.Contains(c.logs.String(), "refused a TLS peer") })
 	if err := nextServed(c.conn(t, leader.GRPCAddr(), c.pki.Client("ordo-client"))); err != nil {
 		t.Fatalf("the cluster stopped serving: %v", err)
 	}
