@@ -22,15 +22,6 @@ func (testRules) CheckNodeID(string) error      { return nil }
 func (testRules) CheckDialAddr(string) error    { return nil }
 func (testRules) NewClusterID() (string, error) { return "c1", nil }
 
-func mustPreset(t *testing.T, name string) layout.Layout {
-	t.Helper()
-	l, err := layout.Preset(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
-}
-
 // TestBackupFileRefusesDamage: a file whose content does not match its
 // checksum, of another version, or not a backup at all, is refused.
 func TestBackupFileRefusesDamage(t *testing.T) {
@@ -87,7 +78,7 @@ func TestBackupFileRefusesDamage(t *testing.T) {
 // they are larger than the restore's own; a version 1 backup, which has
 // none, restores with the restore's window, as before.
 func TestRestoreTakesTheBackupsBounds(t *testing.T) {
-	l := mustPreset(t, "default")
+	l := layout.MustPreset("default")
 	taken := time.Now()
 	wide := time.Minute // the old cluster's window, wider than the default
 	resp := &api.BackupResponse{
@@ -142,7 +133,7 @@ func mustMarshal(t *testing.T, b *BackupFile) []byte {
 }
 
 func TestRestoreHighWater(t *testing.T) {
-	l := mustPreset(t, "default")
+	l := layout.MustPreset("default")
 	now := time.Now()
 	window := 3 * time.Second
 	ahead := l.TicksIn(window + 10*time.Second) // window + max(2 window, 10 s)

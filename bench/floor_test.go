@@ -85,10 +85,7 @@ func TestFloorBadConfig(t *testing.T) {
 // and closes it when the test ends.
 func mustNode(t *testing.T) *server.Node {
 	t.Helper()
-	l, err := layout.Preset("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := layout.MustPreset("default")
 	rc := raft.DefaultConfig()
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	n, err := server.Open(server.Config{

@@ -260,10 +260,7 @@ func TestPostgresOrdersUUIDv7(t *testing.T) {
 		t.Fatalf("create table: %v\n%s", err, out)
 	}
 	c := mustNewCluster(t, clusterOpts{layout: "uuidv7", args: []string{"--group", "5"}})
-	l, err := layout.Preset("uuidv7")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := layout.MustPreset("uuidv7")
 
 	const clients = 8
 	rec := history.NewRecorder()

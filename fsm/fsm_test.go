@@ -17,15 +17,6 @@ import (
 
 // ---- helpers ---------------------------------------------------------------
 
-func mustPreset(t testing.TB, name string) layout.Layout {
-	t.Helper()
-	l, err := layout.Preset(name)
-	if err != nil {
-		t.Fatalf("Preset(%q): %v", name, err)
-	}
-	return l
-}
-
 func mustEncode(t testing.TB, c Command) []byte {
 	t.Helper()
 	b, err := Encode(c)
@@ -136,7 +127,7 @@ func snapshotBytes(t testing.TB, f *FSM) []byte {
 func populated(t testing.TB) *FSM {
 	t.Helper()
 	f := New(nil)
-	l := mustPreset(t, "default")
+	l := layout.MustPreset("default")
 	applyOK(t, f, Command{Op: OpInit, Layout: &l, Group: 7}, 1)
 	applyOK(t, f, Command{Op: OpReserve, UpTo: 123456, Clock: 120000}, 1)
 	applyOK(t, f, Command{Op: OpSetNode, NodeID: "a", GRPCAddr: "10.0.0.1:9000"}, 2)
@@ -147,7 +138,7 @@ func populated(t testing.TB) *FSM {
 // ---- Apply -----------------------------------------------------------------
 
 func TestApplyEveryOp(t *testing.T) {
-	l := mustPreset(t, "default")
+	l := layout.MustPreset("default")
 	f := New(nil)
 	steps := []struct {
 		name      string
@@ -236,8 +227,8 @@ func TestResultTermIsLogTerm(t *testing.T) {
 }
 
 func TestInit(t *testing.T) {
-	def := mustPreset(t, "default")
-	tw := mustPreset(t, "twitter")
+	def := layout.MustPreset("default")
+	tw := layout.MustPreset("twitter")
 	calls := &initCalls{}
 	f := New(calls.record)
 	applyOK(t, f, Command{Op: OpReserve, UpTo: 77}, 1)
@@ -292,7 +283,7 @@ func TestInit(t *testing.T) {
 // The FSM must keep its own copy of the layout: neither the command's
 // pointer nor a State() copy may alias it.
 func TestInitLayoutNotAliased(t *testing.T) {
-	l := mustPreset(t, "default")
+	l := layout.MustPreset("default")
 	f := New(nil)
 	if r := f.apply(Command{Op: OpInit, Layout: &l}, 1); r.Err != nil {
 		t.Fatal(r.Err)
@@ -312,7 +303,7 @@ func TestInitLayoutNotAliased(t *testing.T) {
 
 func TestNilOnInit(t *testing.T) {
 	f := New(nil)
-	l := mustPreset(t, "default")
+	l := layout.MustPreset("default")
 	applyOK(t, f, Command{Op: OpInit, Layout: &l}, 1)
 	if err := New(nil).Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
 		t.Fatalf("Restore with nil onInit: %v", err)
@@ -703,10 +694,7 @@ func TestApplyLogWithoutData(t *testing.T) {
 // Replaying the log must not depend on the replaying node's clock: an init
 // whose epoch lies after today's date is still a valid entry.
 func TestDecodeInitIgnoresClock(t *testing.T) {
-	future, err := layout.Preset("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	future := layout.MustPreset("default")
 	future.Name = "custom"
 	future.EpochMs = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
 	if _, err := Decode(mustEncode(t, Command{Op: OpInit, Layout: &future, Group: 1})); err != nil {
@@ -741,8 +729,8 @@ func TestEncodeDecodeRoundTrip(t *testing.T) {
 }
 
 func validCommands(t testing.TB) []Command {
-	def := mustPreset(t, "default")
-	sony := mustPreset(t, "sonyflake")
+	def := layout.MustPreset("default")
+	sony := layout.MustPreset("sonyflake")
 	return []Command{
 		{Op: OpInit, Layout: &def},
 		{Op: OpInit, Layout: &def, Group: 1023},

@@ -27,10 +27,7 @@ func durationOf(ns int64) time.Duration { return time.Duration(ns) }
 // as KindRendered and fails the report.
 func TestCheckRendered(t *testing.T) {
 	for _, name := range []string{"uuidv7", "ulid"} {
-		l, err := layout.Preset(name)
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := layout.MustPreset(name)
 		good := []Op{renderedOp(t, l, 1, 0, 10, 100, 101), renderedOp(t, l, 2, 20, 30, 1<<20, 1<<20+1)}
 		if rep := Check(good); !rep.OK() {
 			t.Fatalf("%s: a good history fails: %s", name, rep)

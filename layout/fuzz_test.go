@@ -126,7 +126,7 @@ func FuzzIDDecode(f *testing.F) {
 			l.Order = OrderTimeSeqGroup
 		}
 		if int(preset) < len(presetNameList) {
-			l = mustPreset(t, presetNameList[preset])
+			l = MustPreset(presetNameList[preset])
 		}
 		if err := l.Validate(endOfTime); err != nil {
 			if !errors.Is(err, ErrInvalidLayout) {

@@ -162,6 +162,19 @@ func Preset(name string) (Layout, error) {
 	return l, nil
 }
 
+// MustPreset is like Preset but panics when name is not a preset. It is
+// for names fixed in the code, such as tests' and examples' (as
+// regexp.MustCompile is for fixed patterns); a name that comes from an
+// operator or a request goes through Preset or Parse, whose error says
+// what is wrong.
+func MustPreset(name string) Layout {
+	l, err := Preset(name)
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
+
 // Parse reads a layout spec: either a preset name, or
 // "custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>" with an
 // optional ",order=time-seq-group" (keys in any order). The result is

@@ -17,15 +17,6 @@ var presetNameList = []string{"default", "twitter", "discord", "instagram", "son
 // the wall clock.
 var validationNow = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 
-func mustPreset(t testing.TB, name string) Layout {
-	t.Helper()
-	l, err := Preset(name)
-	if err != nil {
-		t.Fatalf("Preset(%q): %v", name, err)
-	}
-	return l
-}
-
 func mustParse(t testing.TB, spec string) Layout {
 	t.Helper()
 	l, err := Parse(spec)
@@ -46,7 +37,10 @@ func mustTime(t testing.TB, layout, value string) time.Time {
 
 func TestPresetsValidate(t *testing.T) {
 	for _, name := range presetNameList {
-		l := mustPreset(t, name)
+		l, err := Preset(name)
+		if err != nil {
+			t.Fatalf("Preset(%q): %v", name, err)
+		}
 		if l.Name != name {
 			t.Errorf("Preset(%q).Name = %q", name, l.Name)
 		}
@@ -54,6 +48,28 @@ func TestPresetsValidate(t *testing.T) {
 			t.Errorf("Preset(%q).Validate: %v", name, err)
 		}
 	}
+}
+
+// TestMustPreset: MustPreset is Preset for a preset's name, and panics with
+// Preset's error for any other.
+func TestMustPreset(t *testing.T) {
+	for _, name := range presetNameList {
+		want, err := Preset(name)
+		if err != nil {
+			t.Fatalf("Preset(%q): %v", name, err)
+		}
+		if got := MustPreset(name); got != want {
+			t.Errorf("MustPreset(%q) = %+v, want %+v", name, got, want)
+		}
+	}
+	defer func() {
+		err, _ := recover().(error)
+		if !errors.Is(err, ErrUnknownPreset) {
+			t.Errorf("MustPreset(\"snowflake\") panicked with %v, want ErrUnknownPreset", err)
+		}
+	}()
+	MustPreset("snowflake")
+	t.Error("MustPreset(\"snowflake\") returned")
 }
 
 func TestPresetValues(t *testing.T) {
@@ -75,7 +91,10 @@ func TestPresetValues(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l := mustPreset(t, tt.name)
+			l, err := Preset(tt.name)
+			if err != nil {
+				t.Fatalf("Preset(%q): %v", tt.name, err)
+			}
 			want := Layout{
 				Name: tt.name, EpochMs: tt.epoch.UnixMilli(), UnitMs: tt.unitMs,
 				TimeBits: tt.timeBits, GroupBits: tt.groupBits, SeqBits: tt.seqBits, Order: tt.order,
@@ -163,7 +182,7 @@ func TestKnownIDs(t *testing.T) {
 	for _, tt := range tests {
 		covered[tt.preset] = true
 		t.Run(tt.name, func(t *testing.T) {
-			l := mustPreset(t, tt.preset)
+			l := MustPreset(tt.preset)
 			if err := l.CheckGroup(tt.group); err != nil {
 				t.Fatalf("CheckGroup(%d): %v", tt.group, err)
 			}
@@ -204,7 +223,7 @@ func TestKnownIDs(t *testing.T) {
 func TestSequenceBoundary(t *testing.T) {
 	for _, name := range presetNameList {
 		t.Run(name, func(t *testing.T) {
-			l := mustPreset(t, name)
+			l := MustPreset(name)
 			seqMax := uint64(1)<<l.SeqBits - 1
 			group := uint64(1)<<l.GroupBits - 1 // all group bits set: the worst case for spill-over
 			last := uint64(5)<<l.SeqBits | seqMax
@@ -232,10 +251,10 @@ func TestSequenceBoundary(t *testing.T) {
 }
 
 func TestStep(t *testing.T) {
-	if got := mustPreset(t, "default").Step(); got != 1 {
+	if got := MustPreset("default").Step(); got != 1 {
 		t.Errorf("default Step() = %d, want 1", got)
 	}
-	if got := mustPreset(t, "sonyflake").Step(); got != 1<<16 {
+	if got := MustPreset("sonyflake").Step(); got != 1<<16 {
 		t.Errorf("sonyflake Step() = %d, want %d", got, 1<<16)
 	}
 }
@@ -245,7 +264,7 @@ func TestStep(t *testing.T) {
 func TestTimeBoundary(t *testing.T) {
 	for _, name := range presetNameList {
 		t.Run(name, func(t *testing.T) {
-			l := mustPreset(t, name)
+			l := MustPreset(name)
 			width := l.TimeBits + l.GroupBits + l.SeqBits
 			group := uint64(1)<<l.GroupBits - 1
 			wantMaxTick := uint64(1)<<(l.TimeBits+l.SeqBits) - 1
@@ -279,8 +298,8 @@ func TestTimeBoundary(t *testing.T) {
 }
 
 func TestTickAt(t *testing.T) {
-	def := mustPreset(t, "default")
-	sony := mustPreset(t, "sonyflake")
+	def := MustPreset("default")
+	sony := MustPreset("sonyflake")
 	epoch := func(l Layout) time.Time { return time.UnixMilli(l.EpochMs) }
 	tests := []struct {
 		name string
@@ -307,8 +326,8 @@ func TestTickAt(t *testing.T) {
 }
 
 func TestTicksIn(t *testing.T) {
-	def := mustPreset(t, "default")
-	sony := mustPreset(t, "sonyflake")
+	def := MustPreset("default")
+	sony := MustPreset("sonyflake")
 	tests := []struct {
 		name string
 		l    Layout
@@ -338,13 +357,13 @@ func TestCheckGroup(t *testing.T) {
 		group   uint64
 		wantErr bool
 	}{
-		{mustPreset(t, "default"), 0, false},
-		{mustPreset(t, "default"), 1023, false},
-		{mustPreset(t, "default"), 1024, true},
-		{mustPreset(t, "instagram"), 8191, false},
-		{mustPreset(t, "instagram"), 8192, true},
-		{mustPreset(t, "sonyflake"), 65535, false},
-		{mustPreset(t, "sonyflake"), 65536, true},
+		{MustPreset("default"), 0, false},
+		{MustPreset("default"), 1023, false},
+		{MustPreset("default"), 1024, true},
+		{MustPreset("instagram"), 8191, false},
+		{MustPreset("instagram"), 8192, true},
+		{MustPreset("sonyflake"), 65535, false},
+		{MustPreset("sonyflake"), 65536, true},
 		{noGroup, 0, false},
 		{noGroup, 1, true},
 	}
@@ -363,7 +382,7 @@ func TestParseRoundTrip(t *testing.T) {
 	for _, name := range presetNameList {
 		t.Run(name, func(t *testing.T) {
 			l := mustParse(t, name)
-			if want := mustPreset(t, name); l != want {
+			if want := MustPreset(name); l != want {
 				t.Errorf("Parse(%q) = %+v, want %+v", name, l, want)
 			}
 			if s := l.String(); s != name {
@@ -412,7 +431,7 @@ func TestParseRoundTrip(t *testing.T) {
 	}
 
 	// A changed preset must not print as the preset it no longer is.
-	l := mustPreset(t, "twitter")
+	l := MustPreset("twitter")
 	l.EpochMs++
 	if s := l.String(); s != "custom:epoch=1288834974658,unit=1,bits=41/10/12" {
 		t.Errorf("changed twitter preset String() = %q", s)
@@ -421,7 +440,7 @@ func TestParseRoundTrip(t *testing.T) {
 
 func TestJSONRoundTrip(t *testing.T) {
 	for _, name := range presetNameList {
-		l := mustPreset(t, name)
+		l := MustPreset(name)
 		b, err := json.Marshal(l)
 		if err != nil {
 			t.Fatalf("Marshal(%s): %v", name, err)
@@ -439,14 +458,14 @@ func TestJSONRoundTrip(t *testing.T) {
 // TestRejected checks that every bad layout or spec is refused with the
 // expected sentinel and a message naming the bad value.
 func TestRejected(t *testing.T) {
-	valid := mustPreset(t, "default")
+	valid := MustPreset("default")
 	with := func(change func(*Layout)) Layout {
 		l := valid
 		l.Name = "custom"
 		change(&l)
 		return l
 	}
-	discord := mustPreset(t, "discord")
+	discord := MustPreset("discord")
 	discord.SeqBits = 13 // no longer the preset, so 64 bits is no longer allowed
 
 	layouts := []struct {
@@ -543,7 +562,7 @@ func TestOrderProperty(t *testing.T) {
 	const rounds = 2000
 	for _, name := range presetNameList {
 		t.Run(name, func(t *testing.T) {
-			l := mustPreset(t, name)
+			l := MustPreset(name)
 			r := rand.New(rand.NewPCG(1, uint64(len(name))))
 			maxGroup := uint64(1)<<l.GroupBits - 1
 			for range rounds {
@@ -598,7 +617,7 @@ var sink uint64
 func BenchmarkID(b *testing.B) {
 	for _, name := range []string{"default", "sonyflake"} {
 		b.Run(name, func(b *testing.B) {
-			l := mustPreset(b, name)
+			l := MustPreset(name)
 			tick := l.TickAt(time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC))
 			b.ReportAllocs()
 			for b.Loop() {
@@ -610,7 +629,7 @@ func BenchmarkID(b *testing.B) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	l := mustPreset(b, "default")
+	l := MustPreset("default")
 	id := l.ID(l.TickAt(time.Date(2025, 6, 1, 0, 0, 0, 0, time.UTC)), 3)
 	b.ReportAllocs()
 	for b.Loop() {

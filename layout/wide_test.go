@@ -20,7 +20,7 @@ var wideNames = []string{"uuidv7", "ulid"}
 // rand_a 0xCC3 then rand_b's first three bits after the variant, 011,
 // give counter 0xCC3<<3|3; the next ten bits, 0001100010, group 98.
 func TestUUIDv7RFCExample(t *testing.T) {
-	l := mustPreset(t, "uuidv7")
+	l := MustPreset("uuidv7")
 	const example = "017F22E2-79B0-7CC3-98C4-DC0C0C07398F"
 	id, err := l.ParseWide(example)
 	if err != nil {
@@ -45,7 +45,7 @@ func TestUUIDv7RFCExample(t *testing.T) {
 // TestULIDSpecVectors checks the examples of the ULID spec
 // (github.com/ulid/spec) and of its reference implementation's tests.
 func TestULIDSpecVectors(t *testing.T) {
-	l := mustPreset(t, "ulid")
+	l := MustPreset("ulid")
 	decode := func(s string) ([16]byte, Parts) {
 		t.Helper()
 		id, err := l.ParseWide(s)
@@ -112,7 +112,7 @@ func TestWideFieldPlacement(t *testing.T) {
 		// low bits, group, random (49 bits).
 		{"uuidv7", 0x5A5A, "0123456789ab7b4b9555aa55aa55aa55", "01234567-89ab-7b4b-9555-aa55aa55aa55"},
 	} {
-		l := mustPreset(t, tt.preset)
+		l := MustPreset(tt.preset)
 		id := l.Render(ms<<wideSeqBits|tt.counter, group, random)
 		if got := hex.EncodeToString(id[:]); got != tt.wantHex {
 			t.Errorf("%s: Render = %s, want %s", tt.preset, got, tt.wantHex)
@@ -145,7 +145,7 @@ func inc(id [16]byte) [16]byte {
 // TestWideBadInput gives each parser what it must refuse: every refusal is
 // an error that wraps the sentinel named, never a panic or an ID.
 func TestWideBadInput(t *testing.T) {
-	uuid, ulid := mustPreset(t, "uuidv7"), mustPreset(t, "ulid")
+	uuid, ulid := MustPreset("uuidv7"), MustPreset("ulid")
 	tests := []struct {
 		l    Layout
 		text string
@@ -171,7 +171,7 @@ func TestWideBadInput(t *testing.T) {
 		{ulid, "80000000000000000000000000", ErrULIDOverflow},
 		{ulid, "ZZZZZZZZZZZZZZZZZZZZZZZZZZ", ErrULIDOverflow},
 		{ulid, "017f22e2-79b0-7cc3-98c4-dc0c0c07398f", ErrMalformedID}, // a UUID
-		{mustPreset(t, "default"), "01ARZ3NDEKTSV4RRFFQ69G5FAV", ErrWrongWidth},
+		{MustPreset("default"), "01ARZ3NDEKTSV4RRFFQ69G5FAV", ErrWrongWidth},
 	}
 	for _, tt := range tests {
 		id, err := tt.l.ParseWide(tt.text)
@@ -179,7 +179,7 @@ func TestWideBadInput(t *testing.T) {
 			t.Errorf("%s ParseWide(%q) = %x, %v; want %v", tt.l, tt.text, id, err, tt.want)
 		}
 	}
-	if _, err := mustPreset(t, "default").DecodeWide([16]byte{}); !errors.Is(err, ErrWrongWidth) {
+	if _, err := MustPreset("default").DecodeWide([16]byte{}); !errors.Is(err, ErrWrongWidth) {
 		t.Errorf("default DecodeWide = %v, want ErrWrongWidth", err)
 	}
 }
@@ -224,7 +224,7 @@ func TestWideValidate(t *testing.T) {
 			t.Errorf("%s: TickAt(2^48 ms) = %d, want MaxTick()+1 = %d", name, got, l.MaxTick()+1)
 		}
 	}
-	def := mustPreset(t, "default")
+	def := MustPreset("default")
 	var old Layout
 	if err := json.Unmarshal([]byte(`{"name":"default","epoch_ms":1704067200000,"unit_ms":1,"time_bits":41,"group_bits":10,"seq_bits":12,"order":"time-group-seq"}`), &old); err != nil || old != def || old.Wide() {
 		t.Errorf("a stored default layout reads as %+v, %v", old, err)
@@ -241,7 +241,7 @@ func TestWideValidate(t *testing.T) {
 func TestWideOrder(t *testing.T) {
 	for _, name := range wideNames {
 		t.Run(name, func(t *testing.T) {
-			l := mustPreset(t, name)
+			l := MustPreset(name)
 			seqMax := uint64(1)<<l.SeqBits - 1
 			ms := uint64(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC).UnixMilli())
 			ticks := []uint64{0, 1, seqMax, seqMax + 1, ms << l.SeqBits, ms<<l.SeqBits | seqMax, (ms + 1) << l.SeqBits, l.MaxTick() - 1, l.MaxTick()}
@@ -272,7 +272,7 @@ func TestWideOrder(t *testing.T) {
 // and random bits that differ from ID to ID, and that Render does not
 // allocate.
 func TestRenderAll(t *testing.T) {
-	l := mustPreset(t, "uuidv7")
+	l := MustPreset("uuidv7")
 	ticks := []uint64{100, 101, 102, 103}
 	ids, err := RenderAll[UUID](l, ticks, 7)
 	if err != nil {
@@ -311,9 +311,9 @@ func FuzzWideRoundTrip(f *testing.F) {
 	f.Add(true, uint64(1)<<15-1, uint64(1)<<15, uint64(1023), uint64(0), ^uint64(0))
 	f.Add(true, ^uint64(0), uint64(0), uint64(5), uint64(1), uint64(2))
 	f.Fuzz(func(t *testing.T, ulid bool, tickA, tickB, group, randA, randB uint64) {
-		l := mustPreset(t, "uuidv7")
+		l := MustPreset("uuidv7")
 		if ulid {
-			l = mustPreset(t, "ulid")
+			l = MustPreset("ulid")
 		}
 		tickA, tickB, group = tickA%(l.MaxTick()+1), tickB%(l.MaxTick()+1), group%(1<<l.GroupBits)
 		a, b := l.Render(tickA, group, randA), l.Render(tickB, group, randB)
@@ -351,7 +351,7 @@ func FuzzParseWide(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		for _, name := range wideNames {
-			l := mustPreset(t, name)
+			l := MustPreset(name)
 			id, err := l.ParseWide(s)
 			if err != nil {
 				if !wrapsSentinel(err) {

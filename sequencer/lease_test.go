@@ -30,10 +30,7 @@ func (h *seqHarness) confirms() int {
 // never start on their own.
 func mustLeaseHarness(t *testing.T) (*seqHarness, *fakeLeaseClock) {
 	t.Helper()
-	l, err := layout.Preset("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := layout.MustPreset("default")
 	clock := &fakeLeaseClock{}
 	clock.now.Store(int64(time.Hour))
 	h := &seqHarness{t: t, l: l, log: newSeqFakeLog(1), clock: &seqFakeClock{now: seqTestStart},

@@ -267,20 +267,8 @@ func newSeqHarnessRounds(t *testing.T, l layout.Layout, window time.Duration, st
 
 func newDefaultHarness(t *testing.T, window time.Duration) *seqHarness {
 	t.Helper()
-	l, err := layout.Preset("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := layout.MustPreset("default")
 	return newSeqHarness(t, l, window, seqTestStart)
-}
-
-func mustPreset(t *testing.T, name string) layout.Layout {
-	t.Helper()
-	l, err := layout.Preset(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
 
 func seqCtx(t testing.TB) context.Context {
@@ -530,10 +518,7 @@ func TestSequencerLeadStartsAtPrev(t *testing.T) {
 		}
 	})
 	t.Run("clock before epoch never gives tick 0", func(t *testing.T) {
-		l, err := layout.Preset("default")
-		if err != nil {
-			t.Fatal(err)
-		}
+		l := layout.MustPreset("default")
 		h := newSeqHarness(t, l, time.Second, time.UnixMilli(l.EpochMs).Add(-time.Hour))
 		if h.now() != 0 {
 			t.Fatalf("clock tick %d, want 0", h.now())
@@ -913,7 +898,7 @@ func TestSequencerConfirmFailure(t *testing.T) {
 // sent before then fails too: that round says nothing about the new
 // serving period, whose own rounds confirm it.
 func TestSequencerStaleRoundKeepsNewPeriod(t *testing.T) {
-	h := newSeqHarnessRounds(t, mustPreset(t, "default"), time.Second, seqTestStart, 2)
+	h := newSeqHarnessRounds(t, layout.MustPreset("default"), time.Second, seqTestStart, 2)
 	h.lead(0)
 	gate, r0 := h.holdFirstRound()
 	r1 := h.goNext(1)
@@ -940,7 +925,7 @@ func TestSequencerStaleRoundKeepsNewPeriod(t *testing.T) {
 // arrive while one round is in flight get a round of their own at once;
 // those that arrive while both are in flight wait for the next, together.
 func TestSequencerPipelinesRounds(t *testing.T) {
-	h := newSeqHarnessRounds(t, mustPreset(t, "default"), time.Second, seqTestStart, 2)
+	h := newSeqHarnessRounds(t, layout.MustPreset("default"), time.Second, seqTestStart, 2)
 	h.lead(0)
 	gate, r0 := h.holdFirstRound()
 	r1 := h.goNext(1)
@@ -1102,10 +1087,7 @@ func TestSequencerContextCancelled(t *testing.T) {
 }
 
 func TestSequencerTimeExhausted(t *testing.T) {
-	def, err := layout.Preset("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	def := layout.MustPreset("default")
 	// 20 time bits of 1 ms: the field ends about 17.5 minutes after 2024.
 	small, err := layout.Parse("custom:epoch=1704067200000,unit=1,bits=20/31/12")
 	if err != nil {
@@ -1256,10 +1238,7 @@ func TestSequencerConcurrent(t *testing.T) {
 // BenchmarkSequencerNext measures the hot path with a log that answers at
 // once: assignment, batching and one confirmation per batch.
 func BenchmarkSequencerNext(b *testing.B) {
-	l, err := layout.Preset("default")
-	if err != nil {
-		b.Fatal(err)
-	}
+	l := layout.MustPreset("default")
 	log := newSeqFakeLog(1)
 	s := New(l, testReserveWindow, time.Now, log, hclog.NewNullLogger(), Lease{})
 	defer s.Close()

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // TestConfigMaxCountFitsTheLeadBound: a request's last ID may be at most the
@@ -25,7 +27,7 @@ func TestConfigMaxCountFitsTheLeadBound(t *testing.T) {
 		{"sonyflake", time.Minute, 1_000_000, true},
 	} {
 		cfg := testConfig(t, "n1", t.TempDir())
-		cfg.Layout, cfg.ReserveWindow, cfg.MaxCount = mustPreset(t, tt.preset), tt.window, tt.maxCount
+		cfg.Layout, cfg.ReserveWindow, cfg.MaxCount = layout.MustPreset(tt.preset), tt.window, tt.maxCount
 		err := cfg.Validate()
 		if tt.ok && err != nil {
 			t.Errorf("%s, window %s, max count %d: %v", tt.preset, tt.window, tt.maxCount, err)

@@ -47,7 +47,7 @@ func testConfig(t *testing.T, id, dir string) Config {
 	t.Helper()
 	return Config{
 		ID: id, DataDir: dir, RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0",
-		Layout: mustPreset(t, "default"), Raft: testRaftConfig(),
+		Layout: layout.MustPreset("default"), Raft: testRaftConfig(),
 		Logger:    hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: testWriter{t}}),
 		TestHooks: TestHooks{HoldAddress: new(atomic.Bool)},
 	}
@@ -60,15 +60,6 @@ func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Helper()
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
-}
-
-func mustPreset(t *testing.T, name string) layout.Layout {
-	t.Helper()
-	l, err := layout.Preset(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return l
 }
 
 func mustOpen(t *testing.T, cfg Config) *Node {
@@ -285,7 +276,7 @@ func TestAdminErrors(t *testing.T) {
 	admin := api.NewAdminClient(mustConn(t, nodes[2].GRPCAddr()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	twitter := mustPreset(t, "twitter")
+	twitter := layout.MustPreset("twitter")
 
 	tests := []struct {
 		name string
@@ -372,7 +363,7 @@ func TestRestartWithOtherLayoutRefuses(t *testing.T) {
 			if err := n.Close(); err != nil {
 				t.Fatal(err)
 			}
-			cfg.Layout = mustPreset(t, "twitter")
+			cfg.Layout = layout.MustPreset("twitter")
 			n = mustOpen(t, cfg)
 			select {
 			case err := <-n.Fatal():
@@ -393,7 +384,7 @@ func TestRestartWithOtherLayoutRefuses(t *testing.T) {
 func TestRuns(t *testing.T) {
 	for _, name := range []string{"default", "sonyflake", "instagram"} {
 		t.Run(name, func(t *testing.T) {
-			l := mustPreset(t, name)
+			l := layout.MustPreset(name)
 			perUnit := uint64(1) << l.SeqBits
 			b := sequencer.Block{First: 7*perUnit + perUnit - 3, Count: 2*perUnit + 5}
 			runs := Runs(l, 1, b)
@@ -450,7 +441,7 @@ func mustBenchCluster(b *testing.B) []*Node {
 	open := func(id string) *Node {
 		cfg := Config{ID: id, DataDir: b.TempDir(), RaftAddr: "127.0.0.1:0", GRPCAddr: "127.0.0.1:0",
 			Raft: testRaftConfig(), Logger: hclog.NewNullLogger()}
-		cfg.Layout, _ = layout.Preset("default")
+		cfg.Layout = layout.MustPreset("default")
 		n, err := Open(cfg)
 		if err != nil {
 			b.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // mustSingleNode is a one-node cluster that serves, and a connection to it.
@@ -32,7 +33,7 @@ func mustSingleNode(t *testing.T, configure func(*Config)) (*Node, *grpc.ClientC
 // lead bound, a call that fits alone is served, and the stream ends at
 // the first that does not.
 func TestNextStreamServesWhatFitsNearTheLeadBound(t *testing.T) {
-	n, conn := mustSingleNode(t, func(cfg *Config) { cfg.Layout = mustPreset(t, "sonyflake") })
+	n, conn := mustSingleNode(t, func(cfg *Config) { cfg.Layout = layout.MustPreset("sonyflake") })
 	c := api.NewSequencerClient(conn)
 	mustNextVia(t, conn, 100000)
 	mustNextVia(t, conn, 100000)

@@ -27,7 +27,7 @@ func widthCtx(ctx context.Context, l layout.Layout) context.Context {
 // TestWideRuns checks that a 128-bit layout's block goes out as ticks,
 // step 1, in one run across time units.
 func TestWideRuns(t *testing.T) {
-	l := mustPreset(t, "uuidv7")
+	l := layout.MustPreset("uuidv7")
 	perUnit := uint64(1) << l.SeqBits
 	b := sequencer.Block{First: 7*perUnit + perUnit - 3, Count: 2*perUnit + 5}
 	runs := Runs(l, 1, b)
@@ -60,7 +60,7 @@ func TestWideRuns(t *testing.T) {
 // which would read ticks as IDs, is refused as FailedPrecondition by
 // every node; and a 64-bit cluster refuses a call that asks for ticks.
 func TestWideLayoutCluster(t *testing.T) {
-	nodes := mustClusterWith(t, func(c *Config) { c.Layout = mustPreset(t, "uuidv7"); c.Group = 3 })
+	nodes := mustClusterWith(t, func(c *Config) { c.Layout = layout.MustPreset("uuidv7"); c.Group = 3 })
 	leader := mustLeader(t, nodes)
 	follower := followerOf(nodes, leader)
 	ticks := widthCtx(context.Background(), leader.cfg.Layout)
@@ -139,8 +139,8 @@ func TestWideLayoutCluster(t *testing.T) {
 // layout and group the cluster recorded, as the Layout RPC answers, not
 // with this node's flags.
 func TestHTTPLayoutIsTheClusters(t *testing.T) {
-	n := &Node{cfg: Config{Layout: mustPreset(t, "default"), Group: 1}, fsm: fsm.New(nil)}
-	recorded := mustPreset(t, "ulid")
+	n := &Node{cfg: Config{Layout: layout.MustPreset("default"), Group: 1}, fsm: fsm.New(nil)}
+	recorded := layout.MustPreset("ulid")
 	data, err := fsm.Encode(fsm.Command{Op: fsm.OpInit, Layout: &recorded, Group: 7, ClusterID: "c"})
 	if err != nil {
 		t.Fatal(err)

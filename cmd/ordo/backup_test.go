@@ -21,10 +21,7 @@ import (
 
 func testNode(t *testing.T, id, dir, raftAddr string) *server.Node {
 	t.Helper()
-	l, err := layout.Preset("default")
-	if err != nil {
-		t.Fatal(err)
-	}
+	l := layout.MustPreset("default")
 	rc := raft.DefaultConfig()
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = 200*time.Millisecond, 200*time.Millisecond, 100*time.Millisecond
 	n, err := server.Open(server.Config{

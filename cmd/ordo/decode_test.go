@@ -12,11 +12,8 @@ import (
 // --layout, UUIDv7s and ULIDs told apart by their length (the RFC 9562
 // and ULID spec examples, which Ordo did not make), and the refusals.
 func TestDecodeID(t *testing.T) {
-	def, err := layout.Preset("default")
-	if err != nil {
-		t.Fatal(err)
-	}
-	uuid, _ := layout.Preset("uuidv7")
+	def := layout.MustPreset("default")
+	uuid := layout.MustPreset("uuidv7")
 	tests := []struct {
 		arg      string
 		l        layout.Layout
@@ -66,7 +63,7 @@ func TestDecodeID(t *testing.T) {
 		if p, err := decodeID(arg, def, false); !errors.Is(err, strconv.ErrRange) {
 			t.Errorf("decodeID(%q) = %+v, %v; want the 64-bit overflow", arg, p, err)
 		}
-		wide, _ := layout.Preset(spec)
+		wide := layout.MustPreset(spec)
 		if _, err := decodeID(arg, wide, true); err != nil {
 			t.Errorf("decodeID(%q) under --layout %s: %v", arg, spec, err)
 		}
