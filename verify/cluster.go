@@ -331,23 +331,40 @@ func (n *Node) WaitExit(d time.Duration) (code int, exited bool) {
 
 // Kill sends SIGKILL and waits for the process to go.
 func (c *Cluster) Kill(n *Node) error {
+	cmd, exited, err := n.end(os.Kill, 10*time.Second)
+	switch {
+	case cmd == nil:
+		return nil
+	case err != nil:
+		return fmt.Errorf("kill %s: %w", n.Name, err)
+	case !exited:
+		return fmt.Errorf("kill %s: still running after 10 s", n.Name)
+	}
+	c.cfg.Logf("killed %s", n.Name)
+	return nil
+}
+
+// end takes n's process from n (n runs nothing after it), sends it sig
+// and waits up to within for it to exit. cmd is the process, nil when n
+// ran none; exited says whether it exited in time; err is the signal's
+// failure (one to a process that has already exited is none).
+func (n *Node) end(sig os.Signal, within time.Duration) (cmd *exec.Cmd, exited bool, err error) {
 	n.mu.Lock()
 	cmd, done := n.cmd, n.done
 	n.cmd = nil
 	n.mu.Unlock()
 	if cmd == nil {
-		return nil
+		return nil, false, nil
 	}
-	if err := cmd.Process.Kill(); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return fmt.Errorf("kill %s: %w", n.Name, err)
+	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return cmd, false, err
 	}
 	select {
 	case <-done:
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("kill %s: still running after 10 s", n.Name)
+		return cmd, true, nil
+	case <-time.After(within):
+		return cmd, false, nil
 	}
-	c.cfg.Logf("killed %s", n.Name)
-	return nil
 }
 
 // Pause stops n's process with SIGSTOP: it keeps its state and sockets
@@ -531,19 +548,13 @@ func (c *Cluster) Admin(ctx context.Context, fn func(ctx context.Context, a api.
 // Terminate stops n gracefully, with SIGTERM, as an operator would (a
 // leader hands leadership over first), and waits until it has exited.
 func (c *Cluster) Terminate(n *Node) error {
-	n.mu.Lock()
-	cmd, done := n.cmd, n.done
-	n.cmd = nil
-	n.mu.Unlock()
-	if cmd == nil {
+	cmd, exited, err := n.end(syscall.SIGTERM, 20*time.Second)
+	switch {
+	case cmd == nil:
 		return nil
-	}
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil && !errors.Is(err, os.ErrProcessDone) {
+	case err != nil:
 		return fmt.Errorf("terminate %s: %w", n.Name, err)
-	}
-	select {
-	case <-done:
-	case <-time.After(20 * time.Second):
+	case !exited:
 		cmd.Process.Kill()
 		return fmt.Errorf("terminate %s: still running 20 s after SIGTERM", n.Name)
 	}
