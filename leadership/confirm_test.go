@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
 )
 
 // fakePeer answers Term with whatever term it is told, as the node it was
@@ -307,14 +308,7 @@ func TestTermAnswersOnlyForItself(t *testing.T) {
 	ask := func(req *api.TermRequest) (*api.TermResponse, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), testWait)
 		defer cancel()
-		st, err := api.NewPeerClient(conn).Term(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := st.Send(req); err != nil {
-			return nil, err
-		}
-		return st.Recv()
+		return leadershiptest.AskTerm(ctx, conn, req)
 	}
 	if resp, err := ask(&api.TermRequest{NodeId: "n2", ClusterId: testCluster, Round: 7}); err != nil || resp.NodeId != "n2" || resp.Term != testTerm || resp.Round != 7 {
 		t.Fatalf("Term for itself = %v, %v", resp, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
 )
 
 // ---- the voter's promises --------------------------------------------------
@@ -212,15 +213,8 @@ func askTerm(t *testing.T, addr string, req *api.TermRequest) *api.TermResponse 
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), testWait)
 	defer cancel()
-	st, err := api.NewPeerClient(newFakeNode(t, "").mustConn(t, addr)).Term(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	req.NodeId, req.ClusterId = "n2", testCluster
-	if err := st.Send(req); err != nil {
-		t.Fatal(err)
-	}
-	resp, err := st.Recv()
+	resp, err := leadershiptest.AskTerm(ctx, newFakeNode(t, "").mustConn(t, addr), req)
 	if err != nil {
 		t.Fatalf("term request %v: %v", req, err)
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
 	"github.com/seed-e8569b35/ordo/startup/startuptest"
 )
 
@@ -108,12 +109,7 @@ func TestOwnCallsNameTheirCluster(t *testing.T) {
 		}
 		// A stream names it when it opens: b refuses a Term stream even
 		// if its messages were meant for b.
-		st, err := api.NewPeerClient(conn).Term(ctx)
-		if err == nil {
-			if err = st.Send(&api.TermRequest{NodeId: b.ID(), ClusterId: b.clusterID(), Round: 1}); err == nil {
-				_, err = st.Recv()
-			}
-		}
+		_, err = leadershiptest.AskTerm(ctx, conn, &api.TermRequest{NodeId: b.ID(), ClusterId: b.clusterID(), Round: 1})
 		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "another cluster") {
 			t.Errorf("a's Term stream to b: %v, want Unavailable naming another cluster", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/internal/eventually"
+	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
 )
 
 // Package leadership tests its rounds, streams and promises with fakes;
@@ -61,14 +62,7 @@ func TestTermAnswersOnlyForItself(t *testing.T) {
 	ask := func(req *api.TermRequest) (*api.TermResponse, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		st, err := api.NewPeerClient(conn).Term(ctx)
-		if err != nil {
-			return nil, err
-		}
-		if err := st.Send(req); err != nil {
-			return nil, err
-		}
-		return st.Recv()
+		return leadershiptest.AskTerm(ctx, conn, req)
 	}
 	if n.fsm.ClusterID() == "" {
 		t.Fatal("the cluster has no id")
@@ -224,15 +218,8 @@ func TestTermStreamsNeedTheTokenToRelease(t *testing.T) {
 	term := n.raft.CurrentTerm()
 	ask := func(ctx context.Context, req *api.TermRequest) *api.TermResponse {
 		t.Helper()
-		st, err := api.NewPeerClient(mustConn(t, n.GRPCAddr())).Term(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
 		req.NodeId, req.ClusterId = n.cfg.ID, n.clusterID()
-		if err := st.Send(req); err != nil {
-			t.Fatal(err)
-		}
-		resp, err := st.Recv()
+		resp, err := leadershiptest.AskTerm(ctx, mustConn(t, n.GRPCAddr()), req)
 		if err != nil {
 			t.Fatalf("term request %v: %v", req, err)
 		}
