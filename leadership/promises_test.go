@@ -195,9 +195,11 @@ func TestPromiseNotRenewedByALateRound(t *testing.T) {
 // change's round asks no lease), until the promises run out.
 func TestRoundWaitsOutPromisesToAnotherLeader(t *testing.T) {
 	leader, node := mustLeader(t)
-	for _, v := range mustVoters(t, node, 0, 0) {
+	voters := mustVoters(t, node, 0, 0)
+	for _, v := range voters {
 		v.promises.mu.Lock()
 		v.promises.to, v.promises.until = "another-leader", v.promises.clock()+time.Hour
+		v.promises.term, v.promises.round = 1, 1
 		v.promises.mu.Unlock()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -205,6 +207,12 @@ func TestRoundWaitsOutPromisesToAnotherLeader(t *testing.T) {
 	if c, err := leader.Confirm(ctx, false); !errors.Is(err, ErrNotLeader) {
 		t.Fatalf("confirmed %v, err %v, while every voter had promised another leader", c, err)
 	}
+	// The other leader releases its promises: the next round goes
+	// through, so the round was held back by them and by nothing else.
+	for _, v := range voters {
+		v.promises.release("another-leader", 1, 2)
+	}
+	mustConfirmNow(t, leader)
 }
 
 // askTerm sends req, for voter n2 of testCluster, to the voter at addr,
