@@ -20,6 +20,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
@@ -62,7 +63,7 @@ func (n *Node) openGRPC() error {
 	api.RegisterSequencerServer(n.grpcServer, svc)
 	api.RegisterAdminServer(n.grpcServer, svc)
 	api.RegisterPeerServer(n.grpcServer, svc)
-	api.RegisterFloorServer(n.grpcServer, &floorService{n: n})
+	api.RegisterFloorServer(n.grpcServer, grpcapi.NewFloor(n.stop))
 	hs := n.newHealth()
 	healthpb.RegisterHealthServer(n.grpcServer, hs)
 	reflection.Register(n.grpcServer)
@@ -600,8 +601,9 @@ func (p *peerConns) close() {
 	p.conns = map[string]*grpc.ClientConn{}
 }
 
-// maxAnswersPerMessage bounds the answers sent in one stream message.
-const maxAnswersPerMessage = 1024
+// maxAnswersPerMessage bounds the answers sent in one stream message,
+// the same bound the Floor service's Echo keeps.
+const maxAnswersPerMessage = grpcapi.MaxAnswersPerMessage
 
 // streamCall is a call of a NextStream, assigned and waiting for its
 // confirmation.
@@ -821,7 +823,7 @@ func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServ
 // else one answer a call.
 func splitTicket(t sequencer.Ticket, calls []*api.StreamCall, joint bool) []streamCall {
 	if joint && len(calls) > 1 {
-		also, counts := jointOf(calls)
+		also, counts := grpcapi.JointOf(calls)
 		return []streamCall{{id: calls[0].Id, ticket: t, also: also, counts: counts}}
 	}
 	answers := make([]streamCall, len(calls))
@@ -832,19 +834,6 @@ func splitTicket(t sequencer.Ticket, calls []*api.StreamCall, joint bool) []stre
 		next += n
 	}
 	return answers
-}
-
-// jointOf is what a joint answer to calls names besides its id: the other
-// calls, and every call's count, in order.
-func jointOf(calls []*api.StreamCall) (also []uint64, counts []uint32) {
-	also, counts = make([]uint64, 0, len(calls)-1), make([]uint32, len(calls))
-	for i, call := range calls {
-		counts[i] = call.Count
-		if i > 0 {
-			also = append(also, call.Id)
-		}
-	}
-	return also, counts
 }
 
 func isClosed(c <-chan struct{}) bool {
