@@ -21,6 +21,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
+	"github.com/seed-e8569b35/ordo/internal/hostlimit"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
@@ -50,15 +51,15 @@ func (n *Node) openGRPC() error {
 		lis.Close()
 		return fmt.Errorf("%w: gRPC address %q binds every interface; give an advertise address peers and clients can reach", ErrBadConfig, n.cfg.GRPCAddr)
 	}
-	opts := append(serverLimits(),
-		grpc.ChainUnaryInterceptor(n.measureUnary, n.authorizeUnary, boundUnary(n.cfg.RPCTimeout)),
+	opts := append(grpcapi.ServerOptions(),
+		grpc.ChainUnaryInterceptor(n.measureUnary, n.authorizeUnary, grpcapi.BoundUnary(n.cfg.RPCTimeout)),
 		grpc.ChainStreamInterceptor(n.measureStream, n.authorizeStream),
 	)
 	if n.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.TLS.ServerConfig(n.logger.Named("grpc"), false))))
 	}
 	n.grpcServer = grpc.NewServer(opts...)
-	lis = limitPerHost(lis, n.cfg.MaxConnsPerHost, n.logger.Named("grpc"))
+	lis = hostlimit.Wrap(lis, n.cfg.MaxConnsPerHost, n.logger.Named("grpc"))
 	svc := &service{n: n}
 	api.RegisterSequencerServer(n.grpcServer, svc)
 	api.RegisterAdminServer(n.grpcServer, svc)

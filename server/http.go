@@ -9,6 +9,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/httpapi"
+	"github.com/seed-e8569b35/ordo/internal/hostlimit"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -42,7 +43,7 @@ func (n *Node) openHTTP() error {
 		logger.Warn("serving HTTP PLAINTEXT on a non-loopback address (--insecure)", "http", n.cfg.HTTPAddr)
 	}
 	n.httpServer = httpapi.NewServer(httpNode{&service{n: n}}, cfg)
-	lis = limitPerHost(lis, n.cfg.MaxConnsPerHost, logger)
+	lis = hostlimit.Wrap(lis, n.cfg.MaxConnsPerHost, logger)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()

@@ -1,29 +1,16 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
-	"time"
-
-	"github.com/hashicorp/go-hclog"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/keepalive"
 )
 
-// Limits on what one caller can make a node hold. Requests are small (a
-// count, a node id, two addresses), so the message bound is far above any
-// honest request; the rest bound memory and goroutines per caller.
+// Limits of this package: the Raft connections a host may hold, and the
+// admin fields the Admin service accepts. The gRPC server's own limits
+// are package grpcapi's ServerOptions and BoundUnary; the per-host bound
+// on every listener is package hostlimit's.
 const (
-	// maxMessageBytes bounds one gRPC message in either direction.
-	maxMessageBytes = 1 << 20
-	// maxStreamsPerConn bounds concurrent calls on one connection.
-	maxStreamsPerConn = 1024
-	// handshakeTimeout bounds connection setup, TLS included, so a peer
-	// that opens connections and sends nothing cannot hold them.
-	handshakeTimeout = 10 * time.Second
 	// maxRaftConnsPerHost bounds the Raft connections from one host:
 	// each peer pools a few, and a test cluster puts five nodes on one.
 	maxRaftConnsPerHost = 128
@@ -31,102 +18,6 @@ const (
 	maxIDLength   = 64
 	maxAddrLength = 255
 )
-
-// serverLimits are the gRPC server options that enforce the limits above,
-// and keepalives that find dead connections: a client that vanished
-// without closing its stream frees it within a minute.
-func serverLimits() []grpc.ServerOption {
-	return []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(maxMessageBytes),
-		grpc.MaxSendMsgSize(maxMessageBytes),
-		grpc.MaxConcurrentStreams(maxStreamsPerConn),
-		grpc.ConnectionTimeout(handshakeTimeout),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		// Clients may ping at most every 10 s; more often is abuse and
-		// closes the connection.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
-	}
-}
-
-// boundUnary gives every unary call a deadline of at most timeout, so no
-// call holds a goroutine longer, whatever deadline its caller chose.
-func boundUnary(timeout time.Duration) grpc.UnaryServerInterceptor {
-	return func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-		if d, ok := ctx.Deadline(); !ok || time.Until(d) > timeout {
-			var cancel context.CancelFunc
-			ctx, cancel = context.WithTimeout(ctx, timeout)
-			defer cancel()
-		}
-		return handler(ctx, req)
-	}
-}
-
-// hostLimitListener refuses a connection from a host that already holds
-// max; 0 means no limit. Peers hold one connection each, so the limit is
-// there for clients that leak connections or mean harm.
-type hostLimitListener struct {
-	net.Listener
-	max    int
-	logger hclog.Logger
-
-	mu    sync.Mutex
-	count map[string]int
-}
-
-func limitPerHost(l net.Listener, max int, logger hclog.Logger) net.Listener {
-	if max <= 0 {
-		return l
-	}
-	return &hostLimitListener{Listener: l, max: max, logger: logger, count: map[string]int{}}
-}
-
-// Accept implements net.Listener.
-func (l *hostLimitListener) Accept() (net.Conn, error) {
-	for {
-		c, err := l.Listener.Accept()
-		if err != nil {
-			return nil, err
-		}
-		host := remoteHost(c)
-		l.mu.Lock()
-		if l.count[host] >= l.max {
-			l.mu.Unlock()
-			l.logger.Warn("refused a connection: too many from one host", "host", host, "limit", l.max)
-			c.Close()
-			continue
-		}
-		l.count[host]++
-		l.mu.Unlock()
-		return &countedConn{Conn: c, release: sync.OnceFunc(func() { l.release(host) })}, nil
-	}
-}
-
-func (l *hostLimitListener) release(host string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.count[host]--; l.count[host] <= 0 {
-		delete(l.count, host)
-	}
-}
-
-func remoteHost(c net.Conn) string {
-	host, _, err := net.SplitHostPort(c.RemoteAddr().String())
-	if err != nil {
-		return c.RemoteAddr().String()
-	}
-	return host
-}
-
-// countedConn gives its slot back when closed.
-type countedConn struct {
-	net.Conn
-	release func()
-}
-
-func (c *countedConn) Close() error {
-	c.release()
-	return c.Conn.Close()
-}
 
 // checkNodeID refuses ids that could not be a flag value, a file name or a
 // log field without quoting: letters, digits, '.', '_' and '-', not

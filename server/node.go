@@ -26,6 +26,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/httpapi"
+	"github.com/seed-e8569b35/ordo/internal/hostlimit"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/metrics"
@@ -170,7 +171,7 @@ func (n *Node) openRaft() error {
 	}
 	// Peers hold a few connections each (Raft pools them); more from one
 	// host is a leak or an attack.
-	stream.Listener = limitPerHost(stream.Listener, maxRaftConnsPerHost, n.logger.Named("transport"))
+	stream.Listener = hostlimit.Wrap(stream.Listener, maxRaftConnsPerHost, n.logger.Named("transport"))
 	if n.cfg.TLS != nil {
 		stream.useTLS(n.cfg.TLS.ServerConfig(n.logger.Named("transport"), true), n.cfg.TLS.ClientConfig())
 	} else if !isLoopback(n.cfg.RaftAddr) || !isLoopback(n.cfg.GRPCAddr) {
