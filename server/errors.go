@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/sequencer"
@@ -20,7 +21,8 @@ import (
 
 // Errors of this package. toStatus is the one place that maps them, and
 // those of the packages it uses (sequencer.ErrAhead,
-// leadership.ErrMisdirected, startup's and backup's, ...), to gRPC codes.
+// leadership.ErrMisdirected, grpcapi's, startup's and backup's, ...), to
+// gRPC codes; package grpcapi reaches it through grpcNode.ToStatus.
 var (
 	// ErrNotLeader means this node cannot hand out IDs now: it is not the
 	// leader, or it is a leader that has not yet committed its first
@@ -33,8 +35,10 @@ var (
 	// ErrBadCount means a request asked for 0 IDs or more than the
 	// maximum. It is sequencer.ErrBadCount, as ErrNotLeader is.
 	ErrBadCount = sequencer.ErrBadCount
-	// ErrBadRequest means an admin request carries a bad field.
-	ErrBadRequest = errors.New("bad request")
+	// ErrBadRequest means an admin request carries a bad field. It is
+	// grpcapi.ErrBadRequest, which authorization returns for an address
+	// it cannot parse, so one errors.Is matches both.
+	ErrBadRequest = grpcapi.ErrBadRequest
 	// ErrTimeExhausted means the layout's time field is full: no more IDs
 	// can be made with this layout. It is sequencer.ErrTimeExhausted, as
 	// ErrNotLeader is.
@@ -70,11 +74,13 @@ var (
 	// ErrWrongCluster means a call named another cluster than this node's
 	// (api.ClusterIDKey): a stale address or leader hint now reaches a
 	// node of another cluster. Callers move on, as from a node that is
-	// down.
-	ErrWrongCluster = errors.New("call meant for another cluster")
+	// down. It is grpcapi.ErrWrongCluster, which the interceptor that
+	// checks the cluster id returns.
+	ErrWrongCluster = grpcapi.ErrWrongCluster
 	// ErrPermissionDenied means the caller's identity does not allow the
-	// call (see authorize).
-	ErrPermissionDenied = errors.New("permission denied")
+	// call. It is grpcapi.ErrPermissionDenied, which authorization
+	// (grpcapi.Auth) returns.
+	ErrPermissionDenied = grpcapi.ErrPermissionDenied
 )
 
 // toStatus maps an error to a gRPC status, attaching the leader hint.

@@ -52,8 +52,8 @@ func (n *Node) openGRPC() error {
 		return fmt.Errorf("%w: gRPC address %q binds every interface; give an advertise address peers and clients can reach", ErrBadConfig, n.cfg.GRPCAddr)
 	}
 	opts := append(grpcapi.ServerOptions(),
-		grpc.ChainUnaryInterceptor(n.measureUnary, n.authorizeUnary, grpcapi.BoundUnary(n.cfg.RPCTimeout)),
-		grpc.ChainStreamInterceptor(n.measureStream, n.authorizeStream),
+		grpc.ChainUnaryInterceptor(n.measureUnary, n.auth.Unary, grpcapi.BoundUnary(n.cfg.RPCTimeout)),
+		grpc.ChainStreamInterceptor(n.measureStream, n.auth.Stream),
 	)
 	if n.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.TLS.ServerConfig(n.logger.Named("grpc"), false))))
@@ -122,8 +122,8 @@ func (n *Node) forwardCtx(ctx context.Context) context.Context {
 		kv = append(kv, api.TicksKey, "1")
 	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		for _, v := range md.Get(authorizationKey) {
-			kv = append(kv, authorizationKey, v)
+		for _, v := range md.Get(grpcapi.AuthorizationKey) {
+			kv = append(kv, grpcapi.AuthorizationKey, v)
 		}
 	}
 	return withCluster(metadata.AppendToOutgoingContext(ctx, kv...), n.clusterID())
@@ -394,7 +394,7 @@ func (s *service) Register(ctx context.Context, req *api.RegisterRequest) (*api.
 
 // register records a member's new gRPC address, where followers forward
 // calls and every leader hint points: so only the member itself may move
-// it. authorize has checked the caller (a node certificate naming the new
+// it. grpcapi.Auth has checked the caller (a node certificate naming the new
 // address, or the admin token in plaintext when one is set); here, on the
 // leader, the certificate must also name the member's Raft address, and
 // the node at the new address must answer as that member of this cluster.
@@ -420,7 +420,7 @@ func (s *service) register(ctx context.Context, req *api.RegisterRequest) error 
 		return nil
 	}
 	if s.n.cfg.TLS != nil {
-		if err := checkNodeAddrs(callerOf(ctx), raftAddr); err != nil {
+		if err := grpcapi.CheckNodeAddrs(ctx, raftAddr); err != nil {
 			return err
 		}
 	}
@@ -549,17 +549,17 @@ func (p *peerConns) nameCluster(ctx context.Context, method string, req, reply a
 }
 
 func (p *peerConns) nameClusterStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if method == api.Peer_Term_FullMethodName && p.adminToken != "" {
+	if method == api.Peer_Term_FullMethodName {
 		// In plaintext the token is how a member's releases are told
-		// from a forged one (Node.mayRelease).
-		ctx = metadata.AppendToOutgoingContext(ctx, authorizationKey, "Bearer "+p.adminToken)
+		// from a forged one (grpcapi.Auth.MayRelease).
+		ctx = grpcapi.WithAdminToken(ctx, p.adminToken)
 	}
 	return streamer(withCluster(ctx, p.cluster()), desc, cc, method, opts...)
 }
 
 // answeredForCluster reports whether a peer's answer, whose header is
 // header, names this node's cluster: a node names its cluster in every
-// answer once it has one (checkCluster). Where an answer must come from
+// answer once it has one (grpcapi.Auth checks and names it). Where an answer must come from
 // this cluster, one that does not name it proves nothing: a node of
 // another cluster that does not check what a call names (an older
 // version), or one without a cluster id yet, may answer it. While this

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
 )
@@ -231,7 +232,7 @@ func TestTermStreamsNeedTheTokenToRelease(t *testing.T) {
 	if resp := ask(ctx, &api.TermRequest{LeaderId: n.cfg.ID, Term: term, Round: 5, LeaseMs: 1000}); resp.LeaseMs == 0 {
 		t.Fatalf("a release without the token was taken: the leader the node knows was promised nothing: %v", resp)
 	}
-	withToken := metadata.AppendToOutgoingContext(ctx, authorizationKey, "Bearer s3cret-token-of-16+")
+	withToken := metadata.AppendToOutgoingContext(ctx, grpcapi.AuthorizationKey, "Bearer s3cret-token-of-16+")
 	ask(withToken, &api.TermRequest{LeaderId: n.cfg.ID, Term: term, Round: 1 << 62, Release: true})
 	if resp := ask(ctx, &api.TermRequest{LeaderId: n.cfg.ID, Term: term, Round: 6, LeaseMs: 1000}); resp.LeaseMs != 0 {
 		t.Fatalf("a release with the token was ignored: a round sent before it was promised %d ms", resp.LeaseMs)

@@ -25,12 +25,12 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/httpapi"
 	"github.com/seed-e8569b35/ordo/internal/hostlimit"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/metrics"
-	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
 )
@@ -88,9 +88,10 @@ type Node struct {
 	// applies the log (see clusterID).
 	storedClusterID string
 
-	// adminToken is Config.AdminToken, hashed for comparing.
-	adminToken *secure.Token
-	metrics    *metrics.Metrics
+	// auth decides who may call what (package grpcapi), from Config's
+	// TLS, AdminToken and AdminSubjects.
+	auth    *grpcapi.Auth
+	metrics *metrics.Metrics
 
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -113,9 +114,7 @@ func Open(cfg Config) (*Node, error) {
 		stop:    make(chan struct{}),
 	}
 	n.peers = newPeerConns(transportCredentials(cfg.TLS), n.clusterID, cfg.AdminToken)
-	if cfg.AdminToken != "" {
-		n.adminToken = secure.NewToken(cfg.AdminToken)
-	}
+	n.auth = newAuth(n)
 	n.metrics = metrics.New(nodeSource{n})
 	if err := n.openRaft(); err != nil {
 		if n.seq != nil {
