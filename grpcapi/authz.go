@@ -27,7 +27,7 @@ import (
 // the admin token. Without TLS nobody can be told apart, so everything is
 // open except the admin calls when a token is configured.
 
-// Errors of authorization. They are sentinels, not statuses: the node
+// Errors of this package. They are sentinels, not statuses: the node
 // maps them to gRPC codes in the one place it maps all its errors
 // (Node.ToStatus), and package server names them as its own.
 var (
@@ -42,6 +42,9 @@ var (
 	// ErrBadRequest means a request carries a bad field, here an address
 	// that cannot be parsed.
 	ErrBadRequest = errors.New("bad request")
+	// ErrNotReady means the cluster has not been initialised yet: the
+	// node does not know its layout.
+	ErrNotReady = errors.New("cluster not initialised")
 )
 
 // AuthorizationKey is the metadata key that carries "Bearer <admin

@@ -24,6 +24,9 @@ func (f fakeNode) ClusterID() string         { return f.cluster }
 func (f fakeNode) IsLeader() bool            { return f.leader }
 func (f fakeNode) Leader() (id, addr string) { return "n1", "10.0.0.1:7000" }
 func (f fakeNode) ToStatus(_ context.Context, err error, leaderAddr string) error {
+	if err == nil {
+		return nil // as the node's toStatus: a stream that ends well
+	}
 	return &mapped{err: err, leaderAddr: leaderAddr}
 }
 

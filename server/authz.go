@@ -3,10 +3,14 @@ package server
 import (
 	"context"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
+	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/grpcapi"
+	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
+	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -38,6 +42,40 @@ func (g grpcNode) Leader() (id, addr string) { return g.n.leader() }
 func (g grpcNode) ToStatus(ctx context.Context, err error, leaderAddr string) error {
 	return toStatus(ctx, err, leaderAddr)
 }
+
+func (g grpcNode) Forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
+	return g.n.forward(ctx)
+}
+
+func (g grpcNode) ForwardContext(ctx context.Context) context.Context { return g.n.forwardCtx(ctx) }
+func (g grpcNode) CheckWidth(ctx context.Context) error               { return g.n.checkWidth(ctx) }
+
+func (g grpcNode) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	return g.n.next(ctx, req)
+}
+
+func (g grpcNode) MaxCount() uint64 { return g.n.cfg.MaxCount }
+
+func (g grpcNode) Assign(ctx context.Context, count uint64) (sequencer.Ticket, error) {
+	return g.n.seq.Assign(ctx, count)
+}
+
+// Issue renders with this node's configured layout and group, as Next
+// does, and counts the IDs in the node's metrics.
+func (g grpcNode) Issue(b sequencer.Block) []*api.IDRun {
+	runs := Runs(g.n.cfg.Layout, g.n.cfg.Group, b)
+	g.n.metrics.Issued(b.Count)
+	return runs
+}
+
+// ClusterLayout is the replicated layout and group: the cluster's durable
+// word, not this node's flags.
+func (g grpcNode) ClusterLayout() (*layout.Layout, uint64) {
+	st := g.n.fsm.State()
+	return st.Layout, st.Group
+}
+
+func (g grpcNode) Stop() <-chan struct{} { return g.n.stop }
 
 // mayRelease reports whether a Term stream's caller may release promises
 // (see grpcapi.Auth.MayRelease).

@@ -23,7 +23,7 @@ func (s *service) Backup(ctx context.Context, req *api.BackupRequest) (*api.Back
 }
 
 func (s *service) backup(ctx context.Context, req *api.BackupRequest) (*api.BackupResponse, error) {
-	conn, fwd, err := s.forward(ctx)
+	conn, fwd, err := s.n.forward(ctx)
 	if err != nil {
 		return nil, err
 	}

@@ -49,8 +49,9 @@ var (
 	// ErrUnknownNode means an admin request names a node that is not a
 	// member.
 	ErrUnknownNode = errors.New("unknown node")
-	// ErrNotReady means the cluster has not been initialised yet.
-	ErrNotReady = errors.New("cluster not initialised")
+	// ErrNotReady means the cluster has not been initialised yet. It is
+	// grpcapi.ErrNotReady, which the Layout RPC returns.
+	ErrNotReady = grpcapi.ErrNotReady
 	// ErrRefusing means this node will not serve (see Node.Fatal); other
 	// nodes may, so clients should move on.
 	ErrRefusing = errors.New("this node refuses to serve")

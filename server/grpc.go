@@ -2,9 +2,7 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
 	"slices"
@@ -30,10 +28,6 @@ import (
 // forwardedKey marks a request a follower forwarded, so that a node that
 // is not the leader either never forwards it again: one hop at most.
 const forwardedKey = "ordo-forwarded"
-
-// maxStreamInFlight bounds the requests of one NextStream being served at
-// once.
-const maxStreamInFlight = 1024
 
 // nodeStatusTimeout bounds asking one peer for its status: the same
 // bound a starting node's questions have.
@@ -61,7 +55,7 @@ func (n *Node) openGRPC() error {
 	n.grpcServer = grpc.NewServer(opts...)
 	lis = hostlimit.Wrap(lis, n.cfg.MaxConnsPerHost, n.logger.Named("grpc"))
 	svc := &service{n: n}
-	api.RegisterSequencerServer(n.grpcServer, svc)
+	api.RegisterSequencerServer(n.grpcServer, grpcapi.NewSequencer(grpcNode{n}))
 	api.RegisterAdminServer(n.grpcServer, svc)
 	api.RegisterPeerServer(n.grpcServer, svc)
 	api.RegisterFloorServer(n.grpcServer, grpcapi.NewFloor(n.stop))
@@ -78,9 +72,9 @@ func (n *Node) openGRPC() error {
 	return nil
 }
 
-// service implements the Sequencer and Admin gRPC services.
+// service implements the Admin and Peer gRPC services; the Sequencer
+// service is grpcapi.Sequencer, over grpcNode.
 type service struct {
-	api.UnimplementedSequencerServer
 	api.UnimplementedAdminServer
 	api.UnimplementedPeerServer
 	n *Node
@@ -89,21 +83,21 @@ type service struct {
 // forward reports whether a request should go to the leader, and the
 // connection to use. It returns an error when this node can neither serve
 // nor forward.
-func (s *service) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
-	if err := s.n.refusal(); err != nil {
+func (n *Node) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
+	if err := n.refusal(); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrRefusing, err)
 	}
-	if s.n.isLeader() || (s.n.cfg.TestHooks.UnsafeTrustReservation && s.n.seq.Serving()) {
+	if n.isLeader() || (n.cfg.TestHooks.UnsafeTrustReservation && n.seq.Serving()) {
 		return nil, false, nil
 	}
 	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
 		return nil, false, ErrNotLeader
 	}
-	id, addr := s.n.leader()
-	if id == "" || addr == "" || id == s.n.cfg.ID {
+	id, addr := n.leader()
+	if id == "" || addr == "" || id == n.cfg.ID {
 		return nil, false, ErrNoLeader
 	}
-	conn, err := s.n.peers.get(addr)
+	conn, err := n.peers.get(addr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -129,39 +123,29 @@ func (n *Node) forwardCtx(ctx context.Context) context.Context {
 	return withCluster(metadata.AppendToOutgoingContext(ctx, kv...), n.clusterID())
 }
 
-// Next implements api.SequencerServer.
-func (s *service) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-	if err := s.n.checkWidth(ctx); err != nil {
-		return nil, toStatus(ctx, err, "")
+// next is the path to IDs of one request, shared by the Sequencer
+// service's Next (grpcapi) and the HTTP API: the count check, one forward
+// to the leader, or the sequencer here. Its errors are unmapped.
+func (n *Node) next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	if req.Count == 0 || uint64(req.Count) > n.cfg.MaxCount {
+		return nil, fmt.Errorf("%w: count %d, want 1 to %d", ErrBadCount, req.Count, n.cfg.MaxCount)
 	}
-	resp, err := s.next(ctx, req)
-	if err == nil {
-		return resp, nil // the common case: no leader to look up
-	}
-	_, leaderAddr := s.n.leader()
-	return resp, toStatus(ctx, err, leaderAddr)
-}
-
-func (s *service) next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-	if req.Count == 0 || uint64(req.Count) > s.n.cfg.MaxCount {
-		return nil, fmt.Errorf("%w: count %d, want 1 to %d", ErrBadCount, req.Count, s.n.cfg.MaxCount)
-	}
-	conn, fwd, err := s.forward(ctx)
+	conn, fwd, err := n.forward(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if fwd {
-		return api.NewSequencerClient(conn).Next(s.n.forwardCtx(ctx), req)
+		return api.NewSequencerClient(conn).Next(n.forwardCtx(ctx), req)
 	}
-	b, err := s.n.seq.Next(ctx, uint64(req.Count))
+	b, err := n.seq.Next(ctx, uint64(req.Count))
 	if err != nil {
 		return nil, err
 	}
-	s.n.metrics.Issued(b.Count)
+	n.metrics.Issued(b.Count)
 	return &api.NextResponse{
-		Runs:       Runs(s.n.cfg.Layout, s.n.cfg.Group, b),
-		LeaderId:   s.n.cfg.ID,
-		LeaderAddr: s.n.grpcAddr,
+		Runs:       Runs(n.cfg.Layout, n.cfg.Group, b),
+		LeaderId:   n.cfg.ID,
+		LeaderAddr: n.grpcAddr,
 	}, nil
 }
 
@@ -203,21 +187,6 @@ func Runs(l layout.Layout, group uint64, b sequencer.Block) []*api.IDRun {
 		left -= inRun
 	}
 	return runs
-}
-
-// Layout implements api.SequencerServer.
-func (s *service) Layout(ctx context.Context, _ *api.LayoutRequest) (*api.LayoutResponse, error) {
-	st := s.n.fsm.State()
-	leaderID, leaderAddr := s.n.leader()
-	if st.Layout == nil {
-		return nil, toStatus(ctx, ErrNotReady, leaderAddr)
-	}
-	l := st.Layout
-	return &api.LayoutResponse{
-		Layout: l.String(), Group: st.Group, EpochMs: l.EpochMs, UnitMs: l.UnitMs,
-		TimeBits: uint32(l.TimeBits), GroupBits: uint32(l.GroupBits), SeqBits: uint32(l.SeqBits),
-		Order: string(l.Order), LeaderId: leaderID, LeaderAddr: leaderAddr,
-	}, nil
 }
 
 // NodeStatus implements api.AdminServer.
@@ -271,7 +240,7 @@ func roleName(s raft.RaftState) string {
 // follower passes the question to the leader, whose view of the membership
 // and addresses is the newest; without a leader it answers itself.
 func (s *service) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
-	if conn, fwd, err := s.forward(ctx); err == nil && fwd {
+	if conn, fwd, err := s.n.forward(ctx); err == nil && fwd {
 		fctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
 		resp, err := api.NewAdminClient(conn).Status(s.n.forwardCtx(fctx), req)
 		cancel()
@@ -350,7 +319,7 @@ func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
 			return err
 		}
 	}
-	conn, fwd, err := s.forward(ctx)
+	conn, fwd, err := s.n.forward(ctx)
 	if err != nil {
 		return err
 	}
@@ -445,7 +414,7 @@ func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
 	if err := checkNodeID(req.Id); err != nil {
 		return err
 	}
-	conn, fwd, err := s.forward(ctx)
+	conn, fwd, err := s.n.forward(ctx)
 	if err != nil {
 		return err
 	}
@@ -486,7 +455,7 @@ func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) 
 			return err
 		}
 	}
-	conn, fwd, err := s.forward(ctx)
+	conn, fwd, err := s.n.forward(ctx)
 	if err != nil {
 		return err
 	}
@@ -600,248 +569,4 @@ func (p *peerConns) close() {
 		c.Close()
 	}
 	p.conns = map[string]*grpc.ClientConn{}
-}
-
-// maxAnswersPerMessage bounds the answers sent in one stream message,
-// the same bound the Floor service's Echo keeps.
-const maxAnswersPerMessage = grpcapi.MaxAnswersPerMessage
-
-// streamCall is a call of a NextStream, assigned and waiting for its
-// confirmation.
-type streamCall struct {
-	id      uint64
-	ticket  sequencer.Ticket
-	invalid string // set instead of a ticket for a call out of range
-	// also and counts make a joint answer (api.StreamAnswer): the ticket
-	// covers id's call and these, counts[i] ticks each in turn.
-	also   []uint64
-	counts []uint32
-}
-
-// NextStream implements api.SequencerServer. One goroutine reads calls and
-// assigns their ticks as they come, so many share one confirmation round;
-// this one answers them in the order they were assigned, and sends every
-// answer that is ready in one message. Any failure ends the stream with a
-// status that names the leader; the client resends what was not answered.
-// forwardStream relays a stream to the leader, one hop, as Next is
-// forwarded: a client that reaches only followers (a service address, a
-// leader hint it cannot dial, as from outside a container network) still
-// gets IDs on its stream. The answers are the leader's, sent after its
-// confirmation round, so relaying them keeps every guarantee.
-func (s *service) forwardStream(conn *grpc.ClientConn, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	up, err := api.NewSequencerClient(conn).NextStream(s.n.forwardCtx(ctx))
-	if err != nil {
-		return err
-	}
-	// The header names the leader, so a client that can reach it moves
-	// its calls to a stream of its own there.
-	if _, leaderAddr := s.n.leader(); leaderAddr != "" {
-		_ = stream.SetHeader(metadata.Pairs(api.LeaderAddrKey, leaderAddr))
-	}
-	_ = stream.SendHeader(nil)
-	go func() {
-		for {
-			req, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				_ = up.CloseSend()
-				return
-			}
-			if err != nil {
-				cancel() // the client is gone: ends up.Recv below
-				return
-			}
-			if up.Send(req) != nil {
-				return // up.Recv below returns why
-			}
-		}
-	}()
-	for {
-		resp, err := up.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-	}
-}
-
-func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	end := func(err error) error {
-		_, leaderAddr := s.n.leader()
-		return toStatus(stream.Context(), err, leaderAddr)
-	}
-	if err := s.n.checkWidth(stream.Context()); err != nil {
-		return end(err)
-	}
-	conn, fwd, err := s.forward(stream.Context())
-	if err != nil {
-		return end(err)
-	}
-	if fwd {
-		return end(s.forwardStream(conn, stream))
-	}
-	// At once, with no leader named: a client that left a relay for this
-	// stream learns that it reached the leader.
-	_ = stream.SendHeader(nil)
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	// assigned bounds the calls one stream may have waiting; past it,
-	// reading waits, and gRPC flow control slows the client.
-	assigned := make(chan streamCall, maxStreamInFlight)
-	recvErr := make(chan error, 1)
-	go func() {
-		recvErr <- s.assignCalls(ctx, stream, assigned)
-		close(assigned)
-	}()
-	resp := &api.NextStreamResponse{}
-	var next *streamCall // taken from assigned, not yet answered
-	for {
-		if next == nil {
-			select {
-			case c, ok := <-assigned:
-				if !ok {
-					return end(<-recvErr) // nil once the client is done sending
-				}
-				next = &c
-			case <-s.n.stop:
-				return end(ErrNotLeader)
-			}
-		}
-		select {
-		case <-next.ticket.Done():
-		case <-ctx.Done():
-			return end(<-recvErr)
-		case <-s.n.stop:
-			return end(ErrNotLeader)
-		}
-		// Gather every call whose round has ended: usually the whole
-		// round.
-		resp.Answers = resp.Answers[:0]
-		covered := 0 // calls answered in resp: a joint answer covers several
-		for next != nil && covered < maxAnswersPerMessage {
-			if err := next.ticket.Err(); err != nil {
-				return end(err)
-			}
-			a := &api.StreamAnswer{Id: next.id, Invalid: next.invalid, Also: next.also, Counts: next.counts}
-			if next.invalid == "" {
-				a.Runs = Runs(s.n.cfg.Layout, s.n.cfg.Group, next.ticket.Block)
-				s.n.metrics.Issued(next.ticket.Count)
-			}
-			resp.Answers = append(resp.Answers, a)
-			covered += 1 + len(a.Also)
-			next = nil
-			select {
-			case c, ok := <-assigned:
-				if ok {
-					next = &c
-				} else {
-					assigned = nil // closed: stop taking; the loop above ends the stream
-				}
-			default:
-			}
-			if next != nil && !isClosed(next.ticket.Done()) {
-				break
-			}
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-		if assigned == nil && next == nil {
-			return end(<-recvErr)
-		}
-	}
-}
-
-// assignCalls reads calls until the client is done sending (nil) or the
-// stream fails, and assigns each call's ticks in the order received. The
-// valid calls of a message are assigned together, up to MaxCount ticks at
-// a time, and split: each call still gets its own consecutive ticks, and
-// a message costs one lock, one clock reading and one lease check.
-func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse], assigned chan<- streamCall) error {
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for calls := req.Calls; len(calls) > 0; {
-			// The longest run of valid calls from the front, within
-			// MaxCount IDs and maxAnswersPerMessage calls (a joint answer
-			// must fit in a message, and what a stream holds stays
-			// bounded).
-			k, total := 0, uint64(0)
-			for _, call := range calls {
-				n := uint64(call.Count)
-				if n == 0 || n > s.n.cfg.MaxCount || total+n > s.n.cfg.MaxCount || k == maxAnswersPerMessage {
-					break
-				}
-				k, total = k+1, total+n
-			}
-			var answers []streamCall
-			if k == 0 {
-				// One bad call must not fail the others in flight.
-				k = 1
-				answers = []streamCall{{id: calls[0].Id, invalid: fmt.Sprintf("count %d, want 1 to %d", calls[0].Count, s.n.cfg.MaxCount)}}
-			} else {
-				t, err := s.n.seq.Assign(ctx, total)
-				for errors.Is(err, sequencer.ErrAhead) && k > 1 {
-					// Refused whole near the lead bound: serve the calls
-					// that fit, as assigning one by one would, and end
-					// the stream only at the first that does not.
-					k, total = k/2, 0
-					for _, call := range calls[:k] {
-						total += uint64(call.Count)
-					}
-					t, err = s.n.seq.Assign(ctx, total)
-				}
-				if err != nil {
-					return err
-				}
-				answers = splitTicket(t, calls[:k], req.Joint)
-			}
-			calls = calls[k:]
-			for _, c := range answers {
-				select {
-				case assigned <- c:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-		}
-	}
-}
-
-// splitTicket hands the calls their ticks from t, each its count in turn:
-// one joint answer when the client takes them (and there are several),
-// else one answer a call.
-func splitTicket(t sequencer.Ticket, calls []*api.StreamCall, joint bool) []streamCall {
-	if joint && len(calls) > 1 {
-		also, counts := grpcapi.JointOf(calls)
-		return []streamCall{{id: calls[0].Id, ticket: t, also: also, counts: counts}}
-	}
-	answers := make([]streamCall, len(calls))
-	next := t.First
-	for i, call := range calls {
-		n := uint64(call.Count)
-		answers[i] = streamCall{id: call.Id, ticket: t.Part(sequencer.Block{First: next, Count: n})}
-		next += n
-	}
-	return answers
-}
-
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
-	}
 }

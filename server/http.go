@@ -76,7 +76,7 @@ func (n *Node) HTTPAddr() string { return n.httpAddr }
 type httpNode struct{ s *service }
 
 func (h httpNode) Next(ctx context.Context, count uint32) (*api.NextResponse, error) {
-	resp, err := h.s.next(ctx, &api.NextRequest{Count: count})
+	resp, err := h.s.n.next(ctx, &api.NextRequest{Count: count})
 	return resp, h.status(ctx, err)
 }
 
