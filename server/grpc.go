@@ -57,7 +57,7 @@ func (n *Node) openGRPC() error {
 	svc := &service{n: n}
 	api.RegisterSequencerServer(n.grpcServer, grpcapi.NewSequencer(grpcNode{n}))
 	api.RegisterAdminServer(n.grpcServer, svc)
-	api.RegisterPeerServer(n.grpcServer, svc)
+	api.RegisterPeerServer(n.grpcServer, grpcapi.NewPeer(grpcNode{n}))
 	api.RegisterFloorServer(n.grpcServer, grpcapi.NewFloor(n.stop))
 	hs := n.newHealth()
 	healthpb.RegisterHealthServer(n.grpcServer, hs)
@@ -72,11 +72,10 @@ func (n *Node) openGRPC() error {
 	return nil
 }
 
-// service implements the Admin and Peer gRPC services; the Sequencer
-// service is grpcapi.Sequencer, over grpcNode.
+// service implements the Admin gRPC service; the Sequencer and Peer
+// services are grpcapi's, over grpcNode.
 type service struct {
 	api.UnimplementedAdminServer
-	api.UnimplementedPeerServer
 	n *Node
 }
 

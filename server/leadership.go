@@ -6,7 +6,6 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
-	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/leadership"
 )
 
@@ -66,17 +65,3 @@ func (v leadershipView) Conn(addr string) (grpc.ClientConnInterface, error) {
 }
 
 func (v leadershipView) MayRelease(ctx context.Context) bool { return v.n.mayRelease(ctx) }
-
-// Term implements api.PeerServer: a voter's answers to a leader's rounds
-// (leadership.Confirmer.AnswerTerms). It returns when the node closes, so
-// that a leader's stream never holds up a graceful stop.
-func (s *service) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
-	done := make(chan error, 1)
-	go func() { done <- s.n.confirmer.AnswerTerms(stream) }()
-	select {
-	case err := <-done:
-		return toStatus(stream.Context(), err, "")
-	case <-s.n.stop:
-		return toStatus(stream.Context(), ErrNotLeader, "")
-	}
-}

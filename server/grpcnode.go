@@ -77,6 +77,10 @@ func (g grpcNode) ClusterLayout() (*layout.Layout, uint64) {
 
 func (g grpcNode) Stop() <-chan struct{} { return g.n.stop }
 
+func (g grpcNode) AnswerTerms(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
+	return g.n.confirmer.AnswerTerms(stream)
+}
+
 // mayRelease reports whether a Term stream's caller may release promises
 // (see grpcapi.Auth.MayRelease).
 func (n *Node) mayRelease(ctx context.Context) bool { return n.auth.MayRelease(ctx) }
