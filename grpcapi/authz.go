@@ -45,6 +45,12 @@ var (
 	// ErrNotReady means the cluster has not been initialised yet: the
 	// node does not know its layout.
 	ErrNotReady = errors.New("cluster not initialised")
+	// ErrUnknownNode means an admin request names a node that is not a
+	// member.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrLayoutMismatch means a joining node's layout or group differs
+	// from the cluster's.
+	ErrLayoutMismatch = errors.New("layout mismatch")
 )
 
 // AuthorizationKey is the metadata key that carries "Bearer <admin

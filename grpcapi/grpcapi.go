@@ -1,19 +1,21 @@
-// Package grpcapi owns the parts of an Ordo node's gRPC surface that need
-// of the node only a small interface: the Sequencer service (Next,
-// NextStream and its relay to the leader, Layout) over SequencerNode; the
-// Peer service (Term rounds) over PeerNode; who may call what and the
-// cluster-id check of every call (Auth) over Node; the Floor echo service;
-// the server options that bound what one caller can make a node hold
-// (message sizes, streams per connection, handshake time, keepalives); and
-// the interceptor that bounds every unary call's deadline.
+// Package grpcapi is an Ordo node's gRPC surface: the Sequencer service
+// (Next, NextStream and its relay to the leader, Layout), the Admin
+// service (status, membership, leadership transfer, backup), the Peer
+// service (Term rounds) and the Floor echo service; who may call what and
+// the cluster-id check of every call (Auth); the server options that
+// bound what one caller can make a node hold, the interceptor that bounds
+// every unary call's deadline, and the checks of admin fields.
 //
-// It does not own the Admin service (still server/grpc.go), the rule of
-// when a call is forwarded and the connections to peers (the node's,
-// shared with Admin), nor the mapping of errors to gRPC codes: that stays
-// in package server's toStatus, the one map, reached here through
-// Node.ToStatus. Package server builds the grpc.Server, registers every
-// service and installs the interceptors in their order. This package does
-// not import package server.
+// It declares what it needs of a node as small interfaces (Node,
+// SequencerNode, AdminNode, PeerNode), as package httpapi does, so a fake
+// is a few methods. It does not own the node's state or rules: when a
+// call is forwarded, the connections to peers, Raft membership changes and
+// the sequencer stay the node's, reached through those interfaces. Nor
+// does it map errors to gRPC codes: that stays in package server's
+// toStatus, the one map, reached through Node.ToStatus. Package server
+// builds the grpc.Server, registers every service and installs the
+// interceptors in their order. This package does not import package
+// server.
 package grpcapi
 
 // MaxAnswersPerMessage bounds the answers sent in one NextStream or Echo

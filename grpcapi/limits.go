@@ -2,6 +2,9 @@ package grpcapi
 
 import (
 	"context"
+	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"google.golang.org/grpc"
@@ -21,6 +24,9 @@ const (
 	// that opens connections and sends nothing cannot hold them. The
 	// node's Raft stream layer keeps the same bound on its handshakes.
 	HandshakeTimeout = 10 * time.Second
+	// maxIDLength and maxAddrLength bound admin fields.
+	maxIDLength   = 64
+	maxAddrLength = 255
 )
 
 // ServerOptions are the gRPC server options that enforce the limits
@@ -52,4 +58,41 @@ func BoundUnary(timeout time.Duration) grpc.UnaryServerInterceptor {
 		}
 		return handler(ctx, req)
 	}
+}
+
+// CheckNodeID refuses ids that could not be a flag value, a file name or a
+// log field without quoting: letters, digits, '.', '_' and '-', not
+// starting with '-', at most maxIDLength bytes. The Admin service checks
+// every request's ids with it, and the node its own configured id, so
+// both accept the same ids.
+func CheckNodeID(id string) error {
+	if id == "" || len(id) > maxIDLength || id[0] == '-' {
+		return fmt.Errorf("%w: node id %q: want 1 to %d characters, not starting with '-'", ErrBadRequest, id, maxIDLength)
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("%w: node id %q: only letters, digits, '.', '_' and '-' are allowed", ErrBadRequest, id)
+		}
+	}
+	return nil
+}
+
+// CheckDialAddr refuses an address other nodes could not dial: it must be
+// host:port with a host that is not a wildcard and a port from 1 to 65535.
+// The Admin service and the node's recovery share it, as CheckNodeID.
+func CheckDialAddr(addr string) error {
+	if len(addr) > maxAddrLength {
+		return fmt.Errorf("%w: address of %d bytes, at most %d", ErrBadRequest, len(addr), maxAddrLength)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%w: address %q: %v", ErrBadRequest, addr, err)
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return fmt.Errorf("%w: address %q: port must be 1 to 65535", ErrBadRequest, addr)
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		return fmt.Errorf("%w: address %q: a wildcard host cannot be dialed", ErrBadRequest, addr)
+	}
+	return nil
 }

@@ -44,11 +44,13 @@ var (
 	// ErrNotLeader is.
 	ErrTimeExhausted = sequencer.ErrTimeExhausted
 	// ErrLayoutMismatch means a node's configured layout or group differs
-	// from the one the cluster was created with.
-	ErrLayoutMismatch = errors.New("layout mismatch")
+	// from the one the cluster was created with. It is
+	// grpcapi.ErrLayoutMismatch, which the Admin service's Join returns.
+	ErrLayoutMismatch = grpcapi.ErrLayoutMismatch
 	// ErrUnknownNode means an admin request names a node that is not a
-	// member.
-	ErrUnknownNode = errors.New("unknown node")
+	// member. It is grpcapi.ErrUnknownNode, which the Admin service
+	// returns.
+	ErrUnknownNode = grpcapi.ErrUnknownNode
 	// ErrNotReady means the cluster has not been initialised yet. It is
 	// grpcapi.ErrNotReady, which the Layout RPC returns.
 	ErrNotReady = grpcapi.ErrNotReady

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/seed-e8569b35/ordo/api"
-	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/internal/hostlimit"
 	"github.com/seed-e8569b35/ordo/layout"
@@ -30,7 +29,7 @@ import (
 const forwardedKey = "ordo-forwarded"
 
 // nodeStatusTimeout bounds asking one peer for its status: the same
-// bound a starting node's questions have.
+// bound a starting node's questions have, and grpcapi's Status keeps.
 const nodeStatusTimeout = startup.NodeStatusTimeout
 
 func (n *Node) openGRPC() error {
@@ -54,9 +53,10 @@ func (n *Node) openGRPC() error {
 	}
 	n.grpcServer = grpc.NewServer(opts...)
 	lis = hostlimit.Wrap(lis, n.cfg.MaxConnsPerHost, n.logger.Named("grpc"))
-	svc := &service{n: n}
+	// Every service reaches the node through grpcNode: package grpcapi
+	// declares what it needs, and errors leave through toStatus.
 	api.RegisterSequencerServer(n.grpcServer, grpcapi.NewSequencer(grpcNode{n}))
-	api.RegisterAdminServer(n.grpcServer, svc)
+	api.RegisterAdminServer(n.grpcServer, grpcapi.NewAdmin(grpcNode{n}))
 	api.RegisterPeerServer(n.grpcServer, grpcapi.NewPeer(grpcNode{n}))
 	api.RegisterFloorServer(n.grpcServer, grpcapi.NewFloor(n.stop))
 	hs := n.newHealth()
@@ -70,13 +70,6 @@ func (n *Node) openGRPC() error {
 		}
 	}()
 	return nil
-}
-
-// service implements the Admin gRPC service; the Sequencer and Peer
-// services are grpcapi's, over grpcNode.
-type service struct {
-	api.UnimplementedAdminServer
-	n *Node
 }
 
 // forward reports whether a request should go to the leader, and the
@@ -188,11 +181,6 @@ func Runs(l layout.Layout, group uint64, b sequencer.Block) []*api.IDRun {
 	return runs
 }
 
-// NodeStatus implements api.AdminServer.
-func (s *service) NodeStatus(context.Context, *api.NodeStatusRequest) (*api.NodeInfo, error) {
-	return s.n.localStatus(), nil
-}
-
 func (n *Node) localStatus() *api.NodeInfo {
 	info := &api.NodeInfo{
 		Id:           n.cfg.ID,
@@ -233,251 +221,6 @@ func roleName(s raft.RaftState) string {
 	default:
 		return "shutdown"
 	}
-}
-
-// Status implements api.AdminServer: it asks every member in parallel. A
-// follower passes the question to the leader, whose view of the membership
-// and addresses is the newest; without a leader it answers itself.
-func (s *service) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
-	if conn, fwd, err := s.n.forward(ctx); err == nil && fwd {
-		fctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
-		resp, err := api.NewAdminClient(conn).Status(s.n.forwardCtx(fctx), req)
-		cancel()
-		if err == nil {
-			return resp, nil
-		}
-	}
-	f := s.n.raft.GetConfiguration()
-	leaderID, leaderAddr := s.n.leader()
-	if err := f.Error(); err != nil {
-		return nil, toStatus(ctx, fmt.Errorf("read configuration: %w", err), leaderAddr)
-	}
-	servers := f.Configuration().Servers
-	st := s.n.fsm.State()
-	resp := &api.StatusResponse{Nodes: make([]*api.NodeInfo, len(servers)), LeaderId: leaderID, LeaderAddr: leaderAddr, Group: st.Group}
-	if st.Layout != nil {
-		resp.Layout = st.Layout.String()
-	}
-	var wg sync.WaitGroup
-	for i, srv := range servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			info := s.peerStatus(ctx, string(srv.ID), st.Nodes[string(srv.ID)])
-			info.Id, info.RaftAddr, info.Voter = string(srv.ID), string(srv.Address), srv.Suffrage == raft.Voter
-			resp.Nodes[i] = info
-		}()
-	}
-	wg.Wait()
-	return resp, nil
-}
-
-func (s *service) peerStatus(ctx context.Context, id, addr string) *api.NodeInfo {
-	if id == s.n.cfg.ID {
-		return s.n.localStatus()
-	}
-	unreachable := func(err error) *api.NodeInfo {
-		return &api.NodeInfo{GrpcAddr: addr, Role: "unreachable", Error: err.Error()}
-	}
-	if addr == "" {
-		return unreachable(fmt.Errorf("gRPC address unknown"))
-	}
-	conn, err := s.n.peers.get(addr)
-	if err != nil {
-		return unreachable(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, nodeStatusTimeout)
-	defer cancel()
-	// The call names this cluster: a node of another one at the address
-	// refuses it. One that answers anyway (an older version) is not
-	// reported as the member either.
-	info, err := api.NewAdminClient(conn).NodeStatus(ctx, &api.NodeStatusRequest{})
-	if err != nil {
-		return unreachable(err)
-	}
-	if own := s.n.clusterID(); info.Id != id || own != "" && info.ClusterId != "" && info.ClusterId != own {
-		return unreachable(fmt.Errorf("the node at %s answers as %q of cluster %q, not as member %q of cluster %q",
-			addr, info.Id, info.ClusterId, id, own))
-	}
-	return info
-}
-
-// Join implements api.AdminServer.
-func (s *service) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinResponse, error) {
-	err := s.join(ctx, req)
-	_, leaderAddr := s.n.leader()
-	return &api.JoinResponse{}, toStatus(ctx, err, leaderAddr)
-}
-
-func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
-	if err := checkNodeID(req.Id); err != nil {
-		return err
-	}
-	for _, a := range []string{req.RaftAddr, req.GrpcAddr} {
-		if err := checkDialAddr(a); err != nil {
-			return err
-		}
-	}
-	conn, fwd, err := s.n.forward(ctx)
-	if err != nil {
-		return err
-	}
-	if fwd {
-		_, err := api.NewAdminClient(conn).Join(s.n.forwardCtx(ctx), req)
-		return err
-	}
-	theirs, err := layout.Parse(req.Layout)
-	if err != nil {
-		return fmt.Errorf("%w: the joining node's layout: %w", ErrBadRequest, err)
-	}
-	if theirs != s.n.cfg.Layout || req.Group != s.n.cfg.Group {
-		return fmt.Errorf("%w: joining node %q has layout %s group %d, the cluster has layout %s group %d",
-			ErrLayoutMismatch, req.Id, theirs, req.Group, s.n.cfg.Layout, s.n.cfg.Group)
-	}
-	f := s.n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("read configuration: %w", err)
-	}
-	if err := startup.CheckJoinRequest(f.Configuration().Servers, req); err != nil {
-		return err
-	}
-	if err := s.n.changeMembership(ctx, func() raft.Future {
-		return s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, s.n.cfg.ApplyTimeout)
-	}); err != nil {
-		return fmt.Errorf("add voter: %w", err)
-	}
-	if _, err := s.n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr}); err != nil {
-		return fmt.Errorf("record address: %w", err)
-	}
-	s.n.logger.Info("node joined", "id", req.Id, "raft_addr", req.RaftAddr, "grpc_addr", req.GrpcAddr)
-	return nil
-}
-
-// Register implements api.AdminServer.
-func (s *service) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
-	err := s.register(ctx, req)
-	_, leaderAddr := s.n.leader()
-	return &api.RegisterResponse{}, toStatus(ctx, err, leaderAddr)
-}
-
-// register records a member's new gRPC address, where followers forward
-// calls and every leader hint points: so only the member itself may move
-// it. grpcapi.Auth has checked the caller (a node certificate naming the new
-// address, or the admin token in plaintext when one is set); here, on the
-// leader, the certificate must also name the member's Raft address, and
-// the node at the new address must answer as that member of this cluster.
-func (s *service) register(ctx context.Context, req *api.RegisterRequest) error {
-	if err := checkNodeID(req.Id); err != nil {
-		return err
-	}
-	if err := checkDialAddr(req.GrpcAddr); err != nil {
-		return err
-	}
-	// Not forwarded: the address check needs the member's own certificate.
-	if !s.n.isLeader() {
-		return fmt.Errorf("%w: a member registers with the leader", ErrNotLeader)
-	}
-	if req.Id == s.n.cfg.ID {
-		return fmt.Errorf("%w: %q is the leader, which records its own address", ErrBadRequest, req.Id)
-	}
-	raftAddr, member := s.n.memberRaftAddr(req.Id)
-	if !member {
-		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
-	}
-	if addr, _ := s.n.fsm.NodeAddr(req.Id); addr == req.GrpcAddr {
-		return nil
-	}
-	if s.n.cfg.TLS != nil {
-		if err := grpcapi.CheckNodeAddrs(ctx, raftAddr); err != nil {
-			return err
-		}
-	}
-	if err := s.n.checkAnswersAs(ctx, req.GrpcAddr, req.Id); err != nil {
-		return err
-	}
-	if _, err := s.n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr}); err != nil {
-		return fmt.Errorf("record address: %w", err)
-	}
-	s.n.logger.Info("member registered a new gRPC address", "id", req.Id, "grpc_addr", req.GrpcAddr)
-	return nil
-}
-
-// Remove implements api.AdminServer.
-func (s *service) Remove(ctx context.Context, req *api.RemoveRequest) (*api.RemoveResponse, error) {
-	err := s.remove(ctx, req)
-	_, leaderAddr := s.n.leader()
-	return &api.RemoveResponse{}, toStatus(ctx, err, leaderAddr)
-}
-
-func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
-	if err := checkNodeID(req.Id); err != nil {
-		return err
-	}
-	conn, fwd, err := s.n.forward(ctx)
-	if err != nil {
-		return err
-	}
-	if fwd {
-		_, err := api.NewAdminClient(conn).Remove(s.n.forwardCtx(ctx), req)
-		return err
-	}
-	if member, _ := s.n.isMember(req.Id); !member {
-		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
-	}
-	if err := s.n.changeMembership(ctx, func() raft.Future {
-		return s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.ApplyTimeout)
-	}); err != nil {
-		return fmt.Errorf("remove server: %w", err)
-	}
-	if req.Id == s.n.cfg.ID {
-		// The leader removed itself and has stepped down, so it cannot
-		// commit more; its address entry stays, unused.
-		return nil
-	}
-	if _, err := s.n.apply(fsm.Command{Op: fsm.OpDeleteNode, NodeID: req.Id}); err != nil {
-		return fmt.Errorf("forget address: %w", err)
-	}
-	s.n.logger.Info("node removed", "id", req.Id)
-	return nil
-}
-
-// TransferLeader implements api.AdminServer.
-func (s *service) TransferLeader(ctx context.Context, req *api.TransferLeaderRequest) (*api.TransferLeaderResponse, error) {
-	err := s.transfer(ctx, req)
-	leaderID, leaderAddr := s.n.leader()
-	return &api.TransferLeaderResponse{LeaderId: leaderID}, toStatus(ctx, err, leaderAddr)
-}
-
-func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) error {
-	if req.Id != "" {
-		if err := checkNodeID(req.Id); err != nil {
-			return err
-		}
-	}
-	conn, fwd, err := s.n.forward(ctx)
-	if err != nil {
-		return err
-	}
-	if fwd {
-		_, err := api.NewAdminClient(conn).TransferLeader(s.n.forwardCtx(ctx), req)
-		return err
-	}
-	if req.Id == "" {
-		return s.n.handOver(s.n.raft.LeadershipTransfer)
-	}
-	if req.Id == s.n.cfg.ID {
-		return nil // already leads
-	}
-	f := s.n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("read configuration: %w", err)
-	}
-	for _, srv := range f.Configuration().Servers {
-		if string(srv.ID) == req.Id {
-			return s.n.handOver(func() raft.Future { return s.n.raft.LeadershipTransferToServer(srv.ID, srv.Address) })
-		}
-	}
-	return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
 }
 
 // peerConns caches one client connection per peer gRPC address. Every

@@ -1,7 +1,11 @@
 // Package server runs one Ordo node: the Raft group member that replicates
 // the high-water mark, the sequencer that hands out ticks while this node
-// leads (package sequencer), and the gRPC services that clients and
-// operators call.
+// leads (package sequencer), and the servers that clients and operators
+// call. It owns the node's wiring and lifecycle; the gRPC services,
+// authorization and limits are package grpcapi's, the HTTP handlers
+// package httpapi's, each reaching the node through an adapter here
+// (grpcNode, httpNode). It keeps the one map of errors to gRPC codes
+// (toStatus).
 //
 // Lifecycle: Open → Bootstrap or Join → serve → Close. Close hands over
 // leadership first when this node leads.
