@@ -8,9 +8,11 @@
 //
 // It declares what it needs of a node as small interfaces (Node,
 // SequencerNode, AdminNode, PeerNode), as package httpapi does, so a fake
-// is a few methods. It does not own the node's state or rules: when a
-// call is forwarded, the connections to peers, Raft membership changes and
-// the sequencer stay the node's, reached through those interfaces. Nor
+// is a few methods. It owns how calls travel between nodes: the forwarded
+// mark and ForwardContext, the peer connections that name the cluster
+// (Peers). It does not own the node's state or rules: whether a call is
+// forwarded (the node's Forward), Raft membership changes and the
+// sequencer stay the node's, reached through those interfaces. Nor
 // does it map errors to gRPC codes: that stays in package server's
 // toStatus, the one map, reached through Node.ToStatus. Package server
 // builds the grpc.Server, registers every service and installs the

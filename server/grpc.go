@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"net"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -23,10 +21,6 @@ import (
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
 )
-
-// forwardedKey marks a request a follower forwarded, so that a node that
-// is not the leader either never forwards it again: one hop at most.
-const forwardedKey = "ordo-forwarded"
 
 // nodeStatusTimeout bounds asking one peer for its status: the same
 // bound a starting node's questions have, and grpcapi's Status keeps.
@@ -82,14 +76,14 @@ func (n *Node) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
 	if n.isLeader() || (n.cfg.TestHooks.UnsafeTrustReservation && n.seq.Serving()) {
 		return nil, false, nil
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
+	if grpcapi.Forwarded(ctx) {
 		return nil, false, ErrNotLeader
 	}
 	id, addr := n.leader()
 	if id == "" || addr == "" || id == n.cfg.ID {
 		return nil, false, ErrNoLeader
 	}
-	conn, err := n.peers.get(addr)
+	conn, err := n.peers.Get(addr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -101,18 +95,9 @@ func (n *Node) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
 // it), and passes on the caller's admin token, which without TLS is the
 // only proof of its rights.
 func (n *Node) forwardCtx(ctx context.Context) context.Context {
-	kv := []string{forwardedKey, "1"}
-	if n.cfg.Layout.Wide() {
-		// The caller passed checkWidth here, or is this node's HTTP API,
-		// which renders what the runs carry.
-		kv = append(kv, api.TicksKey, "1")
-	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		for _, v := range md.Get(grpcapi.AuthorizationKey) {
-			kv = append(kv, grpcapi.AuthorizationKey, v)
-		}
-	}
-	return withCluster(metadata.AppendToOutgoingContext(ctx, kv...), n.clusterID())
+	// Under a 128-bit layout the caller passed checkWidth here, or is this
+	// node's HTTP API, which renders what the runs carry: it reads ticks.
+	return grpcapi.ForwardContext(ctx, n.clusterID(), n.cfg.Layout.Wide())
 }
 
 // next is the path to IDs of one request, shared by the Sequencer
@@ -221,94 +206,4 @@ func roleName(s raft.RaftState) string {
 	default:
 		return "shutdown"
 	}
-}
-
-// peerConns caches one client connection per peer gRPC address. Every
-// call a node makes to a peer goes over one of them, and names the node's
-// cluster (see withCluster): an address of a member may now reach a node
-// of another cluster (a moved or restored member, a reused port), which
-// refuses the call instead of answering for its own cluster.
-type peerConns struct {
-	creds   credentials.TransportCredentials
-	cluster func() string // this node's cluster id, "" while it has none
-	// adminToken, when set, goes with every Term stream this node opens.
-	adminToken string
-	mu         sync.Mutex
-	conns      map[string]*grpc.ClientConn
-}
-
-func newPeerConns(creds credentials.TransportCredentials, cluster func() string, adminToken string) *peerConns {
-	return &peerConns{creds: creds, cluster: cluster, adminToken: adminToken, conns: map[string]*grpc.ClientConn{}}
-}
-
-// withCluster names cluster id in ctx's outgoing call (api.ClusterIDKey),
-// unless id is "" (nothing to name yet) or the call names one already.
-func withCluster(ctx context.Context, id string) context.Context {
-	if id == "" {
-		return ctx
-	}
-	if len(metadata.ValueFromOutgoingContext(ctx, api.ClusterIDKey)) > 0 {
-		return ctx
-	}
-	return metadata.AppendToOutgoingContext(ctx, api.ClusterIDKey, id)
-}
-
-// nameCluster and nameClusterStream are the interceptors of every peer
-// connection: each call, and each stream when it opens, names the cluster.
-func (p *peerConns) nameCluster(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	return invoker(withCluster(ctx, p.cluster()), method, req, reply, cc, opts...)
-}
-
-func (p *peerConns) nameClusterStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if method == api.Peer_Term_FullMethodName {
-		// In plaintext the token is how a member's releases are told
-		// from a forged one (grpcapi.Auth.MayRelease).
-		ctx = grpcapi.WithAdminToken(ctx, p.adminToken)
-	}
-	return streamer(withCluster(ctx, p.cluster()), desc, cc, method, opts...)
-}
-
-// answeredForCluster reports whether a peer's answer, whose header is
-// header, names this node's cluster: a node names its cluster in every
-// answer once it has one (grpcapi.Auth checks and names it). Where an answer must come from
-// this cluster, one that does not name it proves nothing: a node of
-// another cluster that does not check what a call names (an older
-// version), or one without a cluster id yet, may answer it. While this
-// node has no cluster id itself, there is nothing to compare, and any
-// answer counts.
-func (n *Node) answeredForCluster(header metadata.MD) bool {
-	own := n.clusterID()
-	if own == "" {
-		return true
-	}
-	v := header.Get(api.ClusterIDKey)
-	return len(v) > 0 && !slices.ContainsFunc(v, func(id string) bool { return id != own })
-}
-
-func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.conns[addr]; ok {
-		return c, nil
-	}
-	// passthrough: each (re)connection dials the address as written, so a
-	// peer's DNS name is looked up again when its IP changes (a
-	// rescheduled pod), instead of after grpc-go's DNS re-resolution
-	// interval.
-	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(p.creds),
-		grpc.WithChainUnaryInterceptor(p.nameCluster), grpc.WithChainStreamInterceptor(p.nameClusterStream))
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	p.conns[addr] = c
-	return c, nil
-}
-
-func (p *peerConns) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = map[string]*grpc.ClientConn{}
 }

@@ -109,7 +109,7 @@ func (g grpcNode) State() fsm.State           { return g.n.fsm.State() }
 func (g grpcNode) IsMember(id string) bool    { member, _ := g.n.isMember(id); return member }
 func (g grpcNode) Apply(c fsm.Command) error  { _, err := g.n.apply(c); return err }
 
-func (g grpcNode) PeerConn(addr string) (*grpc.ClientConn, error) { return g.n.peers.get(addr) }
+func (g grpcNode) PeerConn(addr string) (*grpc.ClientConn, error) { return g.n.peers.Get(addr) }
 func (g grpcNode) NodeAddr(id string) (string, bool)              { return g.n.fsm.NodeAddr(id) }
 func (g grpcNode) MemberRaftAddr(id string) (string, bool)        { return g.n.memberRaftAddr(id) }
 

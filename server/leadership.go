@@ -58,10 +58,10 @@ func (v leadershipView) GRPCAddr() string  { return v.n.grpcAddr }
 
 func (v leadershipView) NodeAddr(id string) (string, bool) { return v.n.fsm.NodeAddr(id) }
 
-// Conn is a peerConns connection: it names this node's cluster and, in
+// Conn is a grpcapi.Peers connection: it names this node's cluster and, in
 // plaintext with an admin token, sends the token (see mayRelease).
 func (v leadershipView) Conn(addr string) (grpc.ClientConnInterface, error) {
-	return v.n.peers.get(addr)
+	return v.n.peers.Get(addr)
 }
 
 func (v leadershipView) MayRelease(ctx context.Context) bool { return v.n.mayRelease(ctx) }

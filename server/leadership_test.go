@@ -85,7 +85,7 @@ func TestTermAnswersOnlyForItself(t *testing.T) {
 // returns the channel its answer to one round arrives on.
 func askTermAs(t *testing.T, from, n *Node, as string) <-chan *api.TermResponse {
 	t.Helper()
-	conn, err := from.peers.get(n.GRPCAddr())
+	conn, err := from.peers.Get(n.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestLeaseVoterConfirmsNoOtherLeader(t *testing.T) {
 			mustPointAt(t, leader, n, "127.0.0.1:1")
 		}
 	}
-	conn, err := leader.peers.get(leader.GRPCAddr())
+	conn, err := leader.peers.Get(leader.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +148,7 @@ func TestLeaseVoterConfirmsNoOtherLeader(t *testing.T) {
 		t.Fatal("the voter still holds its answer after the leader handed over")
 	}
 	newLeader := mustLeader(t, nodes)
-	conn2, err := newLeader.peers.get(newLeader.GRPCAddr())
+	conn2, err := newLeader.peers.Get(newLeader.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ type Node struct {
 	// httpServer serves Config.HTTPAddr (nil when empty).
 	httpServer *httpapi.Server
 	httpAddr   string
-	peers      *peerConns
+	peers      *grpcapi.Peers
 	// confirmer runs this node's confirmation rounds as a leader, and its
 	// answers and promises as a voter (package leadership).
 	confirmer *leadership.Confirmer
@@ -117,7 +117,7 @@ func Open(cfg Config) (*Node, error) {
 		refused: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
-	n.peers = newPeerConns(transportCredentials(cfg.TLS), n.clusterID, cfg.AdminToken)
+	n.peers = grpcapi.NewPeers(transportCredentials(cfg.TLS), n.clusterID, cfg.AdminToken)
 	n.auth = newAuth(n)
 	n.metrics = metrics.New(nodeSource{n})
 	if err := n.openRaft(); err != nil {
@@ -292,7 +292,7 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 			addr, hint = hint, ""
 			i--
 		}
-		conn, err := n.peers.get(addr)
+		conn, err := n.peers.Get(addr)
 		if err != nil {
 			return err
 		}
@@ -380,7 +380,7 @@ func (n *Node) Close() error {
 		return err
 	})
 	n.confirmer.Close()
-	n.peers.close()
+	n.peers.Close()
 	if errors.Is(err, errWaitTimedOut) {
 		n.logger.Error("raft did not stop in time; leaving its log store open", "waited", closeRaftTimeout)
 		return fmt.Errorf("shut down raft: %w", err)
@@ -476,14 +476,14 @@ func (n *Node) checkAnswersAs(ctx context.Context, grpcAddr, id string) error {
 // leader of this node's cluster answered with a membership that lacks this
 // node. Only such an answer proves it: the call names this cluster, so a
 // node of another one now at a member's address refuses it, and a refusal,
-// or an answer that does not name this cluster (answeredForCluster), is
+// or an answer that does not name this cluster (grpcapi.AnsweredForCluster), is
 // taken as "cannot tell", never as proof: watchMembership asks again.
 func (n *Node) leaderConfirmsRemoved() bool {
 	for id, addr := range n.fsm.State().Nodes {
 		if id == n.cfg.ID {
 			continue
 		}
-		conn, err := n.peers.get(addr)
+		conn, err := n.peers.Get(addr)
 		if err != nil {
 			continue
 		}
@@ -491,7 +491,7 @@ func (n *Node) leaderConfirmsRemoved() bool {
 		var header metadata.MD
 		st, err := api.NewAdminClient(conn).Status(ctx, &api.StatusRequest{}, grpc.Header(&header))
 		cancel()
-		if err != nil || !n.answeredForCluster(header) || st.LeaderId == "" || st.LeaderId == n.cfg.ID {
+		if err != nil || !grpcapi.AnsweredForCluster(header, n.clusterID()) || st.LeaderId == "" || st.LeaderId == n.cfg.ID {
 			continue
 		}
 		for _, m := range st.Nodes {
@@ -629,7 +629,7 @@ func (n *Node) registerMoved() bool {
 	if addr == "" {
 		return false
 	}
-	conn, err := n.peers.get(addr)
+	conn, err := n.peers.Get(addr)
 	if err != nil {
 		return true
 	}
