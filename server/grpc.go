@@ -26,6 +26,11 @@ import (
 // bound a starting node's questions have, and grpcapi's Status keeps.
 const nodeStatusTimeout = startup.NodeStatusTimeout
 
+// openGRPC serves package grpcapi's services on Config.GRPCAddr. The node
+// builds the server itself, because the order of the interceptors is a
+// promise: metrics see every call, refusals included; the cluster-id
+// check and authorization run before any handler; and the deadline bound
+// applies only to calls that were let in.
 func (n *Node) openGRPC() error {
 	lis, err := net.Listen("tcp", n.cfg.GRPCAddr)
 	if err != nil {
