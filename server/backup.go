@@ -14,25 +14,6 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 )
 
-// Backup implements api.AdminServer. A follower forwards it to the leader;
-// without a leader it fails with the leader hint, if any.
-func (s *service) Backup(ctx context.Context, req *api.BackupRequest) (*api.BackupResponse, error) {
-	resp, err := s.backup(ctx, req)
-	_, leaderAddr := s.n.leader()
-	return resp, toStatus(ctx, err, leaderAddr)
-}
-
-func (s *service) backup(ctx context.Context, req *api.BackupRequest) (*api.BackupResponse, error) {
-	conn, fwd, err := s.forward(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if fwd {
-		return api.NewAdminClient(conn).Backup(s.n.forwardCtx(ctx), req)
-	}
-	return s.n.backup(ctx)
-}
-
 // backup copies the replicated state on the leader: Barrier, read, then a
 // confirmation round in the same term as the Barrier.
 func (n *Node) backup(ctx context.Context) (*api.BackupResponse, error) {

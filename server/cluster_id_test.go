@@ -99,7 +99,7 @@ func TestOwnCallsNameTheirCluster(t *testing.T) {
 	defer cancel()
 
 	t.Run("peer calls", func(t *testing.T) {
-		conn, err := a.peers.get(b.GRPCAddr())
+		conn, err := a.peers.Get(b.GRPCAddr())
 		if err != nil {
 			t.Fatal(err)
 		}

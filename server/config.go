@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/sequencer"
@@ -161,8 +162,8 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
-	case checkNodeID(c.ID) != nil:
-		return fmt.Errorf("%w: %w", ErrBadConfig, checkNodeID(c.ID))
+	case grpcapi.CheckNodeID(c.ID) != nil:
+		return fmt.Errorf("%w: %w", ErrBadConfig, grpcapi.CheckNodeID(c.ID))
 	case c.DataDir == "":
 		return fmt.Errorf("%w: data dir is empty", ErrBadConfig)
 	case c.RaftAddr == "":

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/seed-e8569b35/ordo/startup"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -13,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/seed-e8569b35/ordo/startup"
 
 	"github.com/hashicorp/go-hclog"
 	"go.etcd.io/bbolt"

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/sequencer"
@@ -20,7 +21,8 @@ import (
 
 // Errors of this package. toStatus is the one place that maps them, and
 // those of the packages it uses (sequencer.ErrAhead,
-// leadership.ErrMisdirected, startup's and backup's, ...), to gRPC codes.
+// leadership.ErrMisdirected, grpcapi's, startup's and backup's, ...), to
+// gRPC codes; package grpcapi reaches it through grpcNode.ToStatus.
 var (
 	// ErrNotLeader means this node cannot hand out IDs now: it is not the
 	// leader, or it is a leader that has not yet committed its first
@@ -33,20 +35,25 @@ var (
 	// ErrBadCount means a request asked for 0 IDs or more than the
 	// maximum. It is sequencer.ErrBadCount, as ErrNotLeader is.
 	ErrBadCount = sequencer.ErrBadCount
-	// ErrBadRequest means an admin request carries a bad field.
-	ErrBadRequest = errors.New("bad request")
+	// ErrBadRequest means an admin request carries a bad field. It is
+	// grpcapi.ErrBadRequest, which authorization returns for an address
+	// it cannot parse, so one errors.Is matches both.
+	ErrBadRequest = grpcapi.ErrBadRequest
 	// ErrTimeExhausted means the layout's time field is full: no more IDs
 	// can be made with this layout. It is sequencer.ErrTimeExhausted, as
 	// ErrNotLeader is.
 	ErrTimeExhausted = sequencer.ErrTimeExhausted
 	// ErrLayoutMismatch means a node's configured layout or group differs
-	// from the one the cluster was created with.
-	ErrLayoutMismatch = errors.New("layout mismatch")
+	// from the one the cluster was created with. It is
+	// grpcapi.ErrLayoutMismatch, which the Admin service's Join returns.
+	ErrLayoutMismatch = grpcapi.ErrLayoutMismatch
 	// ErrUnknownNode means an admin request names a node that is not a
-	// member.
-	ErrUnknownNode = errors.New("unknown node")
-	// ErrNotReady means the cluster has not been initialised yet.
-	ErrNotReady = errors.New("cluster not initialised")
+	// member. It is grpcapi.ErrUnknownNode, which the Admin service
+	// returns.
+	ErrUnknownNode = grpcapi.ErrUnknownNode
+	// ErrNotReady means the cluster has not been initialised yet. It is
+	// grpcapi.ErrNotReady, which the Layout RPC returns.
+	ErrNotReady = grpcapi.ErrNotReady
 	// ErrRefusing means this node will not serve (see Node.Fatal); other
 	// nodes may, so clients should move on.
 	ErrRefusing = errors.New("this node refuses to serve")
@@ -70,11 +77,13 @@ var (
 	// ErrWrongCluster means a call named another cluster than this node's
 	// (api.ClusterIDKey): a stale address or leader hint now reaches a
 	// node of another cluster. Callers move on, as from a node that is
-	// down.
-	ErrWrongCluster = errors.New("call meant for another cluster")
+	// down. It is grpcapi.ErrWrongCluster, which the interceptor that
+	// checks the cluster id returns.
+	ErrWrongCluster = grpcapi.ErrWrongCluster
 	// ErrPermissionDenied means the caller's identity does not allow the
-	// call (see authorize).
-	ErrPermissionDenied = errors.New("permission denied")
+	// call. It is grpcapi.ErrPermissionDenied, which authorization
+	// (grpcapi.Auth) returns.
+	ErrPermissionDenied = grpcapi.ErrPermissionDenied
 )
 
 // toStatus maps an error to a gRPC status, attaching the leader hint.

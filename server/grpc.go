@@ -2,13 +2,9 @@ package server
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math"
 	"net"
-	"slices"
-	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -19,24 +15,22 @@ import (
 	"google.golang.org/grpc/reflection"
 
 	"github.com/seed-e8569b35/ordo/api"
-	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
+	"github.com/seed-e8569b35/ordo/internal/hostlimit"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
-// forwardedKey marks a request a follower forwarded, so that a node that
-// is not the leader either never forwards it again: one hop at most.
-const forwardedKey = "ordo-forwarded"
-
-// maxStreamInFlight bounds the requests of one NextStream being served at
-// once.
-const maxStreamInFlight = 1024
-
 // nodeStatusTimeout bounds asking one peer for its status: the same
-// bound a starting node's questions have.
+// bound a starting node's questions have, and grpcapi's Status keeps.
 const nodeStatusTimeout = startup.NodeStatusTimeout
 
+// openGRPC serves package grpcapi's services on Config.GRPCAddr. The node
+// builds the server itself, because the order of the interceptors is a
+// promise: metrics see every call, refusals included; the cluster-id
+// check and authorization run before any handler; and the deadline bound
+// applies only to calls that were let in.
 func (n *Node) openGRPC() error {
 	lis, err := net.Listen("tcp", n.cfg.GRPCAddr)
 	if err != nil {
@@ -49,20 +43,21 @@ func (n *Node) openGRPC() error {
 		lis.Close()
 		return fmt.Errorf("%w: gRPC address %q binds every interface; give an advertise address peers and clients can reach", ErrBadConfig, n.cfg.GRPCAddr)
 	}
-	opts := append(serverLimits(),
-		grpc.ChainUnaryInterceptor(n.measureUnary, n.authorizeUnary, boundUnary(n.cfg.RPCTimeout)),
-		grpc.ChainStreamInterceptor(n.measureStream, n.authorizeStream),
+	opts := append(grpcapi.ServerOptions(),
+		grpc.ChainUnaryInterceptor(n.measureUnary, n.auth.Unary, grpcapi.BoundUnary(n.cfg.RPCTimeout)),
+		grpc.ChainStreamInterceptor(n.measureStream, n.auth.Stream),
 	)
 	if n.cfg.TLS != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.cfg.TLS.ServerConfig(n.logger.Named("grpc"), false))))
 	}
 	n.grpcServer = grpc.NewServer(opts...)
-	lis = limitPerHost(lis, n.cfg.MaxConnsPerHost, n.logger.Named("grpc"))
-	svc := &service{n: n}
-	api.RegisterSequencerServer(n.grpcServer, svc)
-	api.RegisterAdminServer(n.grpcServer, svc)
-	api.RegisterPeerServer(n.grpcServer, svc)
-	api.RegisterFloorServer(n.grpcServer, &floorService{n: n})
+	lis = hostlimit.Wrap(lis, n.cfg.MaxConnsPerHost, n.logger.Named("grpc"))
+	// Every service reaches the node through grpcNode: package grpcapi
+	// declares what it needs, and errors leave through toStatus.
+	api.RegisterSequencerServer(n.grpcServer, grpcapi.NewSequencer(grpcNode{n}))
+	api.RegisterAdminServer(n.grpcServer, grpcapi.NewAdmin(grpcNode{n}))
+	api.RegisterPeerServer(n.grpcServer, grpcapi.NewPeer(grpcNode{n}))
+	api.RegisterFloorServer(n.grpcServer, grpcapi.NewFloor(n.stop))
 	hs := n.newHealth()
 	healthpb.RegisterHealthServer(n.grpcServer, hs)
 	reflection.Register(n.grpcServer)
@@ -76,32 +71,24 @@ func (n *Node) openGRPC() error {
 	return nil
 }
 
-// service implements the Sequencer and Admin gRPC services.
-type service struct {
-	api.UnimplementedSequencerServer
-	api.UnimplementedAdminServer
-	api.UnimplementedPeerServer
-	n *Node
-}
-
 // forward reports whether a request should go to the leader, and the
 // connection to use. It returns an error when this node can neither serve
 // nor forward.
-func (s *service) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
-	if err := s.n.refusal(); err != nil {
+func (n *Node) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
+	if err := n.refusal(); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrRefusing, err)
 	}
-	if s.n.isLeader() || (s.n.cfg.TestHooks.UnsafeTrustReservation && s.n.seq.Serving()) {
+	if n.isLeader() || (n.cfg.TestHooks.UnsafeTrustReservation && n.seq.Serving()) {
 		return nil, false, nil
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok && len(md.Get(forwardedKey)) > 0 {
+	if grpcapi.Forwarded(ctx) {
 		return nil, false, ErrNotLeader
 	}
-	id, addr := s.n.leader()
-	if id == "" || addr == "" || id == s.n.cfg.ID {
+	id, addr := n.leader()
+	if id == "" || addr == "" || id == n.cfg.ID {
 		return nil, false, ErrNoLeader
 	}
-	conn, err := s.n.peers.get(addr)
+	conn, err := n.peers.Get(addr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -113,53 +100,34 @@ func (s *service) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
 // it), and passes on the caller's admin token, which without TLS is the
 // only proof of its rights.
 func (n *Node) forwardCtx(ctx context.Context) context.Context {
-	kv := []string{forwardedKey, "1"}
-	if n.cfg.Layout.Wide() {
-		// The caller passed checkWidth here, or is this node's HTTP API,
-		// which renders what the runs carry.
-		kv = append(kv, api.TicksKey, "1")
-	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		for _, v := range md.Get(authorizationKey) {
-			kv = append(kv, authorizationKey, v)
-		}
-	}
-	return withCluster(metadata.AppendToOutgoingContext(ctx, kv...), n.clusterID())
+	// Under a 128-bit layout the caller passed checkWidth here, or is this
+	// node's HTTP API, which renders what the runs carry: it reads ticks.
+	return grpcapi.ForwardContext(ctx, n.clusterID(), n.cfg.Layout.Wide())
 }
 
-// Next implements api.SequencerServer.
-func (s *service) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-	if err := s.n.checkWidth(ctx); err != nil {
-		return nil, toStatus(ctx, err, "")
+// next is the path to IDs of one request, shared by the Sequencer
+// service's Next (grpcapi) and the HTTP API: the count check, one forward
+// to the leader, or the sequencer here. Its errors are unmapped.
+func (n *Node) next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	if req.Count == 0 || uint64(req.Count) > n.cfg.MaxCount {
+		return nil, fmt.Errorf("%w: count %d, want 1 to %d", ErrBadCount, req.Count, n.cfg.MaxCount)
 	}
-	resp, err := s.next(ctx, req)
-	if err == nil {
-		return resp, nil // the common case: no leader to look up
-	}
-	_, leaderAddr := s.n.leader()
-	return resp, toStatus(ctx, err, leaderAddr)
-}
-
-func (s *service) next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-	if req.Count == 0 || uint64(req.Count) > s.n.cfg.MaxCount {
-		return nil, fmt.Errorf("%w: count %d, want 1 to %d", ErrBadCount, req.Count, s.n.cfg.MaxCount)
-	}
-	conn, fwd, err := s.forward(ctx)
+	conn, fwd, err := n.forward(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if fwd {
-		return api.NewSequencerClient(conn).Next(s.n.forwardCtx(ctx), req)
+		return api.NewSequencerClient(conn).Next(n.forwardCtx(ctx), req)
 	}
-	b, err := s.n.seq.Next(ctx, uint64(req.Count))
+	b, err := n.seq.Next(ctx, uint64(req.Count))
 	if err != nil {
 		return nil, err
 	}
-	s.n.metrics.Issued(b.Count)
+	n.metrics.Issued(b.Count)
 	return &api.NextResponse{
-		Runs:       Runs(s.n.cfg.Layout, s.n.cfg.Group, b),
-		LeaderId:   s.n.cfg.ID,
-		LeaderAddr: s.n.grpcAddr,
+		Runs:       Runs(n.cfg.Layout, n.cfg.Group, b),
+		LeaderId:   n.cfg.ID,
+		LeaderAddr: n.grpcAddr,
 	}, nil
 }
 
@@ -203,26 +171,6 @@ func Runs(l layout.Layout, group uint64, b sequencer.Block) []*api.IDRun {
 	return runs
 }
 
-// Layout implements api.SequencerServer.
-func (s *service) Layout(ctx context.Context, _ *api.LayoutRequest) (*api.LayoutResponse, error) {
-	st := s.n.fsm.State()
-	leaderID, leaderAddr := s.n.leader()
-	if st.Layout == nil {
-		return nil, toStatus(ctx, ErrNotReady, leaderAddr)
-	}
-	l := st.Layout
-	return &api.LayoutResponse{
-		Layout: l.String(), Group: st.Group, EpochMs: l.EpochMs, UnitMs: l.UnitMs,
-		TimeBits: uint32(l.TimeBits), GroupBits: uint32(l.GroupBits), SeqBits: uint32(l.SeqBits),
-		Order: string(l.Order), LeaderId: leaderID, LeaderAddr: leaderAddr,
-	}, nil
-}
-
-// NodeStatus implements api.AdminServer.
-func (s *service) NodeStatus(context.Context, *api.NodeStatusRequest) (*api.NodeInfo, error) {
-	return s.n.localStatus(), nil
-}
-
 func (n *Node) localStatus() *api.NodeInfo {
 	info := &api.NodeInfo{
 		Id:           n.cfg.ID,
@@ -262,596 +210,5 @@ func roleName(s raft.RaftState) string {
 		return "candidate"
 	default:
 		return "shutdown"
-	}
-}
-
-// Status implements api.AdminServer: it asks every member in parallel. A
-// follower passes the question to the leader, whose view of the membership
-// and addresses is the newest; without a leader it answers itself.
-func (s *service) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
-	if conn, fwd, err := s.forward(ctx); err == nil && fwd {
-		fctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
-		resp, err := api.NewAdminClient(conn).Status(s.n.forwardCtx(fctx), req)
-		cancel()
-		if err == nil {
-			return resp, nil
-		}
-	}
-	f := s.n.raft.GetConfiguration()
-	leaderID, leaderAddr := s.n.leader()
-	if err := f.Error(); err != nil {
-		return nil, toStatus(ctx, fmt.Errorf("read configuration: %w", err), leaderAddr)
-	}
-	servers := f.Configuration().Servers
-	st := s.n.fsm.State()
-	resp := &api.StatusResponse{Nodes: make([]*api.NodeInfo, len(servers)), LeaderId: leaderID, LeaderAddr: leaderAddr, Group: st.Group}
-	if st.Layout != nil {
-		resp.Layout = st.Layout.String()
-	}
-	var wg sync.WaitGroup
-	for i, srv := range servers {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			info := s.peerStatus(ctx, string(srv.ID), st.Nodes[string(srv.ID)])
-			info.Id, info.RaftAddr, info.Voter = string(srv.ID), string(srv.Address), srv.Suffrage == raft.Voter
-			resp.Nodes[i] = info
-		}()
-	}
-	wg.Wait()
-	return resp, nil
-}
-
-func (s *service) peerStatus(ctx context.Context, id, addr string) *api.NodeInfo {
-	if id == s.n.cfg.ID {
-		return s.n.localStatus()
-	}
-	unreachable := func(err error) *api.NodeInfo {
-		return &api.NodeInfo{GrpcAddr: addr, Role: "unreachable", Error: err.Error()}
-	}
-	if addr == "" {
-		return unreachable(fmt.Errorf("gRPC address unknown"))
-	}
-	conn, err := s.n.peers.get(addr)
-	if err != nil {
-		return unreachable(err)
-	}
-	ctx, cancel := context.WithTimeout(ctx, nodeStatusTimeout)
-	defer cancel()
-	// The call names this cluster: a node of another one at the address
-	// refuses it. One that answers anyway (an older version) is not
-	// reported as the member either.
-	info, err := api.NewAdminClient(conn).NodeStatus(ctx, &api.NodeStatusRequest{})
-	if err != nil {
-		return unreachable(err)
-	}
-	if own := s.n.clusterID(); info.Id != id || own != "" && info.ClusterId != "" && info.ClusterId != own {
-		return unreachable(fmt.Errorf("the node at %s answers as %q of cluster %q, not as member %q of cluster %q",
-			addr, info.Id, info.ClusterId, id, own))
-	}
-	return info
-}
-
-// Join implements api.AdminServer.
-func (s *service) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinResponse, error) {
-	err := s.join(ctx, req)
-	_, leaderAddr := s.n.leader()
-	return &api.JoinResponse{}, toStatus(ctx, err, leaderAddr)
-}
-
-func (s *service) join(ctx context.Context, req *api.JoinRequest) error {
-	if err := checkNodeID(req.Id); err != nil {
-		return err
-	}
-	for _, a := range []string{req.RaftAddr, req.GrpcAddr} {
-		if err := checkDialAddr(a); err != nil {
-			return err
-		}
-	}
-	conn, fwd, err := s.forward(ctx)
-	if err != nil {
-		return err
-	}
-	if fwd {
-		_, err := api.NewAdminClient(conn).Join(s.n.forwardCtx(ctx), req)
-		return err
-	}
-	theirs, err := layout.Parse(req.Layout)
-	if err != nil {
-		return fmt.Errorf("%w: the joining node's layout: %w", ErrBadRequest, err)
-	}
-	if theirs != s.n.cfg.Layout || req.Group != s.n.cfg.Group {
-		return fmt.Errorf("%w: joining node %q has layout %s group %d, the cluster has layout %s group %d",
-			ErrLayoutMismatch, req.Id, theirs, req.Group, s.n.cfg.Layout, s.n.cfg.Group)
-	}
-	f := s.n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("read configuration: %w", err)
-	}
-	if err := startup.CheckJoinRequest(f.Configuration().Servers, req); err != nil {
-		return err
-	}
-	if err := s.n.changeMembership(ctx, func() raft.Future {
-		return s.n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, s.n.cfg.ApplyTimeout)
-	}); err != nil {
-		return fmt.Errorf("add voter: %w", err)
-	}
-	if _, err := s.n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr}); err != nil {
-		return fmt.Errorf("record address: %w", err)
-	}
-	s.n.logger.Info("node joined", "id", req.Id, "raft_addr", req.RaftAddr, "grpc_addr", req.GrpcAddr)
-	return nil
-}
-
-// Register implements api.AdminServer.
-func (s *service) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
-	err := s.register(ctx, req)
-	_, leaderAddr := s.n.leader()
-	return &api.RegisterResponse{}, toStatus(ctx, err, leaderAddr)
-}
-
-// register records a member's new gRPC address, where followers forward
-// calls and every leader hint points: so only the member itself may move
-// it. authorize has checked the caller (a node certificate naming the new
-// address, or the admin token in plaintext when one is set); here, on the
-// leader, the certificate must also name the member's Raft address, and
-// the node at the new address must answer as that member of this cluster.
-func (s *service) register(ctx context.Context, req *api.RegisterRequest) error {
-	if err := checkNodeID(req.Id); err != nil {
-		return err
-	}
-	if err := checkDialAddr(req.GrpcAddr); err != nil {
-		return err
-	}
-	// Not forwarded: the address check needs the member's own certificate.
-	if !s.n.isLeader() {
-		return fmt.Errorf("%w: a member registers with the leader", ErrNotLeader)
-	}
-	if req.Id == s.n.cfg.ID {
-		return fmt.Errorf("%w: %q is the leader, which records its own address", ErrBadRequest, req.Id)
-	}
-	raftAddr, member := s.n.memberRaftAddr(req.Id)
-	if !member {
-		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
-	}
-	if addr, _ := s.n.fsm.NodeAddr(req.Id); addr == req.GrpcAddr {
-		return nil
-	}
-	if s.n.cfg.TLS != nil {
-		if err := checkNodeAddrs(callerOf(ctx), raftAddr); err != nil {
-			return err
-		}
-	}
-	if err := s.n.checkAnswersAs(ctx, req.GrpcAddr, req.Id); err != nil {
-		return err
-	}
-	if _, err := s.n.apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr}); err != nil {
-		return fmt.Errorf("record address: %w", err)
-	}
-	s.n.logger.Info("member registered a new gRPC address", "id", req.Id, "grpc_addr", req.GrpcAddr)
-	return nil
-}
-
-// Remove implements api.AdminServer.
-func (s *service) Remove(ctx context.Context, req *api.RemoveRequest) (*api.RemoveResponse, error) {
-	err := s.remove(ctx, req)
-	_, leaderAddr := s.n.leader()
-	return &api.RemoveResponse{}, toStatus(ctx, err, leaderAddr)
-}
-
-func (s *service) remove(ctx context.Context, req *api.RemoveRequest) error {
-	if err := checkNodeID(req.Id); err != nil {
-		return err
-	}
-	conn, fwd, err := s.forward(ctx)
-	if err != nil {
-		return err
-	}
-	if fwd {
-		_, err := api.NewAdminClient(conn).Remove(s.n.forwardCtx(ctx), req)
-		return err
-	}
-	if member, _ := s.n.isMember(req.Id); !member {
-		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
-	}
-	if err := s.n.changeMembership(ctx, func() raft.Future {
-		return s.n.raft.RemoveServer(raft.ServerID(req.Id), 0, s.n.cfg.ApplyTimeout)
-	}); err != nil {
-		return fmt.Errorf("remove server: %w", err)
-	}
-	if req.Id == s.n.cfg.ID {
-		// The leader removed itself and has stepped down, so it cannot
-		// commit more; its address entry stays, unused.
-		return nil
-	}
-	if _, err := s.n.apply(fsm.Command{Op: fsm.OpDeleteNode, NodeID: req.Id}); err != nil {
-		return fmt.Errorf("forget address: %w", err)
-	}
-	s.n.logger.Info("node removed", "id", req.Id)
-	return nil
-}
-
-// TransferLeader implements api.AdminServer.
-func (s *service) TransferLeader(ctx context.Context, req *api.TransferLeaderRequest) (*api.TransferLeaderResponse, error) {
-	err := s.transfer(ctx, req)
-	leaderID, leaderAddr := s.n.leader()
-	return &api.TransferLeaderResponse{LeaderId: leaderID}, toStatus(ctx, err, leaderAddr)
-}
-
-func (s *service) transfer(ctx context.Context, req *api.TransferLeaderRequest) error {
-	if req.Id != "" {
-		if err := checkNodeID(req.Id); err != nil {
-			return err
-		}
-	}
-	conn, fwd, err := s.forward(ctx)
-	if err != nil {
-		return err
-	}
-	if fwd {
-		_, err := api.NewAdminClient(conn).TransferLeader(s.n.forwardCtx(ctx), req)
-		return err
-	}
-	if req.Id == "" {
-		return s.n.handOver(s.n.raft.LeadershipTransfer)
-	}
-	if req.Id == s.n.cfg.ID {
-		return nil // already leads
-	}
-	f := s.n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return fmt.Errorf("read configuration: %w", err)
-	}
-	for _, srv := range f.Configuration().Servers {
-		if string(srv.ID) == req.Id {
-			return s.n.handOver(func() raft.Future { return s.n.raft.LeadershipTransferToServer(srv.ID, srv.Address) })
-		}
-	}
-	return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
-}
-
-// peerConns caches one client connection per peer gRPC address. Every
-// call a node makes to a peer goes over one of them, and names the node's
-// cluster (see withCluster): an address of a member may now reach a node
-// of another cluster (a moved or restored member, a reused port), which
-// refuses the call instead of answering for its own cluster.
-type peerConns struct {
-	creds   credentials.TransportCredentials
-	cluster func() string // this node's cluster id, "" while it has none
-	// adminToken, when set, goes with every Term stream this node opens.
-	adminToken string
-	mu         sync.Mutex
-	conns      map[string]*grpc.ClientConn
-}
-
-func newPeerConns(creds credentials.TransportCredentials, cluster func() string, adminToken string) *peerConns {
-	return &peerConns{creds: creds, cluster: cluster, adminToken: adminToken, conns: map[string]*grpc.ClientConn{}}
-}
-
-// withCluster names cluster id in ctx's outgoing call (api.ClusterIDKey),
-// unless id is "" (nothing to name yet) or the call names one already.
-func withCluster(ctx context.Context, id string) context.Context {
-	if id == "" {
-		return ctx
-	}
-	if len(metadata.ValueFromOutgoingContext(ctx, api.ClusterIDKey)) > 0 {
-		return ctx
-	}
-	return metadata.AppendToOutgoingContext(ctx, api.ClusterIDKey, id)
-}
-
-// nameCluster and nameClusterStream are the interceptors of every peer
-// connection: each call, and each stream when it opens, names the cluster.
-func (p *peerConns) nameCluster(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	return invoker(withCluster(ctx, p.cluster()), method, req, reply, cc, opts...)
-}
-
-func (p *peerConns) nameClusterStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-	if method == api.Peer_Term_FullMethodName && p.adminToken != "" {
-		// In plaintext the token is how a member's releases are told
-		// from a forged one (Node.mayRelease).
-		ctx = metadata.AppendToOutgoingContext(ctx, authorizationKey, "Bearer "+p.adminToken)
-	}
-	return streamer(withCluster(ctx, p.cluster()), desc, cc, method, opts...)
-}
-
-// answeredForCluster reports whether a peer's answer, whose header is
-// header, names this node's cluster: a node names its cluster in every
-// answer once it has one (checkCluster). Where an answer must come from
-// this cluster, one that does not name it proves nothing: a node of
-// another cluster that does not check what a call names (an older
-// version), or one without a cluster id yet, may answer it. While this
-// node has no cluster id itself, there is nothing to compare, and any
-// answer counts.
-func (n *Node) answeredForCluster(header metadata.MD) bool {
-	own := n.clusterID()
-	if own == "" {
-		return true
-	}
-	v := header.Get(api.ClusterIDKey)
-	return len(v) > 0 && !slices.ContainsFunc(v, func(id string) bool { return id != own })
-}
-
-func (p *peerConns) get(addr string) (*grpc.ClientConn, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if c, ok := p.conns[addr]; ok {
-		return c, nil
-	}
-	// passthrough: each (re)connection dials the address as written, so a
-	// peer's DNS name is looked up again when its IP changes (a
-	// rescheduled pod), instead of after grpc-go's DNS re-resolution
-	// interval.
-	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(p.creds),
-		grpc.WithChainUnaryInterceptor(p.nameCluster), grpc.WithChainStreamInterceptor(p.nameClusterStream))
-	if err != nil {
-		return nil, fmt.Errorf("dial %s: %w", addr, err)
-	}
-	p.conns[addr] = c
-	return c, nil
-}
-
-func (p *peerConns) close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, c := range p.conns {
-		c.Close()
-	}
-	p.conns = map[string]*grpc.ClientConn{}
-}
-
-// maxAnswersPerMessage bounds the answers sent in one stream message.
-const maxAnswersPerMessage = 1024
-
-// streamCall is a call of a NextStream, assigned and waiting for its
-// confirmation.
-type streamCall struct {
-	id      uint64
-	ticket  sequencer.Ticket
-	invalid string // set instead of a ticket for a call out of range
-	// also and counts make a joint answer (api.StreamAnswer): the ticket
-	// covers id's call and these, counts[i] ticks each in turn.
-	also   []uint64
-	counts []uint32
-}
-
-// NextStream implements api.SequencerServer. One goroutine reads calls and
-// assigns their ticks as they come, so many share one confirmation round;
-// this one answers them in the order they were assigned, and sends every
-// answer that is ready in one message. Any failure ends the stream with a
-// status that names the leader; the client resends what was not answered.
-// forwardStream relays a stream to the leader, one hop, as Next is
-// forwarded: a client that reaches only followers (a service address, a
-// leader hint it cannot dial, as from outside a container network) still
-// gets IDs on its stream. The answers are the leader's, sent after its
-// confirmation round, so relaying them keeps every guarantee.
-func (s *service) forwardStream(conn *grpc.ClientConn, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	up, err := api.NewSequencerClient(conn).NextStream(s.n.forwardCtx(ctx))
-	if err != nil {
-		return err
-	}
-	// The header names the leader, so a client that can reach it moves
-	// its calls to a stream of its own there.
-	if _, leaderAddr := s.n.leader(); leaderAddr != "" {
-		_ = stream.SetHeader(metadata.Pairs(api.LeaderAddrKey, leaderAddr))
-	}
-	_ = stream.SendHeader(nil)
-	go func() {
-		for {
-			req, err := stream.Recv()
-			if errors.Is(err, io.EOF) {
-				_ = up.CloseSend()
-				return
-			}
-			if err != nil {
-				cancel() // the client is gone: ends up.Recv below
-				return
-			}
-			if up.Send(req) != nil {
-				return // up.Recv below returns why
-			}
-		}
-	}()
-	for {
-		resp, err := up.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-	}
-}
-
-func (s *service) NextStream(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	end := func(err error) error {
-		_, leaderAddr := s.n.leader()
-		return toStatus(stream.Context(), err, leaderAddr)
-	}
-	if err := s.n.checkWidth(stream.Context()); err != nil {
-		return end(err)
-	}
-	conn, fwd, err := s.forward(stream.Context())
-	if err != nil {
-		return end(err)
-	}
-	if fwd {
-		return end(s.forwardStream(conn, stream))
-	}
-	// At once, with no leader named: a client that left a relay for this
-	// stream learns that it reached the leader.
-	_ = stream.SendHeader(nil)
-	ctx, cancel := context.WithCancel(stream.Context())
-	defer cancel()
-	// assigned bounds the calls one stream may have waiting; past it,
-	// reading waits, and gRPC flow control slows the client.
-	assigned := make(chan streamCall, maxStreamInFlight)
-	recvErr := make(chan error, 1)
-	go func() {
-		recvErr <- s.assignCalls(ctx, stream, assigned)
-		close(assigned)
-	}()
-	resp := &api.NextStreamResponse{}
-	var next *streamCall // taken from assigned, not yet answered
-	for {
-		if next == nil {
-			select {
-			case c, ok := <-assigned:
-				if !ok {
-					return end(<-recvErr) // nil once the client is done sending
-				}
-				next = &c
-			case <-s.n.stop:
-				return end(ErrNotLeader)
-			}
-		}
-		select {
-		case <-next.ticket.Done():
-		case <-ctx.Done():
-			return end(<-recvErr)
-		case <-s.n.stop:
-			return end(ErrNotLeader)
-		}
-		// Gather every call whose round has ended: usually the whole
-		// round.
-		resp.Answers = resp.Answers[:0]
-		covered := 0 // calls answered in resp: a joint answer covers several
-		for next != nil && covered < maxAnswersPerMessage {
-			if err := next.ticket.Err(); err != nil {
-				return end(err)
-			}
-			a := &api.StreamAnswer{Id: next.id, Invalid: next.invalid, Also: next.also, Counts: next.counts}
-			if next.invalid == "" {
-				a.Runs = Runs(s.n.cfg.Layout, s.n.cfg.Group, next.ticket.Block)
-				s.n.metrics.Issued(next.ticket.Count)
-			}
-			resp.Answers = append(resp.Answers, a)
-			covered += 1 + len(a.Also)
-			next = nil
-			select {
-			case c, ok := <-assigned:
-				if ok {
-					next = &c
-				} else {
-					assigned = nil // closed: stop taking; the loop above ends the stream
-				}
-			default:
-			}
-			if next != nil && !isClosed(next.ticket.Done()) {
-				break
-			}
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-		if assigned == nil && next == nil {
-			return end(<-recvErr)
-		}
-	}
-}
-
-// assignCalls reads calls until the client is done sending (nil) or the
-// stream fails, and assigns each call's ticks in the order received. The
-// valid calls of a message are assigned together, up to MaxCount ticks at
-// a time, and split: each call still gets its own consecutive ticks, and
-// a message costs one lock, one clock reading and one lease check.
-func (s *service) assignCalls(ctx context.Context, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse], assigned chan<- streamCall) error {
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		for calls := req.Calls; len(calls) > 0; {
-			// The longest run of valid calls from the front, within
-			// MaxCount IDs and maxAnswersPerMessage calls (a joint answer
-			// must fit in a message, and what a stream holds stays
-			// bounded).
-			k, total := 0, uint64(0)
-			for _, call := range calls {
-				n := uint64(call.Count)
-				if n == 0 || n > s.n.cfg.MaxCount || total+n > s.n.cfg.MaxCount || k == maxAnswersPerMessage {
-					break
-				}
-				k, total = k+1, total+n
-			}
-			var answers []streamCall
-			if k == 0 {
-				// One bad call must not fail the others in flight.
-				k = 1
-				answers = []streamCall{{id: calls[0].Id, invalid: fmt.Sprintf("count %d, want 1 to %d", calls[0].Count, s.n.cfg.MaxCount)}}
-			} else {
-				t, err := s.n.seq.Assign(ctx, total)
-				for errors.Is(err, sequencer.ErrAhead) && k > 1 {
-					// Refused whole near the lead bound: serve the calls
-					// that fit, as assigning one by one would, and end
-					// the stream only at the first that does not.
-					k, total = k/2, 0
-					for _, call := range calls[:k] {
-						total += uint64(call.Count)
-					}
-					t, err = s.n.seq.Assign(ctx, total)
-				}
-				if err != nil {
-					return err
-				}
-				answers = splitTicket(t, calls[:k], req.Joint)
-			}
-			calls = calls[k:]
-			for _, c := range answers {
-				select {
-				case assigned <- c:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-		}
-	}
-}
-
-// splitTicket hands the calls their ticks from t, each its count in turn:
-// one joint answer when the client takes them (and there are several),
-// else one answer a call.
-func splitTicket(t sequencer.Ticket, calls []*api.StreamCall, joint bool) []streamCall {
-	if joint && len(calls) > 1 {
-		also, counts := jointOf(calls)
-		return []streamCall{{id: calls[0].Id, ticket: t, also: also, counts: counts}}
-	}
-	answers := make([]streamCall, len(calls))
-	next := t.First
-	for i, call := range calls {
-		n := uint64(call.Count)
-		answers[i] = streamCall{id: call.Id, ticket: t.Part(sequencer.Block{First: next, Count: n})}
-		next += n
-	}
-	return answers
-}
-
-// jointOf is what a joint answer to calls names besides its id: the other
-// calls, and every call's count, in order.
-func jointOf(calls []*api.StreamCall) (also []uint64, counts []uint32) {
-	also, counts = make([]uint64, 0, len(calls)-1), make([]uint32, len(calls))
-	for i, call := range calls {
-		counts[i] = call.Count
-		if i > 0 {
-			also = append(also, call.Id)
-		}
-	}
-	return also, counts
-}
-
-func isClosed(c <-chan struct{}) bool {
-	select {
-	case <-c:
-		return true
-	default:
-		return false
 	}
 }

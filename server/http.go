@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/httpapi"
+	"github.com/seed-e8569b35/ordo/internal/hostlimit"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -41,8 +43,8 @@ func (n *Node) openHTTP() error {
 	} else if !isLoopback(n.cfg.HTTPAddr) {
 		logger.Warn("serving HTTP PLAINTEXT on a non-loopback address (--insecure)", "http", n.cfg.HTTPAddr)
 	}
-	n.httpServer = httpapi.NewServer(httpNode{&service{n: n}}, cfg)
-	lis = limitPerHost(lis, n.cfg.MaxConnsPerHost, logger)
+	n.httpServer = httpapi.NewServer(newHTTPNode(n), cfg)
+	lis = hostlimit.Wrap(lis, n.cfg.MaxConnsPerHost, logger)
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
@@ -72,25 +74,30 @@ func (n *Node) HTTPAddr() string { return n.httpAddr }
 // httpNode is the node as package httpapi needs it. Errors leave through
 // toStatus, the one place this package maps its errors to codes, so HTTP
 // and gRPC callers see the same code for the same trouble.
-type httpNode struct{ s *service }
+type httpNode struct {
+	n     *Node
+	admin *grpcapi.Admin // answers Status as gRPC Admin/Status does
+}
+
+func newHTTPNode(n *Node) httpNode { return httpNode{n: n, admin: grpcapi.NewAdmin(grpcNode{n})} }
 
 func (h httpNode) Next(ctx context.Context, count uint32) (*api.NextResponse, error) {
-	resp, err := h.s.next(ctx, &api.NextRequest{Count: count})
+	resp, err := h.n.next(ctx, &api.NextRequest{Count: count})
 	return resp, h.status(ctx, err)
 }
 
 func (h httpNode) Status(ctx context.Context) (*api.StatusResponse, error) {
-	return h.s.Status(ctx, &api.StatusRequest{})
+	return h.admin.Status(ctx, &api.StatusRequest{})
 }
 
-func (h httpNode) Ready() error { return h.status(context.Background(), h.s.n.ready()) }
+func (h httpNode) Ready() error { return h.status(context.Background(), h.n.ready()) }
 
-func (h httpNode) Leader() (id, addr string) { return h.s.n.leader() }
+func (h httpNode) Leader() (id, addr string) { return h.n.leader() }
 
 // Layout is the replicated layout and group, as the Layout RPC answers:
 // the cluster's durable word, not this node's flags.
 func (h httpNode) Layout() (layout.Layout, uint64, error) {
-	st := h.s.n.fsm.State()
+	st := h.n.fsm.State()
 	if st.Layout == nil {
 		return layout.Layout{}, 0, h.status(context.Background(), fmt.Errorf("%w: the cluster's layout is not known here yet", ErrNotReady))
 	}
@@ -103,6 +110,6 @@ func (h httpNode) status(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	_, leaderAddr := h.s.n.leader()
+	_, leaderAddr := h.n.leader()
 	return toStatus(ctx, err, leaderAddr)
 }

@@ -6,7 +6,6 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
-	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/leadership"
 )
 
@@ -59,24 +58,10 @@ func (v leadershipView) GRPCAddr() string  { return v.n.grpcAddr }
 
 func (v leadershipView) NodeAddr(id string) (string, bool) { return v.n.fsm.NodeAddr(id) }
 
-// Conn is a peerConns connection: it names this node's cluster and, in
+// Conn is a grpcapi.Peers connection: it names this node's cluster and, in
 // plaintext with an admin token, sends the token (see mayRelease).
 func (v leadershipView) Conn(addr string) (grpc.ClientConnInterface, error) {
-	return v.n.peers.get(addr)
+	return v.n.peers.Get(addr)
 }
 
 func (v leadershipView) MayRelease(ctx context.Context) bool { return v.n.mayRelease(ctx) }
-
-// Term implements api.PeerServer: a voter's answers to a leader's rounds
-// (leadership.Confirmer.AnswerTerms). It returns when the node closes, so
-// that a leader's stream never holds up a graceful stop.
-func (s *service) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
-	done := make(chan error, 1)
-	go func() { done <- s.n.confirmer.AnswerTerms(stream) }()
-	select {
-	case err := <-done:
-		return toStatus(stream.Context(), err, "")
-	case <-s.n.stop:
-		return toStatus(stream.Context(), ErrNotLeader, "")
-	}
-}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
 )
@@ -84,7 +85,7 @@ func TestTermAnswersOnlyForItself(t *testing.T) {
 // returns the channel its answer to one round arrives on.
 func askTermAs(t *testing.T, from, n *Node, as string) <-chan *api.TermResponse {
 	t.Helper()
-	conn, err := from.peers.get(n.GRPCAddr())
+	conn, err := from.peers.Get(n.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +124,7 @@ func TestLeaseVoterConfirmsNoOtherLeader(t *testing.T) {
 			mustPointAt(t, leader, n, "127.0.0.1:1")
 		}
 	}
-	conn, err := leader.peers.get(leader.GRPCAddr())
+	conn, err := leader.peers.Get(leader.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -147,7 +148,7 @@ func TestLeaseVoterConfirmsNoOtherLeader(t *testing.T) {
 		t.Fatal("the voter still holds its answer after the leader handed over")
 	}
 	newLeader := mustLeader(t, nodes)
-	conn2, err := newLeader.peers.get(newLeader.GRPCAddr())
+	conn2, err := newLeader.peers.Get(newLeader.GRPCAddr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +232,7 @@ func TestTermStreamsNeedTheTokenToRelease(t *testing.T) {
 	if resp := ask(ctx, &api.TermRequest{LeaderId: n.cfg.ID, Term: term, Round: 5, LeaseMs: 1000}); resp.LeaseMs == 0 {
 		t.Fatalf("a release without the token was taken: the leader the node knows was promised nothing: %v", resp)
 	}
-	withToken := metadata.AppendToOutgoingContext(ctx, authorizationKey, "Bearer s3cret-token-of-16+")
+	withToken := metadata.AppendToOutgoingContext(ctx, grpcapi.AuthorizationKey, "Bearer s3cret-token-of-16+")
 	ask(withToken, &api.TermRequest{LeaderId: n.cfg.ID, Term: term, Round: 1 << 62, Release: true})
 	if resp := ask(ctx, &api.TermRequest{LeaderId: n.cfg.ID, Term: term, Round: 6, LeaseMs: 1000}); resp.LeaseMs != 0 {
 		t.Fatalf("a release with the token was ignored: a round sent before it was promised %d ms", resp.LeaseMs)

@@ -1,7 +1,11 @@
 // Package server runs one Ordo node: the Raft group member that replicates
 // the high-water mark, the sequencer that hands out ticks while this node
-// leads (package sequencer), and the gRPC services that clients and
-// operators call.
+// leads (package sequencer), and the servers that clients and operators
+// call. It owns the node's wiring and lifecycle; the gRPC services,
+// authorization and limits are package grpcapi's, the HTTP handlers
+// package httpapi's, each reaching the node through an adapter here
+// (grpcNode, httpNode). It keeps the one map of errors to gRPC codes
+// (toStatus).
 //
 // Lifecycle: Open → Bootstrap or Join → serve → Close. Close hands over
 // leadership first when this node leads.
@@ -25,11 +29,12 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/httpapi"
+	"github.com/seed-e8569b35/ordo/internal/hostlimit"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/metrics"
-	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
 )
@@ -60,7 +65,7 @@ type Node struct {
 	// httpServer serves Config.HTTPAddr (nil when empty).
 	httpServer *httpapi.Server
 	httpAddr   string
-	peers      *peerConns
+	peers      *grpcapi.Peers
 	// confirmer runs this node's confirmation rounds as a leader, and its
 	// answers and promises as a voter (package leadership).
 	confirmer *leadership.Confirmer
@@ -87,9 +92,10 @@ type Node struct {
 	// applies the log (see clusterID).
 	storedClusterID string
 
-	// adminToken is Config.AdminToken, hashed for comparing.
-	adminToken *secure.Token
-	metrics    *metrics.Metrics
+	// auth decides who may call what (package grpcapi), from Config's
+	// TLS, AdminToken and AdminSubjects.
+	auth    *grpcapi.Auth
+	metrics *metrics.Metrics
 
 	closeOnce sync.Once
 	stop      chan struct{}
@@ -111,10 +117,8 @@ func Open(cfg Config) (*Node, error) {
 		refused: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
-	n.peers = newPeerConns(transportCredentials(cfg.TLS), n.clusterID, cfg.AdminToken)
-	if cfg.AdminToken != "" {
-		n.adminToken = secure.NewToken(cfg.AdminToken)
-	}
+	n.peers = grpcapi.NewPeers(transportCredentials(cfg.TLS), n.clusterID, cfg.AdminToken)
+	n.auth = newAuth(n)
 	n.metrics = metrics.New(nodeSource{n})
 	if err := n.openRaft(); err != nil {
 		if n.seq != nil {
@@ -170,7 +174,7 @@ func (n *Node) openRaft() error {
 	}
 	// Peers hold a few connections each (Raft pools them); more from one
 	// host is a leak or an attack.
-	stream.Listener = limitPerHost(stream.Listener, maxRaftConnsPerHost, n.logger.Named("transport"))
+	stream.Listener = hostlimit.Wrap(stream.Listener, maxRaftConnsPerHost, n.logger.Named("transport"))
 	if n.cfg.TLS != nil {
 		stream.useTLS(n.cfg.TLS.ServerConfig(n.logger.Named("transport"), true), n.cfg.TLS.ClientConfig())
 	} else if !isLoopback(n.cfg.RaftAddr) || !isLoopback(n.cfg.GRPCAddr) {
@@ -288,7 +292,7 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 			addr, hint = hint, ""
 			i--
 		}
-		conn, err := n.peers.get(addr)
+		conn, err := n.peers.Get(addr)
 		if err != nil {
 			return err
 		}
@@ -376,7 +380,7 @@ func (n *Node) Close() error {
 		return err
 	})
 	n.confirmer.Close()
-	n.peers.close()
+	n.peers.Close()
 	if errors.Is(err, errWaitTimedOut) {
 		n.logger.Error("raft did not stop in time; leaving its log store open", "waited", closeRaftTimeout)
 		return fmt.Errorf("shut down raft: %w", err)
@@ -472,14 +476,14 @@ func (n *Node) checkAnswersAs(ctx context.Context, grpcAddr, id string) error {
 // leader of this node's cluster answered with a membership that lacks this
 // node. Only such an answer proves it: the call names this cluster, so a
 // node of another one now at a member's address refuses it, and a refusal,
-// or an answer that does not name this cluster (answeredForCluster), is
+// or an answer that does not name this cluster (grpcapi.AnsweredForCluster), is
 // taken as "cannot tell", never as proof: watchMembership asks again.
 func (n *Node) leaderConfirmsRemoved() bool {
 	for id, addr := range n.fsm.State().Nodes {
 		if id == n.cfg.ID {
 			continue
 		}
-		conn, err := n.peers.get(addr)
+		conn, err := n.peers.Get(addr)
 		if err != nil {
 			continue
 		}
@@ -487,7 +491,7 @@ func (n *Node) leaderConfirmsRemoved() bool {
 		var header metadata.MD
 		st, err := api.NewAdminClient(conn).Status(ctx, &api.StatusRequest{}, grpc.Header(&header))
 		cancel()
-		if err != nil || !n.answeredForCluster(header) || st.LeaderId == "" || st.LeaderId == n.cfg.ID {
+		if err != nil || !grpcapi.AnsweredForCluster(header, n.clusterID()) || st.LeaderId == "" || st.LeaderId == n.cfg.ID {
 			continue
 		}
 		for _, m := range st.Nodes {
@@ -625,7 +629,7 @@ func (n *Node) registerMoved() bool {
 	if addr == "" {
 		return false
 	}
-	conn, err := n.peers.get(addr)
+	conn, err := n.peers.Get(addr)
 	if err != nil {
 		return true
 	}

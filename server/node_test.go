@@ -24,6 +24,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/history"
 	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/layout"
@@ -164,7 +165,7 @@ func mustClusterWith(t *testing.T, configure func(*Config)) []*Node {
 	if err := n1.BootstrapSingle(); err != nil {
 		t.Fatal(err)
 	}
-	own, err := n1.peers.get(n1.GRPCAddr()) // with the node's own credentials
+	own, err := n1.peers.Get(n1.GRPCAddr()) // with the node's own credentials
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -642,7 +643,7 @@ func TestNextStream(t *testing.T) {
 		t.Fatalf("a relayed stream after the client closed its side: %v, want a clean end", err)
 	}
 	// One hop at most: a stream a follower relays is not relayed again.
-	fwd, err := api.NewSequencerClient(mustConn(t, follower.GRPCAddr())).NextStream(metadata.AppendToOutgoingContext(ctx, forwardedKey, "1"))
+	fwd, err := api.NewSequencerClient(mustConn(t, follower.GRPCAddr())).NextStream(metadata.AppendToOutgoingContext(ctx, grpcapi.ForwardedKey, "1"))
 	if err != nil {
 		t.Fatal(err)
 	}

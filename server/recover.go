@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/seed-e8569b35/ordo/backup"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 )
 
 // Recover makes the node of cfg the only voter of its cluster, offline,
@@ -37,6 +38,6 @@ func BackupRules() backup.Rules { return backupRules{} }
 
 type backupRules struct{}
 
-func (backupRules) CheckNodeID(id string) error     { return checkNodeID(id) }
-func (backupRules) CheckDialAddr(addr string) error { return checkDialAddr(addr) }
+func (backupRules) CheckNodeID(id string) error     { return grpcapi.CheckNodeID(id) }
+func (backupRules) CheckDialAddr(addr string) error { return grpcapi.CheckDialAddr(addr) }
 func (backupRules) NewClusterID() (string, error)   { return newClusterID() }

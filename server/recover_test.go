@@ -2,9 +2,10 @@ package server
 
 import (
 	"errors"
-	"github.com/seed-e8569b35/ordo/backup"
 	"testing"
 	"time"
+
+	"github.com/seed-e8569b35/ordo/backup"
 
 	"github.com/hashicorp/raft"
 )

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -47,6 +48,6 @@ func DecideStart(ctx context.Context, cfg Config, e Entry) (startup.Start, error
 func startupSelf(cfg Config) startup.Self {
 	return startup.Self{
 		ID: cfg.ID, DataDir: cfg.DataDir, GRPCAddr: cfg.GRPCAddr,
-		TLS: cfg.TLS, Logger: cfg.Logger, ServerOptions: serverLimits(),
+		TLS: cfg.TLS, Logger: cfg.Logger, ServerOptions: grpcapi.ServerOptions(),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -95,7 +96,7 @@ func TestNextStreamJointAnswersFitAMessage(t *testing.T) {
 		if err != nil {
 			t.Fatalf("after %d of %d calls answered: %v", answered, perMsg*msgs, err)
 		}
-		if size := proto.Size(resp); size > maxMessageBytes {
+		if size := proto.Size(resp); size > grpcapi.MaxMessageBytes {
 			t.Fatalf("a message of %d bytes", size)
 		}
 		for _, a := range resp.Answers {

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
 	"github.com/seed-e8569b35/ordo/secure"
@@ -332,7 +333,7 @@ func TestTLSJoinCannotForgeForwarding(t *testing.T) {
 	elsewhere := c.conn(t, addr, c.pki.Node("ordo-node-elsewhere", "10.9.9.9"))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	ctx = metadata.AppendToOutgoingContext(ctx, forwardedKey, "1")
+	ctx = metadata.AppendToOutgoingContext(ctx, grpcapi.ForwardedKey, "1")
 	_, err := api.NewAdminClient(elsewhere).Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", Layout: "default"})
 	if status.Code(err) != codes.PermissionDenied {
 		t.Fatalf("join marked as forwarded, at addresses the certificate does not name: %v, want PermissionDenied", err)

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/seed-e8569b35/ordo/grpcapi"
 )
 
 // streamLayer is Raft's TCP stream layer. Unlike raft's own, it dials
@@ -83,7 +85,7 @@ func (l *streamLayer) Close() error {
 // connections) and client (for dialed ones).
 func (l *streamLayer) useTLS(server, client *tls.Config) {
 	l.serverTLS, l.clientTLS = server, client
-	l.handshakeTimeout = handshakeTimeout
+	l.handshakeTimeout = grpcapi.HandshakeTimeout
 }
 
 // Accept implements net.Listener. The handshake runs on the connection's

@@ -148,7 +148,7 @@ func TestHTTPLayoutIsTheClusters(t *testing.T) {
 	if res, ok := n.fsm.Apply(&raft.Log{Data: data}).(fsm.Result); !ok || res.Err != nil {
 		t.Fatalf("apply init: %+v", res)
 	}
-	l, group, err := httpNode{&service{n: n}}.Layout()
+	l, group, err := newHTTPNode(n).Layout()
 	if err != nil || l != recorded || group != 7 {
 		t.Fatalf("Layout() = %s, %d, %v; want the recorded ulid, 7", l, group, err)
 	}

@@ -1,0 +1,55 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/sequencer"
+)
+
+// fakeVoter answers terms until its stream's context ends, as a voter
+// does while a leader holds the stream open.
+type fakeVoter struct {
+	fakeNode
+	stop chan struct{}
+}
+
+func (f fakeVoter) AnswerTerms(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
+	<-stream.Context().Done()
+	return stream.Context().Err()
+}
+func (f fakeVoter) Stop() <-chan struct{} { return f.stop }
+
+// termStream is a Term stream with nothing but a context.
+type termStream struct {
+	grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]
+	ctx context.Context
+}
+
+func (s termStream) Context() context.Context { return s.ctx }
+
+// TestTermEndsOnClose: an open Term stream ends when the node closes, as
+// ErrNotLeader through Node.ToStatus, instead of holding up the stop.
+func TestTermEndsOnClose(t *testing.T) {
+	stop := make(chan struct{})
+	p := NewPeer(fakeVoter{stop: stop})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ended := make(chan error, 1)
+	go func() { ended <- p.Term(termStream{ctx: ctx}) }()
+	close(stop)
+	select {
+	case err := <-ended:
+		var m *mapped
+		if !errors.Is(err, sequencer.ErrNotLeader) || !errors.As(err, &m) {
+			t.Fatalf("Term on close: %v, want ErrNotLeader through ToStatus", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Term still runs after the node closed")
+	}
+}
