@@ -156,9 +156,7 @@ func (s *Admin) peerStatus(ctx context.Context, id, addr string) *api.NodeInfo {
 
 // Join implements api.AdminServer.
 func (s *Admin) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinResponse, error) {
-	err := s.join(ctx, req)
-	_, leaderAddr := s.n.Leader()
-	return &api.JoinResponse{}, s.n.ToStatus(ctx, err, leaderAddr)
+	return &api.JoinResponse{}, s.status(ctx, s.join(ctx, req))
 }
 
 func (s *Admin) join(ctx context.Context, req *api.JoinRequest) error {
@@ -203,11 +201,16 @@ func (s *Admin) join(ctx context.Context, req *api.JoinRequest) error {
 	return nil
 }
 
+// status is err as the gRPC status a caller gets, naming the leader's
+// address whenever this node knows it, so the caller can go there.
+func (s *Admin) status(ctx context.Context, err error) error {
+	_, leaderAddr := s.n.Leader()
+	return s.n.ToStatus(ctx, err, leaderAddr)
+}
+
 // Register implements api.AdminServer.
 func (s *Admin) Register(ctx context.Context, req *api.RegisterRequest) (*api.RegisterResponse, error) {
-	err := s.register(ctx, req)
-	_, leaderAddr := s.n.Leader()
-	return &api.RegisterResponse{}, s.n.ToStatus(ctx, err, leaderAddr)
+	return &api.RegisterResponse{}, s.status(ctx, s.register(ctx, req))
 }
 
 // register records a member's new gRPC address, where followers forward
@@ -254,9 +257,7 @@ func (s *Admin) register(ctx context.Context, req *api.RegisterRequest) error {
 
 // Remove implements api.AdminServer.
 func (s *Admin) Remove(ctx context.Context, req *api.RemoveRequest) (*api.RemoveResponse, error) {
-	err := s.remove(ctx, req)
-	_, leaderAddr := s.n.Leader()
-	return &api.RemoveResponse{}, s.n.ToStatus(ctx, err, leaderAddr)
+	return &api.RemoveResponse{}, s.status(ctx, s.remove(ctx, req))
 }
 
 func (s *Admin) remove(ctx context.Context, req *api.RemoveRequest) error {
@@ -332,8 +333,7 @@ func (s *Admin) transfer(ctx context.Context, req *api.TransferLeaderRequest) er
 // without a leader it fails with the leader hint, if any.
 func (s *Admin) Backup(ctx context.Context, req *api.BackupRequest) (*api.BackupResponse, error) {
 	resp, err := s.backup(ctx, req)
-	_, leaderAddr := s.n.Leader()
-	return resp, s.n.ToStatus(ctx, err, leaderAddr)
+	return resp, s.status(ctx, err)
 }
 
 func (s *Admin) backup(ctx context.Context, req *api.BackupRequest) (*api.BackupResponse, error) {

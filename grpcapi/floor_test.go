@@ -19,13 +19,19 @@ import (
 // serveFloor serves a Floor that ends its streams when stop is closed, and
 // returns a client of it: Echo needs no node, so none is started.
 func serveFloor(t *testing.T, stop <-chan struct{}) api.FloorClient {
+	return api.NewFloorClient(mustServe(t, func(s *grpc.Server) { api.RegisterFloorServer(s, NewFloor(stop)) }))
+}
+
+// mustServe serves what register registers on a free loopback port until
+// the test ends, and returns a connection to it.
+func mustServe(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	api.RegisterFloorServer(s, NewFloor(stop))
+	register(s)
 	go s.Serve(lis)
 	t.Cleanup(s.Stop)
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -33,7 +39,7 @@ func serveFloor(t *testing.T, stop <-chan struct{}) api.FloorClient {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { conn.Close() })
-	return api.NewFloorClient(conn)
+	return conn
 }
 
 // TestFloorEchoAnswersEveryCall: Echo answers every call of a message by

@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
-	"net"
 	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/layout"
@@ -50,21 +48,7 @@ func (f *fakeSequencer) ClusterLayout() (*layout.Layout, uint64) { return nil, 0
 func (f *fakeSequencer) Stop() <-chan struct{}                   { return f.stop }
 
 func serveSequencer(t *testing.T, n SequencerNode) api.SequencerClient {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	api.RegisterSequencerServer(s, NewSequencer(n))
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return api.NewSequencerClient(conn)
+	return api.NewSequencerClient(mustServe(t, func(s *grpc.Server) { api.RegisterSequencerServer(s, NewSequencer(n)) }))
 }
 
 // TestNextStreamAssignsInOrder: the calls of a message get consecutive
