@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/backup"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
@@ -65,15 +66,16 @@ var (
 	// that cannot decide it, so one errors.Is matches both.
 	ErrBadConfig = startup.ErrBadConfig
 	// ErrBadBackup means a backup file is damaged, of an unknown version,
-	// or inconsistent.
-	ErrBadBackup = errors.New("bad backup")
+	// or inconsistent. It is backup.ErrBadBackup, which package backup
+	// returns, so one errors.Is matches both names.
+	ErrBadBackup = backup.ErrBadBackup
 	// ErrClusterAlive means the cluster a backup was taken from still
 	// answers: restoring it as a new cluster would let two clusters hand
-	// out the same IDs.
-	ErrClusterAlive = errors.New("the backed-up cluster is still running")
+	// out the same IDs. It is backup.ErrClusterAlive.
+	ErrClusterAlive = backup.ErrClusterAlive
 	// ErrHasState means a restore was asked to write over a data dir that
-	// already holds Raft state.
-	ErrHasState = errors.New("data dir already holds raft state")
+	// already holds Raft state. It is backup.ErrHasState.
+	ErrHasState = backup.ErrHasState
 	// ErrWrongCluster means a call named another cluster than this node's
 	// (api.ClusterIDKey): a stale address or leader hint now reaches a
 	// node of another cluster. Callers move on, as from a node that is
