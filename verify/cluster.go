@@ -205,7 +205,7 @@ func (c *Cluster) newNode(i int, name string) (*Node, error) {
 // list, on the next loopback IP, with args as its Args (--join, say). It
 // is one of Nodes from then on, so faults may pick it and Stop kills it.
 func (c *Cluster) AddNode(name string, args ...string) (*Node, error) {
-	n, err := c.newNode(len(c.Nodes)+len(c.extra), name)
+	n, err := c.newNode(c.unusedIP(0, true), name)
 	if err != nil {
 		return nil, err
 	}
@@ -217,6 +217,33 @@ func (c *Cluster) AddNode(name string, args ...string) (*Node, error) {
 
 // Bootstrap is the --bootstrap list the cluster was started with.
 func (c *Cluster) Bootstrap() string { return c.bootstrap }
+
+// unusedIP returns the index (for nodeIP) of the k'th IP, from 0, that no
+// node of Nodes binds, nor, with avoidExtra, a node a fault added: the
+// nodes a fault adds and the nodes a test adds must never share an IP,
+// or a partition of one would cut off the other. Without nodes added by a
+// test, the nodes a fault adds take the IPs right after the members',
+// which a TLS node certificate names.
+func (c *Cluster) unusedIP(k int, avoidExtra bool) int {
+	used := map[string]bool{}
+	for _, n := range c.Nodes {
+		used[n.IP] = true
+	}
+	if avoidExtra {
+		for _, n := range c.extra {
+			used[n.IP] = true
+		}
+	}
+	for i := 0; ; i++ {
+		if used[nodeIP(i)] {
+			continue
+		}
+		if k == 0 {
+			return i
+		}
+		k--
+	}
+}
 
 // nodeIP is the loopback IP the i'th node (from 0) binds.
 func nodeIP(i int) string { return fmt.Sprintf("127.0.0.%d", 11+i) }

@@ -397,7 +397,7 @@ func growShrink(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(con
 		// The IPs after the members' (with TLS the node certificate
 		// must name them); each pair of added nodes gets new names,
 		// ports and data dirs.
-		n, err := c.newNode(len(c.Nodes)+i, fmt.Sprintf("g%d", len(c.extra)+i+1))
+		n, err := c.newNode(c.unusedIP(i, false), fmt.Sprintf("g%d", len(c.extra)+i+1))
 		if err != nil {
 			return "", nil, err
 		}
