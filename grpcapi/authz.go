@@ -139,11 +139,9 @@ func callerOf(ctx context.Context) caller {
 			c.cert = info.State.PeerCertificates[0]
 		}
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		for _, v := range md.Get(AuthorizationKey) {
-			if tok, ok := strings.CutPrefix(v, "Bearer "); ok {
-				c.token = tok
-			}
+	for _, v := range metadata.ValueFromIncomingContext(ctx, AuthorizationKey) {
+		if tok, ok := strings.CutPrefix(v, "Bearer "); ok {
+			c.token = tok
 		}
 	}
 	return c

@@ -19,8 +19,7 @@ const ForwardedKey = "ordo-forwarded"
 
 // Forwarded reports whether the call in ctx was forwarded by a follower.
 func Forwarded(ctx context.Context) bool {
-	md, ok := metadata.FromIncomingContext(ctx)
-	return ok && len(md.Get(ForwardedKey)) > 0
+	return len(metadata.ValueFromIncomingContext(ctx, ForwardedKey)) > 0
 }
 
 // ForwardContext marks a call passed on to the leader, names the cluster
@@ -33,10 +32,8 @@ func ForwardContext(ctx context.Context, cluster string, ticks bool) context.Con
 	if ticks {
 		kv = append(kv, api.TicksKey, "1")
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		for _, v := range md.Get(AuthorizationKey) {
-			kv = append(kv, AuthorizationKey, v)
-		}
+	for _, v := range metadata.ValueFromIncomingContext(ctx, AuthorizationKey) {
+		kv = append(kv, AuthorizationKey, v)
 	}
 	return WithCluster(metadata.AppendToOutgoingContext(ctx, kv...), cluster)
 }

@@ -135,8 +135,8 @@ func (n *Node) next(ctx context.Context, req *api.NextRequest) (*api.NextRespons
 // wrongly: without api.TicksKey under a 128-bit layout (the runs carry
 // ticks a caller must render), or with it under a 64-bit one.
 func (n *Node) checkWidth(ctx context.Context) error {
-	md, _ := metadata.FromIncomingContext(ctx)
-	asks := len(md.Get(api.TicksKey)) > 0
+	// One key, not a copy of the whole metadata: this runs on every call.
+	asks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
 	switch l := n.cfg.Layout; {
 	case l.Wide() && !asks:
 		return fmt.Errorf("layout %s makes 128-bit IDs: the runs carry ticks to render with the group and random bits, so the call must name %s in its metadata (the Go client's NextUUIDs and NextULIDs do): %w",
