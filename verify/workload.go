@@ -40,7 +40,7 @@ type Workload struct {
 	// guarantee.
 	tally history.Tally
 	// lay and group are the cluster's, for the requests the nemesis makes
-	// through the workload (nodeCaller).
+	// through the workload (nemesisCaller).
 	lay   layout.Layout
 	group uint64
 	// nextClient is the history's number of the next client to record:
