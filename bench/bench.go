@@ -16,7 +16,6 @@ import (
 	"io"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -149,9 +148,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, fmt.Errorf("first request: %w", err)
 	}
 	rec := history.NewRecorder()
-	var t tally
-	start, elapsed := t.drive(ctx, cfg, tgt, rec)
-	return t.result(cfg.Target, rec, start, elapsed), nil
+	var tally history.Tally
+	start, elapsed := drive(ctx, cfg, tgt, rec, &tally)
+	return result(cfg.Target, rec, &tally, start, elapsed), nil
 }
 
 // newTarget checks cfg and connects to what it names.
@@ -188,27 +187,21 @@ func newTarget(cfg Config) (target, error) {
 	}
 }
 
-// tally counts what the callers got while they run; the history holds
-// the rest.
-type tally struct {
-	requests, errs, bad, ids atomic.Int64
-	lastErr                  atomic.Value
-}
-
 // drive runs cfg.Concurrency callers on tgt until cfg.Duration ends or ctx
-// does, recording every call in rec, and returns when all have stopped.
-func (t *tally) drive(ctx context.Context, cfg Config, tgt target, rec *history.Recorder) (start time.Time, elapsed time.Duration) {
+// does, recording every call in rec and counting it in tally, and returns
+// when all have stopped.
+func drive(ctx context.Context, cfg Config, tgt target, rec *history.Recorder, tally *history.Tally) (start time.Time, elapsed time.Duration) {
 	runCtx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
 	var wg sync.WaitGroup
-	stopProgress := progress(cfg.Progress, &t.requests, &t.ids)
+	stopProgress := progress(cfg.Progress, tally)
 	start = time.Now()
 	end, _ := runCtx.Deadline()
 	for i := range cfg.Concurrency {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			t.call(runCtx, end, tgt, rec, i)
+			call(runCtx, tgt, history.Caller{Rec: rec, Tally: tally, Client: i, Judge: judge(runCtx, end)})
 		}()
 	}
 	wg.Wait()
@@ -217,34 +210,35 @@ func (t *tally) drive(ctx context.Context, cfg Config, tgt target, rec *history.
 	return start, elapsed
 }
 
-// call makes caller's calls, one after another, until ctx ends.
-func (t *tally) call(ctx context.Context, end time.Time, tgt target, rec *history.Recorder, caller int) {
+// call makes c's calls, one after another, until ctx ends.
+func call(ctx context.Context, tgt target, c history.Caller) {
 	for ctx.Err() == nil {
-		p := rec.Begin(caller)
-		got, err := tgt.call(ctx, caller)
+		c.Call(func() ([]uint64, []string, error) {
+			ids, err := tgt.call(ctx, c.Client)
+			return ids, nil, err
+		})
+	}
+}
+
+// judge tells how a call of a run that ends at end (or with ctx) ended:
+// an error the end of the run caused says nothing about the system (a
+// shared request may notice the deadline before this call does), a bad
+// answer fails the run, and every other error is an error of the call.
+func judge(ctx context.Context, end time.Time) history.Judge {
+	return func(err error) history.Ending {
 		switch {
-		case err == nil:
-			p.OK(got)
-			t.requests.Add(1)
-			t.ids.Add(int64(len(got)))
 		case ctx.Err() != nil || !time.Now().Before(end):
-			// Cut off by the end of the run (a shared request
-			// may notice the deadline before this call does).
-			p.Unknown(err)
-		default:
-			p.Unknown(err)
-			t.errs.Add(1)
-			if isBadResponse(err) {
-				t.bad.Add(1)
-			}
-			t.lastErr.Store(err.Error())
+			return history.CutOff
+		case isBadResponse(err):
+			return history.BadAnswer
 		}
+		return history.Uncertain
 	}
 }
 
 // result measures the run from the tally and the history in rec, and
 // checks the history.
-func (t *tally) result(target string, rec *history.Recorder, start time.Time, elapsed time.Duration) Result {
+func result(target string, rec *history.Recorder, tally *history.Tally, start time.Time, elapsed time.Duration) Result {
 	ops := rec.Ops()
 	// Latencies of the successful requests, as the history recorded them:
 	// the callers read the clock no more than the recorder does.
@@ -255,17 +249,18 @@ func (t *tally) result(target string, rec *history.Recorder, start time.Time, el
 		}
 	}
 	slices.Sort(latencies)
+	n := tally.Counts()
 	res := Result{
 		Target:   target,
-		Requests: t.requests.Load(), Errors: t.errs.Load(), BadResponses: t.bad.Load(), IDs: t.ids.Load(), Elapsed: elapsed,
-		RequestsS: float64(t.requests.Load()) / elapsed.Seconds(),
-		IDsS:      float64(t.ids.Load()) / elapsed.Seconds(),
+		Requests: n.OK, Errors: n.Errors(), BadResponses: n.Bad, IDs: n.IDs, Elapsed: elapsed,
+		RequestsS: float64(n.OK) / elapsed.Seconds(),
+		IDsS:      float64(n.IDs) / elapsed.Seconds(),
 		P50:       percentile(latencies, 0.50), P90: percentile(latencies, 0.90),
 		P99: percentile(latencies, 0.99), P999: percentile(latencies, 0.999),
 		Check:      history.Check(ops),
 		LongestGap: longestGap(ops, rec.Offset(start), rec.Offset(start.Add(elapsed))),
+		LastError:  n.LastError,
 	}
-	res.LastError, _ = t.lastErr.Load().(string)
 	if n := len(latencies); n > 0 {
 		res.Max = latencies[n-1]
 	}
@@ -352,7 +347,9 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 	return sorted[min(i, len(sorted)-1)]
 }
 
-func progress(out io.Writer, requests, ids *atomic.Int64) (stop func()) {
+// progress writes to out, once a second, the requests and IDs tally
+// counted in that second, until stopped.
+func progress(out io.Writer, tally *history.Tally) (stop func()) {
 	if out == nil {
 		return func() {}
 	}
@@ -368,7 +365,8 @@ func progress(out io.Writer, requests, ids *atomic.Int64) (stop func()) {
 			case <-done:
 				return
 			case <-t.C:
-				r, i := requests.Load(), ids.Load()
+				n := tally.Counts()
+				r, i := n.OK, n.IDs
 				fmt.Fprintf(out, "%5.1fs %8d requests/s %10d IDs/s\n", time.Since(start).Seconds(), r-lastR, i-lastI)
 				lastR, lastI = r, i
 			}

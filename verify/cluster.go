@@ -110,6 +110,10 @@ type Cluster struct {
 	// wide is set when the nodes serve a 128-bit layout: the cluster's
 	// own calls for IDs then ask for ticks (api.TicksKey).
 	wide bool
+	// workload, set while Run's nemesis runs, records the IDs a fault
+	// asks for itself (lose-data-restart's passMark), so the checker sees
+	// them and a bad answer counts as the clients' do.
+	workload *Workload
 }
 
 // StartCluster starts cfg.Nodes nodes that bootstrap together and waits

@@ -17,7 +17,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
-	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // A fault breaks something and returns how to mend it.
@@ -476,9 +475,9 @@ func loseDataRestart(ctx context.Context, c *Cluster, rng *rand.Rand) (string, f
 	if err != nil {
 		return "", nil, err
 	}
-	lay, err := clusterLayout(ctx, c)
-	if err != nil {
-		return "", nil, err
+	w := c.workload
+	if w == nil {
+		return "", nil, errors.New("lose-data-restart asks for IDs through the run's workload, and there is none")
 	}
 	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
 	m := (len(c.Nodes) - 1) / 2
@@ -512,7 +511,7 @@ func loseDataRestart(ctx context.Context, c *Cluster, rng *rand.Rand) (string, f
 	}
 	target := fmt.Sprintf("%v behind, %s wiped", names(laggards), wiped.Name)
 	return target, func(ctx context.Context) error {
-		passMark(ctx, c, l, lay, mark)
+		passMark(ctx, c, w, l, mark)
 		for _, n := range append(rest, wiped) {
 			if err := c.Kill(n); err != nil {
 				return err
@@ -572,28 +571,31 @@ func loseDataRestart(ctx context.Context, c *Cluster, rng *rand.Rand) (string, f
 // IDs handed out; up to markTimeout. The mark may be a reserve window
 // ahead of the clock, or more after a clock jump, so the nemesis asks for
 // many IDs at a time rather than wait for the clock. Failing that, the
-// fault goes on: it is then only less likely to catch a bug.
-func passMark(ctx context.Context, c *Cluster, l *Node, lay layout.Layout, mark uint64) {
+// fault goes on: it is then only less likely to catch a bug. Its requests
+// are recorded and counted with w's: the IDs it is handed are the ones
+// the laggards must not hand out again, and an answer it refuses fails
+// the run as a client's would.
+func passMark(ctx context.Context, c *Cluster, w *Workload, l *Node, mark uint64) {
 	ctx, cancel := context.WithTimeout(ctx, markTimeout)
 	defer cancel()
-	count := uint32(markCount)
+	count := markCount
+	caller := w.nemesisCaller()
 	var err error
 	for {
 		var last uint64
 		err = c.onNode(ctx, l, func(ctx context.Context, conn *grpc.ClientConn) error {
-			resp, err := api.NewSequencerClient(conn).Next(api.WithTicks(ctx, lay.Wide()), &api.NextRequest{Count: count})
-			if err != nil {
-				return err
-			}
-			ids, err := api.ExpandRuns(resp.Runs, uint64(count))
-			if err != nil {
-				return err
-			}
-			last = ids[len(ids)-1]
-			return nil
+			next := nodeNext(api.NewSequencerClient(conn), w.lay, w.group)
+			_, err := caller.Call(func() ([]uint64, []string, error) {
+				ids, rendered, err := next(ctx, count)
+				if len(ids) > 0 {
+					last = ids[len(ids)-1]
+				}
+				return ids, rendered, err
+			})
+			return err
 		})
-		if !lay.Wide() {
-			last = lay.Tick(last) // a 128-bit layout's runs carry ticks already
+		if !w.lay.Wide() {
+			last = w.lay.Tick(last) // a 128-bit layout's IDs are recorded as ticks already
 		}
 		switch {
 		case err == nil && last > mark:
@@ -607,24 +609,6 @@ func passMark(ctx context.Context, c *Cluster, l *Node, lay layout.Layout, mark 
 			return
 		}
 	}
-}
-
-// clusterLayout asks the cluster for its ID layout.
-func clusterLayout(ctx context.Context, c *Cluster) (layout.Layout, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	var spec string
-	err := c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
-		st, err := a.Status(ctx, &api.StatusRequest{}, opts...)
-		if err == nil {
-			spec = st.Layout
-		}
-		return err
-	})
-	if err != nil {
-		return layout.Layout{}, fmt.Errorf("ask the cluster for its layout: %w", err)
-	}
-	return layout.Parse(spec)
 }
 
 // waitListening waits, up to d, until n accepts connections on its gRPC

@@ -193,6 +193,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stopProgress := reportProgress(progress, w, start)
 	var records []FaultRecord
 	if cluster != nil && len(cfg.Faults) > 0 {
+		// The IDs the nemesis asks for itself are the workload's too.
+		cluster.workload = w
 		records = runNemesis(runCtx, cluster, w, cfg, start, progress)
 	} else {
 		<-runCtx.Done()
@@ -210,7 +212,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	ops := rec.Ops()
 	res := Result{
 		Report:       history.Check(ops),
-		BadResponses: w.badResponses.Load(),
+		BadResponses: w.BadResponses(),
 		Elapsed:      elapsed,
 		Faults:       records,
 		Recovered:    recovered,
@@ -356,7 +358,11 @@ func reportProgress(out io.Writer, w *Workload, start time.Time) (stop func()) {
 			case <-t.C:
 				ok, failed, unknown, ids := w.Counts()
 				line := fmt.Sprintf("%6.1fs ok=%d failed=%d unknown=%d ids/s=%d", time.Since(start).Seconds(), ok, failed, unknown, ids-lastIDs)
-				if e, _ := w.lastErr.Load().(string); e != "" && failed+unknown > 0 {
+				bad := w.BadResponses()
+				if bad > 0 {
+					line += fmt.Sprintf(" BAD=%d", bad)
+				}
+				if e := w.LastError(); e != "" && failed+unknown+bad > 0 {
 					line += "  last error: " + truncate(e, 100)
 				}
 				fmt.Fprintln(out, line)

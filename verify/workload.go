@@ -35,11 +35,17 @@ type Workload struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	ok, failed, unknown, ids atomic.Int64
-	// badResponses counts responses the Go client withheld because they
-	// broke the order; each is a failure of the guarantee.
-	badResponses atomic.Int64
-	lastErr      atomic.Value // string
+	// tally counts every request as it ends. Its bad answers (responses
+	// withheld because they broke the order) are failures of the
+	// guarantee.
+	tally history.Tally
+	// lay and group are the cluster's, for the requests the nemesis makes
+	// through the workload (nemesisCaller).
+	lay   layout.Layout
+	group uint64
+	// nextClient is the history's number of the next client to record:
+	// the nemesis's requests are recorded under numbers of their own.
+	nextClient atomic.Int64
 }
 
 // WorkloadConfig says who sends what.
@@ -129,7 +135,7 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 	if cfg.Clients < 0 || cfg.Streams < 0 || cfg.MaxCount < 1 || len(cfg.Addrs) == 0 {
 		return nil, ErrBadConfig
 	}
-	w := &Workload{rec: rec, stop: make(chan struct{})}
+	w := &Workload{rec: rec, stop: make(chan struct{}), lay: cfg.Layout, group: cfg.Group}
 	opts := []client.Option{client.WithAttemptTimeout(attemptTimeout), client.WithBackoff(5*time.Millisecond, 100*time.Millisecond)}
 	if cfg.TLS != nil {
 		opts = append(opts, client.WithTLS(cfg.TLS))
@@ -178,35 +184,50 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 				w.Stop()
 				return nil, err
 			}
-			seq := api.NewSequencerClient(conn)
-			w.spawn(id, cfg.MaxCount, func(ctx context.Context, n int) ([]uint64, []string, error) {
-				ctx, cancel := context.WithTimeout(api.WithTicks(ctx, cfg.Layout.Wide()), attemptTimeout)
-				defer cancel()
-				resp, err := seq.Next(ctx, &api.NextRequest{Count: uint32(n)})
-				if err != nil {
-					return nil, nil, err
-				}
-				// Checked as the Go client checks, so a bad answer counts
-				// as one the client withheld.
-				expanded, err := api.ExpandRuns(resp.Runs, uint64(n))
-				if err != nil {
-					return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
-				}
-				if !cfg.Layout.Wide() {
-					return expanded, nil, nil
-				}
-				// Rendered as a client without Ordo's would: what comes
-				// back from the node is ticks.
-				ids, err := layout.RenderAll[[16]byte](cfg.Layout, expanded, cfg.Group)
-				if err != nil {
-					return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
-				}
-				return ticksOf(cfg.Layout, ids)
-			}, func() { conn.Close() })
+			w.spawn(id, cfg.MaxCount, nodeNext(api.NewSequencerClient(conn), cfg.Layout, cfg.Group), func() { conn.Close() })
 			id++
 		}
 	}
+	w.nextClient.Store(int64(id))
 	return w, nil
+}
+
+// nodeNext is the nextFunc of one node, asked directly as a client
+// without Ordo's would ask it: a bare unary Next, no failover, each
+// attempt up to attemptTimeout.
+func nodeNext(seq api.SequencerClient, l layout.Layout, group uint64) nextFunc {
+	return func(ctx context.Context, n int) ([]uint64, []string, error) {
+		ctx, cancel := context.WithTimeout(api.WithTicks(ctx, l.Wide()), attemptTimeout)
+		defer cancel()
+		resp, err := seq.Next(ctx, &api.NextRequest{Count: uint32(n)})
+		if err != nil {
+			return nil, nil, err
+		}
+		// Checked as the Go client checks, so a bad answer counts as one
+		// the client withheld.
+		expanded, err := api.ExpandRuns(resp.Runs, uint64(n))
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
+		}
+		if !l.Wide() {
+			return expanded, nil, nil
+		}
+		// Rendered as a client without Ordo's would: what comes back from
+		// the node is ticks.
+		ids, err := layout.RenderAll[[16]byte](l, expanded, group)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
+		}
+		return ticksOf(l, ids)
+	}
+}
+
+// nemesisCaller returns the caller through which the nemesis records the
+// requests it makes itself, under a client number of its own, with the
+// workload's: the IDs it is handed belong in the history, and an answer
+// it refuses counts as one a client refused.
+func (w *Workload) nemesisCaller() history.Caller {
+	return history.Caller{Rec: w.rec, Tally: &w.tally, Client: int(w.nextClient.Add(1) - 1), Judge: judge}
 }
 
 // dial connects to one node, with TLS when cfg is set.
@@ -224,6 +245,7 @@ func (w *Workload) spawn(id, maxCount int, next nextFunc, closeFn func()) {
 		defer w.wg.Done()
 		defer closeFn()
 		rng := rand.New(rand.NewPCG(uint64(id), 7))
+		c := history.Caller{Rec: w.rec, Tally: &w.tally, Client: id, Judge: judge}
 		for {
 			select {
 			case <-w.stop:
@@ -231,37 +253,29 @@ func (w *Workload) spawn(id, maxCount int, next nextFunc, closeFn func()) {
 			default:
 			}
 			n := 1 + rng.IntN(maxCount)
-			p := w.rec.Begin(id)
 			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-			ids, rendered, err := next(ctx, n)
+			end, _ := c.Call(func() ([]uint64, []string, error) { return next(ctx, n) })
 			cancel()
-			switch {
-			case err == nil:
-				if rendered != nil {
-					p.OKRendered(ids, rendered)
-				} else {
-					p.OK(ids)
-				}
-				w.ok.Add(1)
-				w.ids.Add(int64(len(ids)))
-			case errors.Is(err, client.ErrBadResponse):
-				p.Fail(err)
-				w.failed.Add(1)
-				w.badResponses.Add(1)
-				w.lastErr.Store(err.Error())
-			case definite(err):
-				p.Fail(err)
-				w.failed.Add(1)
-				w.lastErr.Store(err.Error())
-			default:
-				p.Unknown(err)
-				w.unknown.Add(1)
-				w.lastErr.Store(err.Error())
+			if end == history.Uncertain {
 				// A client whose node is down must not spin.
 				time.Sleep(time.Duration(rng.IntN(10)) * time.Millisecond)
 			}
 		}
 	}()
+}
+
+// judge tells how a workload's request that returned err ended: an
+// answer the client withheld is a bad one, a refusal for a reason that is
+// not about leadership or time (definite) handed out nothing, and every
+// other error leaves it unknown.
+func judge(err error) history.Ending {
+	switch {
+	case errors.Is(err, client.ErrBadResponse):
+		return history.BadAnswer
+	case definite(err):
+		return history.Refused
+	}
+	return history.Uncertain
 }
 
 // definite reports whether err means the request certainly issued nothing
@@ -285,18 +299,20 @@ func (w *Workload) Stop() {
 	w.wg.Wait()
 }
 
-// BadResponses is how many responses the clients withheld because they
-// broke the order (each also counted as failed).
-func (w *Workload) BadResponses() int64 { return w.badResponses.Load() }
+// BadResponses is how many responses the clients (and the nemesis, when
+// it asks for IDs itself) withheld because they broke the order or the
+// wire format. They are recorded as unknown operations, since the IDs
+// they stood for may have been handed out, but counted apart from
+// Counts' failed and unknown: each is a failure of the guarantee.
+func (w *Workload) BadResponses() int64 { return w.tally.Counts().Bad }
 
 // LastError is the last error a client saw, or "".
-func (w *Workload) LastError() string {
-	s, _ := w.lastErr.Load().(string)
-	return s
-}
+func (w *Workload) LastError() string { return w.tally.Counts().LastError }
 
-// Counts returns acknowledged, failed and unknown operations and IDs
-// received so far.
+// Counts returns acknowledged operations, operations the server certainly
+// refused, operations whose effect is unknown (bad responses aside: see
+// BadResponses), and IDs received so far.
 func (w *Workload) Counts() (ok, failed, unknown, ids int64) {
-	return w.ok.Load(), w.failed.Load(), w.unknown.Load(), w.ids.Load()
+	n := w.tally.Counts()
+	return n.OK, n.Failed, n.Unknown, n.IDs
 }
