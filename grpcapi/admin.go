@@ -24,10 +24,7 @@ const nodeStatusTimeout = startup.NodeStatusTimeout
 // unmapped, through Node.ToStatus with the leader hint.
 type AdminNode interface {
 	Node
-	// Forward and ForwardContext are as for SequencerNode: one rule
-	// decides where every call is served.
-	Forward(ctx context.Context) (conn *grpc.ClientConn, fwd bool, err error)
-	ForwardContext(ctx context.Context) context.Context
+	Forwarder
 	// LocalStatus is the node's own status, as NodeStatus answers.
 	LocalStatus() *api.NodeInfo
 	// PeerConn is the node's connection to a peer's gRPC address; calls
@@ -154,7 +151,7 @@ func (s *Admin) peerStatus(ctx context.Context, m Member) *api.NodeInfo {
 // here when the node's Forward says so, else remote passes req on to the
 // leader, marked as forwarded. It is the one place the Admin service
 // decides where such a call is served.
-func atLeader[Req, Resp any](ctx context.Context, n AdminNode, req Req,
+func atLeader[Req, Resp any](ctx context.Context, n Forwarder, req Req,
 	remote func(api.AdminClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
 	local func() (Resp, error)) (Resp, error) {
 	conn, fwd, err := n.Forward(ctx)
