@@ -5,14 +5,10 @@ import (
 	"fmt"
 	"sync"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 
 	"github.com/seed-e8569b35/ordo/api"
-	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
-	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -20,57 +16,53 @@ import (
 // bound a starting node's questions have.
 const nodeStatusTimeout = startup.NodeStatusTimeout
 
-// AdminNode is what the Admin service needs of a node: its Raft
-// membership and replicated state, read and changed through the node so
-// that the node keeps its own rules (membership changes wait for the
-// change to commit, leadership is handed over with the sequencer
-// stopped). Errors are the node's own, unmapped.
+// AdminNode is what the Admin service needs of a node. The node keeps
+// the rules of its membership and state (who may join, register, leave
+// or take over leadership, and in what order the changes commit); the
+// service checks the request's fields, serves the call where the node's
+// Forward says, and maps the node's errors, which are its own and
+// unmapped, through Node.ToStatus with the leader hint.
 type AdminNode interface {
 	Node
-	// Forward and ForwardContext are as for SequencerNode: one rule
-	// decides where every call is served.
-	Forward(ctx context.Context) (conn *grpc.ClientConn, fwd bool, err error)
-	ForwardContext(ctx context.Context) context.Context
-	// ID is the node's id.
-	ID() string
-	// TLS reports whether the node's callers hold certificates, so a
-	// member's registration can be checked against its certificate.
-	TLS() bool
-	// Logger receives membership changes.
-	Logger() hclog.Logger
+	Forwarder
 	// LocalStatus is the node's own status, as NodeStatus answers.
 	LocalStatus() *api.NodeInfo
 	// PeerConn is the node's connection to a peer's gRPC address; calls
 	// on it name the node's cluster.
 	PeerConn(addr string) (*grpc.ClientConn, error)
-	// State is the replicated state: layout, group, members' gRPC
-	// addresses.
-	State() fsm.State
-	// NodeAddr is a member's recorded gRPC address.
-	NodeAddr(id string) (string, bool)
-	// ConfiguredLayout is the layout and group the node was configured
-	// with, which a joining node must match.
-	ConfiguredLayout() (layout.Layout, uint64)
-	// Servers is the Raft configuration's servers.
-	Servers() ([]raft.Server, error)
-	// IsMember reports whether id is in the Raft configuration.
-	IsMember(id string) bool
-	// MemberRaftAddr is a member's Raft address, and whether it is one.
-	MemberRaftAddr(id string) (string, bool)
-	// CheckAnswersAs checks that the node at grpcAddr answers as member
-	// id of this cluster.
-	CheckAnswersAs(ctx context.Context, grpcAddr, id string) error
-	// AddVoter and RemoveServer change the membership, and return once
-	// the change has committed.
-	AddVoter(ctx context.Context, id, raftAddr string) error
-	RemoveServer(ctx context.Context, id string) error
-	// Apply commits a command to the replicated state.
-	Apply(c fsm.Command) error
-	// HandOver hands leadership to srv, or to whichever voter Raft picks
-	// when srv is the zero Server.
-	HandOver(srv raft.Server) error
+	// Members is the Raft configuration as Status reports it, with each
+	// member's recorded gRPC address.
+	Members() ([]Member, error)
+	// ClusterLayout is as for SequencerNode: the layout and group the
+	// cluster recorded; nil while the node does not know them.
+	ClusterLayout() (*layout.Layout, uint64)
+	// Join adds the node req describes as a voter, on the leader, once
+	// it matches the cluster, and records its gRPC address.
+	Join(ctx context.Context, req *api.JoinRequest) error
+	// Register records member id's new gRPC address, on the leader, once
+	// the caller and the node at grpcAddr prove to be that member.
+	Register(ctx context.Context, id, grpcAddr string) error
+	// Remove removes member id, on the leader, and forgets its address.
+	Remove(ctx context.Context, id string) error
+	// TransferLeader hands leadership, on the leader, to member id, or to
+	// whichever voter Raft picks when id is "". Raft's transfer takes no
+	// context, so neither does this.
+	TransferLeader(id string) error
 	// Backup copies the replicated state on the leader.
 	Backup(ctx context.Context) (*api.BackupResponse, error)
+}
+
+// Member is one server of the Raft configuration, as Status reports it.
+type Member struct {
+	// ID and RaftAddr are as the Raft configuration has them.
+	ID, RaftAddr string
+	// GRPCAddr is the member's recorded gRPC address; "" when none is.
+	GRPCAddr string
+	// Voter reports whether the member votes.
+	Voter bool
+	// Self reports whether the member is the node that answers, which
+	// reports its own status instead of asking itself.
+	Self bool
 }
 
 // Admin implements api.AdminServer: status, membership, leadership
@@ -100,23 +92,23 @@ func (s *Admin) Status(ctx context.Context, req *api.StatusRequest) (*api.Status
 			return resp, nil
 		}
 	}
-	servers, cfgErr := s.n.Servers()
+	members, cfgErr := s.n.Members()
 	leaderID, leaderAddr := s.n.Leader()
 	if cfgErr != nil {
 		return nil, s.n.ToStatus(ctx, fmt.Errorf("read configuration: %w", cfgErr), leaderAddr)
 	}
-	st := s.n.State()
-	resp := &api.StatusResponse{Nodes: make([]*api.NodeInfo, len(servers)), LeaderId: leaderID, LeaderAddr: leaderAddr, Group: st.Group}
-	if st.Layout != nil {
-		resp.Layout = st.Layout.String()
+	l, group := s.n.ClusterLayout()
+	resp := &api.StatusResponse{Nodes: make([]*api.NodeInfo, len(members)), LeaderId: leaderID, LeaderAddr: leaderAddr, Group: group}
+	if l != nil {
+		resp.Layout = l.String()
 	}
 	var wg sync.WaitGroup
-	for i, srv := range servers {
+	for i, m := range members {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			info := s.peerStatus(ctx, string(srv.ID), st.Nodes[string(srv.ID)])
-			info.Id, info.RaftAddr, info.Voter = string(srv.ID), string(srv.Address), srv.Suffrage == raft.Voter
+			info := s.peerStatus(ctx, m)
+			info.Id, info.RaftAddr, info.Voter = m.ID, m.RaftAddr, m.Voter
 			resp.Nodes[i] = info
 		}()
 	}
@@ -124,10 +116,11 @@ func (s *Admin) Status(ctx context.Context, req *api.StatusRequest) (*api.Status
 	return resp, nil
 }
 
-func (s *Admin) peerStatus(ctx context.Context, id, addr string) *api.NodeInfo {
-	if id == s.n.ID() {
+func (s *Admin) peerStatus(ctx context.Context, m Member) *api.NodeInfo {
+	if m.Self {
 		return s.n.LocalStatus()
 	}
+	id, addr := m.ID, m.GRPCAddr
 	unreachable := func(err error) *api.NodeInfo {
 		return &api.NodeInfo{GrpcAddr: addr, Role: "unreachable", Error: err.Error()}
 	}
@@ -154,6 +147,31 @@ func (s *Admin) peerStatus(ctx context.Context, id, addr string) *api.NodeInfo {
 	return info
 }
 
+// atLeader serves a call that only the leader may serve: local runs it
+// here when the node's Forward says so, else remote passes req on to the
+// leader, marked as forwarded. It is the one place the Admin service
+// decides where such a call is served.
+func atLeader[Req, Resp any](ctx context.Context, n Forwarder, req Req,
+	remote func(api.AdminClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
+	local func() (Resp, error)) (Resp, error) {
+	conn, fwd, err := n.Forward(ctx)
+	if err != nil {
+		var none Resp
+		return none, err
+	}
+	if fwd {
+		return remote(api.NewAdminClient(conn), n.ForwardContext(ctx), req)
+	}
+	return local()
+}
+
+// status is err as the gRPC status a caller gets, naming the leader's
+// address whenever this node knows it, so the caller can go there.
+func (s *Admin) status(ctx context.Context, err error) error {
+	_, leaderAddr := s.n.Leader()
+	return s.n.ToStatus(ctx, err, leaderAddr)
+}
+
 // Join implements api.AdminServer.
 func (s *Admin) Join(ctx context.Context, req *api.JoinRequest) (*api.JoinResponse, error) {
 	return &api.JoinResponse{}, s.status(ctx, s.join(ctx, req))
@@ -168,44 +186,10 @@ func (s *Admin) join(ctx context.Context, req *api.JoinRequest) error {
 			return err
 		}
 	}
-	conn, fwd, err := s.n.Forward(ctx)
-	if err != nil {
-		return err
-	}
-	if fwd {
-		_, err := api.NewAdminClient(conn).Join(s.n.ForwardContext(ctx), req)
-		return err
-	}
-	theirs, err := layout.Parse(req.Layout)
-	if err != nil {
-		return fmt.Errorf("%w: the joining node's layout: %w", ErrBadRequest, err)
-	}
-	if ours, group := s.n.ConfiguredLayout(); theirs != ours || req.Group != group {
-		return fmt.Errorf("%w: joining node %q has layout %s group %d, the cluster has layout %s group %d",
-			ErrLayoutMismatch, req.Id, theirs, req.Group, ours, group)
-	}
-	servers, err := s.n.Servers()
-	if err != nil {
-		return fmt.Errorf("read configuration: %w", err)
-	}
-	if err := startup.CheckJoinRequest(servers, req); err != nil {
-		return err
-	}
-	if err := s.n.AddVoter(ctx, req.Id, req.RaftAddr); err != nil {
-		return fmt.Errorf("add voter: %w", err)
-	}
-	if err := s.n.Apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr}); err != nil {
-		return fmt.Errorf("record address: %w", err)
-	}
-	s.n.Logger().Info("node joined", "id", req.Id, "raft_addr", req.RaftAddr, "grpc_addr", req.GrpcAddr)
-	return nil
-}
-
-// status is err as the gRPC status a caller gets, naming the leader's
-// address whenever this node knows it, so the caller can go there.
-func (s *Admin) status(ctx context.Context, err error) error {
-	_, leaderAddr := s.n.Leader()
-	return s.n.ToStatus(ctx, err, leaderAddr)
+	_, err := atLeader(ctx, s.n, req, api.AdminClient.Join, func() (*api.JoinResponse, error) {
+		return nil, s.n.Join(ctx, req)
+	})
+	return err
 }
 
 // Register implements api.AdminServer.
@@ -216,9 +200,9 @@ func (s *Admin) Register(ctx context.Context, req *api.RegisterRequest) (*api.Re
 // register records a member's new gRPC address, where followers forward
 // calls and every leader hint points: so only the member itself may move
 // it. grpcapi.Auth has checked the caller (a node certificate naming the new
-// address, or the admin token in plaintext when one is set); here, on the
-// leader, the certificate must also name the member's Raft address, and
-// the node at the new address must answer as that member of this cluster.
+// address, or the admin token in plaintext when one is set); the node, on
+// the leader, checks the rest (AdminNode.Register). It is not forwarded:
+// the leader's check of the caller needs the member's own certificate.
 func (s *Admin) register(ctx context.Context, req *api.RegisterRequest) error {
 	if err := CheckNodeID(req.Id); err != nil {
 		return err
@@ -226,33 +210,7 @@ func (s *Admin) register(ctx context.Context, req *api.RegisterRequest) error {
 	if err := CheckDialAddr(req.GrpcAddr); err != nil {
 		return err
 	}
-	// Not forwarded: the address check needs the member's own certificate.
-	if !s.n.IsLeader() {
-		return fmt.Errorf("%w: a member registers with the leader", sequencer.ErrNotLeader)
-	}
-	if req.Id == s.n.ID() {
-		return fmt.Errorf("%w: %q is the leader, which records its own address", ErrBadRequest, req.Id)
-	}
-	raftAddr, member := s.n.MemberRaftAddr(req.Id)
-	if !member {
-		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
-	}
-	if addr, _ := s.n.NodeAddr(req.Id); addr == req.GrpcAddr {
-		return nil
-	}
-	if s.n.TLS() {
-		if err := CheckNodeAddrs(ctx, raftAddr); err != nil {
-			return err
-		}
-	}
-	if err := s.n.CheckAnswersAs(ctx, req.GrpcAddr, req.Id); err != nil {
-		return err
-	}
-	if err := s.n.Apply(fsm.Command{Op: fsm.OpSetNode, NodeID: req.Id, GRPCAddr: req.GrpcAddr}); err != nil {
-		return fmt.Errorf("record address: %w", err)
-	}
-	s.n.Logger().Info("member registered a new gRPC address", "id", req.Id, "grpc_addr", req.GrpcAddr)
-	return nil
+	return s.n.Register(ctx, req.Id, req.GrpcAddr)
 }
 
 // Remove implements api.AdminServer.
@@ -264,33 +222,14 @@ func (s *Admin) remove(ctx context.Context, req *api.RemoveRequest) error {
 	if err := CheckNodeID(req.Id); err != nil {
 		return err
 	}
-	conn, fwd, err := s.n.Forward(ctx)
-	if err != nil {
-		return err
-	}
-	if fwd {
-		_, err := api.NewAdminClient(conn).Remove(s.n.ForwardContext(ctx), req)
-		return err
-	}
-	if !s.n.IsMember(req.Id) {
-		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
-	}
-	if err := s.n.RemoveServer(ctx, req.Id); err != nil {
-		return fmt.Errorf("remove server: %w", err)
-	}
-	if req.Id == s.n.ID() {
-		// The leader removed itself and has stepped down, so it cannot
-		// commit more; its address entry stays, unused.
-		return nil
-	}
-	if err := s.n.Apply(fsm.Command{Op: fsm.OpDeleteNode, NodeID: req.Id}); err != nil {
-		return fmt.Errorf("forget address: %w", err)
-	}
-	s.n.Logger().Info("node removed", "id", req.Id)
-	return nil
+	_, err := atLeader(ctx, s.n, req, api.AdminClient.Remove, func() (*api.RemoveResponse, error) {
+		return nil, s.n.Remove(ctx, req.Id)
+	})
+	return err
 }
 
-// TransferLeader implements api.AdminServer.
+// TransferLeader implements api.AdminServer. It names the leader as this
+// node sees it after the transfer, wherever the transfer was served.
 func (s *Admin) TransferLeader(ctx context.Context, req *api.TransferLeaderRequest) (*api.TransferLeaderResponse, error) {
 	err := s.transfer(ctx, req)
 	leaderID, leaderAddr := s.n.Leader()
@@ -303,46 +242,17 @@ func (s *Admin) transfer(ctx context.Context, req *api.TransferLeaderRequest) er
 			return err
 		}
 	}
-	conn, fwd, err := s.n.Forward(ctx)
-	if err != nil {
-		return err
-	}
-	if fwd {
-		_, err := api.NewAdminClient(conn).TransferLeader(s.n.ForwardContext(ctx), req)
-		return err
-	}
-	if req.Id == "" {
-		return s.n.HandOver(raft.Server{}) // to whichever voter Raft picks
-	}
-	if req.Id == s.n.ID() {
-		return nil // already leads
-	}
-	servers, err := s.n.Servers()
-	if err != nil {
-		return fmt.Errorf("read configuration: %w", err)
-	}
-	for _, srv := range servers {
-		if string(srv.ID) == req.Id {
-			return s.n.HandOver(srv)
-		}
-	}
-	return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, req.Id)
+	_, err := atLeader(ctx, s.n, req, api.AdminClient.TransferLeader, func() (*api.TransferLeaderResponse, error) {
+		return nil, s.n.TransferLeader(req.Id)
+	})
+	return err
 }
 
 // Backup implements api.AdminServer. A follower forwards it to the leader;
 // without a leader it fails with the leader hint, if any.
 func (s *Admin) Backup(ctx context.Context, req *api.BackupRequest) (*api.BackupResponse, error) {
-	resp, err := s.backup(ctx, req)
+	resp, err := atLeader(ctx, s.n, req, api.AdminClient.Backup, func() (*api.BackupResponse, error) {
+		return s.n.Backup(ctx)
+	})
 	return resp, s.status(ctx, err)
-}
-
-func (s *Admin) backup(ctx context.Context, req *api.BackupRequest) (*api.BackupResponse, error) {
-	conn, fwd, err := s.n.Forward(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if fwd {
-		return api.NewAdminClient(conn).Backup(s.n.ForwardContext(ctx), req)
-	}
-	return s.n.Backup(ctx)
 }

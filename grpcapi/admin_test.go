@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -10,25 +11,31 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 )
 
-// fakeAdmin is a leader with one member, n1. Only the methods these tests
-// reach are written; the rest of AdminNode is left nil.
+// fakeAdmin is a leader whose only member is n1. Only the methods these
+// tests reach are written: the rest of AdminNode sits one level down,
+// nil, so that fakeNode's methods win over it.
 type fakeAdmin struct {
-	AdminNode
 	fakeNode
+	unwritten
 }
 
-func (f fakeAdmin) ClusterID() string         { return f.fakeNode.ClusterID() }
-func (f fakeAdmin) IsLeader() bool            { return true }
-func (f fakeAdmin) Leader() (id, addr string) { return f.fakeNode.Leader() }
-func (f fakeAdmin) ToStatus(ctx context.Context, err error, leaderAddr string) error {
-	return f.fakeNode.ToStatus(ctx, err, leaderAddr)
+type unwritten struct{ AdminNode }
+
+func (fakeAdmin) Forward(context.Context) (*grpc.ClientConn, bool, error) { return nil, false, nil }
+
+// Remove is the node's answer, as package server's removeMember gives it.
+func (fakeAdmin) Remove(_ context.Context, id string) error {
+	if id != "n1" {
+		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, id)
+	}
+	return nil
 }
-func (f fakeAdmin) Forward(context.Context) (*grpc.ClientConn, bool, error) { return nil, false, nil }
-func (f fakeAdmin) IsMember(id string) bool                                 { return id == "n1" }
 
 // TestAdminRefusesBadFields: ids and addresses are checked before the
-// node is asked anything, as ErrBadRequest; a non-member is ErrUnknownNode;
-// both leave through Node.ToStatus with the leader hint.
+// node is asked anything, as ErrBadRequest (the fake's Join is nil, and
+// its Remove would answer ErrUnknownNode); the node's own error, here
+// ErrUnknownNode for a non-member, passes through unchanged; both leave
+// through Node.ToStatus with the leader hint.
 func TestAdminRefusesBadFields(t *testing.T) {
 	a := NewAdmin(fakeAdmin{})
 	ctx := context.Background()
@@ -39,7 +46,7 @@ func TestAdminRefusesBadFields(t *testing.T) {
 	if _, err := a.Join(ctx, &api.JoinRequest{Id: "n2", RaftAddr: "0.0.0.0:1", GrpcAddr: "127.0.0.1:2"}); !errors.Is(err, ErrBadRequest) {
 		t.Errorf("join at a wildcard: %v, want ErrBadRequest", err)
 	}
-	if _, err := a.Remove(ctx, &api.RemoveRequest{Id: "n9"}); !errors.Is(err, ErrUnknownNode) {
-		t.Errorf("remove a non-member: %v, want ErrUnknownNode", err)
+	if _, err := a.Remove(ctx, &api.RemoveRequest{Id: "n9"}); !errors.Is(err, ErrUnknownNode) || !errors.As(err, &m) || m.leaderAddr == "" {
+		t.Errorf("remove a non-member: %v, want ErrUnknownNode with the leader hint", err)
 	}
 }

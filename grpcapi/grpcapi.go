@@ -11,8 +11,10 @@
 // is a few methods. It owns how calls travel between nodes: the forwarded
 // mark and ForwardContext, the peer connections that name the cluster
 // (Peers). It does not own the node's state or rules: whether a call is
-// forwarded (the node's Forward), Raft membership changes and the
-// sequencer stay the node's, reached through those interfaces. Nor
+// forwarded (the node's Forward), who may join, register, leave or lead
+// and how those changes commit, and the sequencer stay the node's,
+// reached through those interfaces; the services check a request's
+// fields and serve it where Forward says. Nor
 // does it map errors to gRPC codes: that stays in package server's
 // toStatus, the one map, reached through Node.ToStatus. Package server
 // builds the grpc.Server, registers every service and installs the

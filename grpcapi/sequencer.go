@@ -18,19 +18,25 @@ import (
 // once.
 const maxStreamInFlight = 1024
 
+// Forwarder is where a call that only the leader may serve is served:
+// the node's rule, which the Sequencer and Admin services share, so that
+// one rule decides it for every call.
+type Forwarder interface {
+	// Forward reports whether a call should go to the leader, and the
+	// connection to use; an error when the node can neither serve nor
+	// forward.
+	Forward(ctx context.Context) (conn *grpc.ClientConn, fwd bool, err error)
+	// ForwardContext marks a call passed on to the leader (one hop at
+	// most), names the cluster, and passes the caller's admin token on.
+	ForwardContext(ctx context.Context) context.Context
+}
+
 // SequencerNode is what the Sequencer service needs of a node. Errors it
 // returns are the node's own, unmapped: the service passes them through
 // Node.ToStatus with the leader hint, as every call's errors leave.
 type SequencerNode interface {
 	Node
-	// Forward reports whether a call should go to the leader, and the
-	// connection to use; an error when the node can neither serve nor
-	// forward. It is shared with the node's Admin service, so one rule
-	// decides where every call is served.
-	Forward(ctx context.Context) (conn *grpc.ClientConn, fwd bool, err error)
-	// ForwardContext marks a call passed on to the leader (one hop at
-	// most), names the cluster, and passes the caller's admin token on.
-	ForwardContext(ctx context.Context) context.Context
+	Forwarder
 	// CheckWidth refuses a call that would read the runs wrongly for the
 	// node's layout (api.TicksKey).
 	CheckWidth(ctx context.Context) error

@@ -46,11 +46,12 @@ var (
 	ErrTimeExhausted = sequencer.ErrTimeExhausted
 	// ErrLayoutMismatch means a node's configured layout or group differs
 	// from the one the cluster was created with. It is
-	// grpcapi.ErrLayoutMismatch, which the Admin service's Join returns.
+	// grpcapi.ErrLayoutMismatch, the Admin service's error for a Join,
+	// which this node's addMember returns.
 	ErrLayoutMismatch = grpcapi.ErrLayoutMismatch
 	// ErrUnknownNode means an admin request names a node that is not a
-	// member. It is grpcapi.ErrUnknownNode, which the Admin service
-	// returns.
+	// member. It is grpcapi.ErrUnknownNode, the Admin service's error,
+	// which this node's Admin calls (admin.go) return.
 	ErrUnknownNode = grpcapi.ErrUnknownNode
 	// ErrNotReady means the cluster has not been initialised yet. It is
 	// grpcapi.ErrNotReady, which the Layout RPC returns.

@@ -6,11 +6,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 
-	"github.com/hashicorp/go-hclog"
-	"github.com/hashicorp/raft"
-
 	"github.com/seed-e8569b35/ordo/api"
-	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
@@ -101,52 +97,22 @@ func (n *Node) adminContext(ctx context.Context) context.Context {
 	return grpcapi.WithAdminToken(ctx, n.cfg.AdminToken)
 }
 
-func (g grpcNode) ID() string                 { return g.n.cfg.ID }
-func (g grpcNode) TLS() bool                  { return g.n.cfg.TLS != nil }
-func (g grpcNode) Logger() hclog.Logger       { return g.n.logger }
-func (g grpcNode) LocalStatus() *api.NodeInfo { return g.n.localStatus() }
-func (g grpcNode) State() fsm.State           { return g.n.fsm.State() }
-func (g grpcNode) IsMember(id string) bool    { member, _ := g.n.isMember(id); return member }
-func (g grpcNode) Apply(c fsm.Command) error  { _, err := g.n.apply(c); return err }
+// The Admin service's calls: the rules are the node's (admin.go).
 
+func (g grpcNode) LocalStatus() *api.NodeInfo                     { return g.n.localStatus() }
 func (g grpcNode) PeerConn(addr string) (*grpc.ClientConn, error) { return g.n.peers.Get(addr) }
-func (g grpcNode) NodeAddr(id string) (string, bool)              { return g.n.fsm.NodeAddr(id) }
-func (g grpcNode) MemberRaftAddr(id string) (string, bool)        { return g.n.memberRaftAddr(id) }
+func (g grpcNode) Members() ([]grpcapi.Member, error)             { return g.n.members() }
 
-func (g grpcNode) ConfiguredLayout() (layout.Layout, uint64) { return g.n.cfg.Layout, g.n.cfg.Group }
-
-func (g grpcNode) Servers() ([]raft.Server, error) {
-	f := g.n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
-		return nil, err
-	}
-	return f.Configuration().Servers, nil
+func (g grpcNode) Join(ctx context.Context, req *api.JoinRequest) error {
+	return g.n.addMember(ctx, req)
 }
 
-func (g grpcNode) CheckAnswersAs(ctx context.Context, grpcAddr, id string) error {
-	return g.n.checkAnswersAs(ctx, grpcAddr, id)
+func (g grpcNode) Register(ctx context.Context, id, grpcAddr string) error {
+	return g.n.registerMember(ctx, id, grpcAddr)
 }
 
-// AddVoter and RemoveServer go through changeMembership, which waits for
-// the change to commit, with the node's apply timeout.
-func (g grpcNode) AddVoter(ctx context.Context, id, raftAddr string) error {
-	return g.n.changeMembership(ctx, func() raft.Future {
-		return g.n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, g.n.cfg.ApplyTimeout)
-	})
-}
+func (g grpcNode) Remove(ctx context.Context, id string) error { return g.n.removeMember(ctx, id) }
 
-func (g grpcNode) RemoveServer(ctx context.Context, id string) error {
-	return g.n.changeMembership(ctx, func() raft.Future {
-		return g.n.raft.RemoveServer(raft.ServerID(id), 0, g.n.cfg.ApplyTimeout)
-	})
-}
-
-// HandOver goes through handOver, which stops the sequencer first.
-func (g grpcNode) HandOver(srv raft.Server) error {
-	if srv.ID == "" {
-		return g.n.handOver(g.n.raft.LeadershipTransfer)
-	}
-	return g.n.handOver(func() raft.Future { return g.n.raft.LeadershipTransferToServer(srv.ID, srv.Address) })
-}
+func (g grpcNode) TransferLeader(id string) error { return g.n.transferLeader(id) }
 
 func (g grpcNode) Backup(ctx context.Context) (*api.BackupResponse, error) { return g.n.backup(ctx) }

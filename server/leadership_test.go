@@ -2,6 +2,8 @@ package server
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -188,23 +190,39 @@ func TestFailedHandOverKeepsTheLease(t *testing.T) {
 }
 
 // TestMembershipChangeNeedsARound: a membership change is made only after
-// a round in the current configuration succeeds; here no other voter can
-// be reached. (That voters which promised another leader hold such a
-// round back is package leadership's TestRoundWaitsOutPromisesToAnotherLeader.)
+// a round in the current configuration succeeds. The positive control:
+// while the other voters answer, the change is made. Then no other voter
+// can be reached, and the same change is refused with the round's
+// ErrNotLeader, named as the check before a membership change, and never
+// runs. (That voters which promised another leader hold such a round
+// back is package leadership's TestRoundWaitsOutPromisesToAnotherLeader.)
 func TestMembershipChangeNeedsARound(t *testing.T) {
 	nodes := mustClusterWith(t, leaseRaft(300*time.Millisecond))
 	leader := mustLeader(t, nodes)
+	change := func(timeout time.Duration) (changed bool, err error) {
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		defer cancel()
+		err = leader.changeMembership(ctx, func() raft.Future { changed = true; return doneFuture{} })
+		return changed, err
+	}
+	if changed, err := change(seqTestWait); err != nil || !changed {
+		t.Fatalf("with every voter reachable, membership changed: %v, err %v; want it changed", changed, err)
+	}
 	for _, v := range nodes {
 		if v != leader {
 			mustPointAt(t, leader, v, "127.0.0.1:1")
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	changed := false
-	err := leader.changeMembership(ctx, func() raft.Future { changed = true; return doneFuture{} })
-	if err == nil || changed {
-		t.Fatalf("membership changed (%v, err %v) while no other voter could confirm the leader", changed, err)
+	changed, err := change(500 * time.Millisecond)
+	if changed {
+		t.Fatalf("membership changed (err %v) while no other voter could confirm the leader", err)
+	}
+	const check = "confirm leadership before changing membership"
+	if !errors.Is(err, ErrNotLeader) || !strings.Contains(err.Error(), check) || !strings.Contains(err.Error(), "voters are still in term") {
+		t.Fatalf("membership change without a round: err %v, want ErrNotLeader from the round (%q)", err, check)
+	}
+	if code := status.Code(toStatus(context.Background(), err, "")); code != codes.Unavailable {
+		t.Fatalf("membership change without a round maps to %v, want Unavailable, so callers retry", code)
 	}
 }
 
