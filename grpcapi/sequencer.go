@@ -114,6 +114,25 @@ type streamCall struct {
 func (s *Sequencer) forwardStream(conn *grpc.ClientConn, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
 	ctx, cancel := context.WithCancel(stream.Context())
 	defer cancel()
+	// A closing node ends its relays as it ends its own streams, at once:
+	// the client moves on instead of waiting out the graceful stop.
+	go func() {
+		select {
+		case <-s.n.Stop():
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	err := s.relay(ctx, cancel, conn, stream)
+	if err != nil && isClosed(s.n.Stop()) {
+		return sequencer.ErrNotLeader
+	}
+	return err
+}
+
+// relay passes stream's calls to the leader over conn and the leader's
+// answers back, until either side ends or ctx does (cancel ends it).
+func (s *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *grpc.ClientConn, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
 	up, err := api.NewSequencerClient(conn).NextStream(s.n.ForwardContext(ctx))
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -108,5 +109,53 @@ func TestLayoutNotReady(t *testing.T) {
 	var m *mapped
 	if !errors.Is(err, ErrNotReady) || !errors.As(err, &m) || m.leaderAddr != "10.0.0.1:7000" {
 		t.Fatalf("Layout: %v, want ErrNotReady with the leader hint", err)
+	}
+}
+
+// relayNode is a follower that relays every stream to up.
+type relayNode struct {
+	*fakeSequencer
+	up *grpc.ClientConn
+}
+
+func (r relayNode) Forward(context.Context) (*grpc.ClientConn, bool, error) { return r.up, true, nil }
+
+// TestRelayEndsWhenTheNodeCloses: a follower's relayed stream carries
+// answers from the leader, and ends with ErrNotLeader's text as soon as
+// the follower closes, while the leader's stream is still open: the
+// client moves on instead of waiting for the graceful stop to cut it off.
+func TestRelayEndsWhenTheNodeCloses(t *testing.T) {
+	leaderStop := make(chan struct{})
+	up := mustServe(t, func(s *grpc.Server) {
+		api.RegisterSequencerServer(s, NewSequencer(&fakeSequencer{stop: leaderStop}))
+	})
+	stop := make(chan struct{})
+	c := serveSequencer(t, relayNode{fakeSequencer: &fakeSequencer{stop: stop}, up: up})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := c.NextStream(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Send(&api.NextStreamRequest{Calls: []*api.StreamCall{{Id: 1, Count: 2}}}); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := st.Recv()
+	if err != nil || len(resp.Answers) != 1 || resp.Answers[0].Id != 1 || resp.Answers[0].Runs[0].Count != 2 {
+		t.Fatalf("relayed answer %v, %v: want call 1's two IDs from the leader", resp, err)
+	}
+	close(stop)
+	ended := make(chan error, 1)
+	go func() {
+		_, err := st.Recv()
+		ended <- err
+	}()
+	select {
+	case err := <-ended:
+		if err == nil || !strings.Contains(err.Error(), sequencer.ErrNotLeader.Error()) {
+			t.Fatalf("relayed stream after the follower closed: %v, want it ended with %v", err, sequencer.ErrNotLeader)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the relayed stream is still open 5 s after the follower closed")
 	}
 }
