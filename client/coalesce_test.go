@@ -3,13 +3,11 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -150,15 +148,7 @@ func TestCoalescingBadOption(t *testing.T) {
 // server that answers at once: the cost per ID of queueing, one shared
 // request and handing out the parts.
 func BenchmarkCoalescedNext(b *testing.B) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := grpc.NewServer()
-	api.RegisterSequencerServer(s, &fakeSeq{next: counter()})
-	go s.Serve(lis)
-	defer s.Stop()
-	addr := lis.Addr().String()
+	addr := mustSequencer(b, &fakeSeq{next: counter()})
 	c, err := New([]string{addr}, WithCoalescing(2))
 	if err != nil {
 		b.Fatal(err)
