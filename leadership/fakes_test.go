@@ -108,6 +108,13 @@ func (n *fakeNode) MayRelease(context.Context) bool {
 	return n.release
 }
 
+// setRelease sets what MayRelease answers.
+func (n *fakeNode) setRelease(ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.release = ok
+}
+
 // pointAt records addr as voter id's gRPC address, so that rounds ask
 // whatever listens there.
 func (n *fakeNode) pointAt(id, addr string) {
@@ -135,6 +142,14 @@ func mustConfirmer(t *testing.T, id string, lease time.Duration) (*Confirmer, *f
 	}
 	t.Cleanup(c.Close)
 	return c, r, n
+}
+
+// endRestartHold lets c promise at once, as though its restart hold had
+// run out.
+func endRestartHold(c *Confirmer) {
+	c.promises.mu.Lock()
+	defer c.promises.mu.Unlock()
+	c.promises.until = 0
 }
 
 // mustLeader is n1's Confirmer, leading in testTerm.

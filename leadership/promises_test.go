@@ -233,9 +233,7 @@ func askTerm(t *testing.T, addr string, req *api.TermRequest) *api.TermResponse 
 // let release (Node.MayRelease) is ignored; one it lets is not.
 func TestReleaseNeedsPermission(t *testing.T) {
 	voter, _, node := mustConfirmer(t, "n2", time.Hour)
-	voter.promises.mu.Lock()
-	voter.promises.until = 0 // no restart hold
-	voter.promises.mu.Unlock()
+	endRestartHold(voter)
 	addr := mustServeVoter(t, voter)
 	if resp := askTerm(t, addr, &api.TermRequest{LeaderId: "n1", Term: testTerm, Round: 1, LeaseMs: 1000}); resp.LeaseMs == 0 {
 		t.Fatalf("the leader the voter knows was promised nothing: %v", resp)
@@ -245,16 +243,12 @@ func TestReleaseNeedsPermission(t *testing.T) {
 		defer voter.promises.mu.Unlock()
 		return voter.promises.to
 	}
-	node.mu.Lock()
-	node.release = false
-	node.mu.Unlock()
+	node.setRelease(false)
 	askTerm(t, addr, &api.TermRequest{LeaderId: "n1", Term: testTerm, Round: 2, Release: true})
 	if to := promisedTo(); to != "n1" {
 		t.Fatalf("a release the node does not allow freed the promise (now to %q)", to)
 	}
-	node.mu.Lock()
-	node.release = true
-	node.mu.Unlock()
+	node.setRelease(true)
 	askTerm(t, addr, &api.TermRequest{LeaderId: "n1", Term: testTerm, Round: 3, Release: true})
 	if to := promisedTo(); to != "" {
 		t.Fatalf("a release the node allows did not free the promise (still to %q)", to)
@@ -265,9 +259,7 @@ func TestReleaseNeedsPermission(t *testing.T) {
 // knows, and only in its own term.
 func TestPromiseOnlyToTheKnownLeader(t *testing.T) {
 	voter, _, _ := mustConfirmer(t, "n2", time.Hour)
-	voter.promises.mu.Lock()
-	voter.promises.until = 0 // no restart hold
-	voter.promises.mu.Unlock()
+	endRestartHold(voter)
 	addr := mustServeVoter(t, voter)
 	for _, req := range []*api.TermRequest{
 		{LeaderId: "intruder", Term: testTerm, Round: 1, LeaseMs: 1000},

@@ -58,9 +58,7 @@ func TestRoundCountsItselfOnlyOnceItsOwnPromiseRanOut(t *testing.T) {
 		if c, err := leader.Confirm(ctx, false); !errors.Is(err, ErrNotLeader) {
 			t.Fatalf("confirmed %v, err %v, counting itself during its restart hold", c, err)
 		}
-		leader.promises.mu.Lock()
-		leader.promises.until = 0
-		leader.promises.mu.Unlock()
+		endRestartHold(leader)
 		mustConfirmNow(t, leader)
 	})
 }
