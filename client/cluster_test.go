@@ -79,11 +79,7 @@ func TestClientStaysWithItsCluster(t *testing.T) {
 				if unary {
 					opts = append(opts, WithUnary())
 				}
-				c, err := New([]string{foreignAddr, ownAddr}, opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
+				c := mustClient(t, []string{foreignAddr, ownAddr}, opts...)
 				ctx := testCtx(t, 5*time.Second)
 				var last uint64
 				for range 10 {

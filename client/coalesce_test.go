@@ -149,11 +149,7 @@ func TestCoalescingBadOption(t *testing.T) {
 // request and handing out the parts.
 func BenchmarkCoalescedNext(b *testing.B) {
 	addr := mustSequencer(b, &fakeSeq{next: counter()})
-	c, err := New([]string{addr}, WithCoalescing(2))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	c := mustClient(b, []string{addr}, WithCoalescing(2))
 	b.SetParallelism(64)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

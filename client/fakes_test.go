@@ -135,7 +135,13 @@ func mustDeadAddr(t *testing.T) string {
 // and may override them.
 func mustNew(t *testing.T, addrs []string, opts ...Option) *Client {
 	t.Helper()
-	opts = append([]Option{WithUnary(), WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)
+	return mustClient(t, addrs, append([]Option{WithUnary(), WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
+}
+
+// mustClient returns a client made with opts alone, closed when the test
+// ends: for the tests of the default paths, which mustNew would not take.
+func mustClient(t testing.TB, addrs []string, opts ...Option) *Client {
+	t.Helper()
 	c, err := New(addrs, opts...)
 	if err != nil {
 		t.Fatalf("New(%v): %v", addrs, err)

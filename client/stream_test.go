@@ -168,11 +168,7 @@ func TestStreamInvalidRequestAlone(t *testing.T) {
 func TestDefaultClientStreams(t *testing.T) {
 	t.Run("stream", func(t *testing.T) {
 		f := &fakeStreamServer{serve: answerInBatches(1)}
-		c, err := New([]string{mustSequencer(t, f)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := mustClient(t, []string{mustSequencer(t, f)})
 		ctx := testCtx(t, 5*time.Second)
 		var last uint64
 		for range 5 {
@@ -188,11 +184,7 @@ func TestDefaultClientStreams(t *testing.T) {
 	})
 	t.Run("unary fallback", func(t *testing.T) {
 		f := &fakeSeq{next: counter()}
-		c, err := New([]string{mustSequencer(t, f)}, WithBackoff(time.Millisecond, 10*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := mustClient(t, []string{mustSequencer(t, f)}, WithBackoff(time.Millisecond, 10*time.Millisecond))
 		ctx := testCtx(t, 5*time.Second)
 		if got := mustNextN(ctx, t, c, 2); !slices.Equal(got, []uint64{1, 2}) {
 			t.Fatalf("NextN = %v, want [1 2]", got)

@@ -112,12 +112,7 @@ func TestNextUUIDsRefusesTicksPastTheLast(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := wideStreamSeq{fakeSeq: wideSeq("uuidv7", 1, serve(past)), runs: []*api.IDRun{past}}
-			addr := mustSequencer(t, f)
-			c, err := New([]string{addr}, append([]Option{WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
+			c := mustClient(t, []string{mustSequencer(t, f)}, append([]Option{WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
 			ids, err := c.NextUUIDs(testCtx(t, 5*time.Second), 2)
 			if !errors.Is(err, ErrBadResponse) || !errors.Is(err, layout.ErrTickRange) || ids != nil {
 				t.Fatalf("NextUUIDs of ticks %d and %d = %v, %v; want ErrBadResponse and no IDs", past.First, past.First+1, ids, err)
