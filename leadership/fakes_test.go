@@ -211,3 +211,13 @@ func (n *fakeNode) mustConn(t *testing.T, addr string) grpc.ClientConnInterface 
 	}
 	return c
 }
+
+// mustConfirmNow confirms c's leadership with a round, within testWait.
+func mustConfirmNow(t *testing.T, c *Confirmer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if _, err := c.Confirm(ctx, false); err != nil {
+		t.Fatalf("a round once no promise holds: %v, want it confirmed", err)
+	}
+}
