@@ -2,7 +2,6 @@ package leadership
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 )
 
 // testWait bounds every wait in these tests. It is a deadline, never a
@@ -176,17 +176,10 @@ func mustServeVoter(t *testing.T, c *Confirmer) string {
 	return mustServe(t, voterServer{c: c})
 }
 
+// mustServe serves p until the test ends and returns its address.
 func mustServe(t *testing.T, p api.PeerServer) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	api.RegisterPeerServer(s, p)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
+	return grpctest.Serve(t, func(s *grpc.Server) { api.RegisterPeerServer(s, p) })
 }
 
 // mustVoters starts n2 and n3 as real voters with the given leases,
