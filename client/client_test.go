@@ -4,200 +4,18 @@ import (
 	"context"
 	"errors"
 	"math"
-	"net"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/layout"
 )
-
-// fakeSeq is a fake Sequencer server. next and layout answer the calls;
-// a nil handler answers Unimplemented. The counters count every call.
-type fakeSeq struct {
-	api.UnimplementedSequencerServer
-	next   func(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error)
-	layout func(ctx context.Context) (*api.LayoutResponse, error)
-
-	nextCalls   atomic.Int64
-	layoutCalls atomic.Int64
-}
-
-func (f *fakeSeq) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-	f.nextCalls.Add(1)
-	if f.next == nil {
-		return nil, status.Error(codes.Unimplemented, "fake: no Next handler")
-	}
-	return f.next(ctx, req)
-}
-
-func (f *fakeSeq) Layout(ctx context.Context, _ *api.LayoutRequest) (*api.LayoutResponse, error) {
-	f.layoutCalls.Add(1)
-	if f.layout == nil {
-		return nil, status.Error(codes.Unimplemented, "fake: no Layout handler")
-	}
-	return f.layout(ctx)
-}
-
-// fakeAdmin is a fake Admin server that answers NodeStatus.
-type fakeAdmin struct {
-	api.UnimplementedAdminServer
-	nodeStatus func(ctx context.Context) (*api.NodeInfo, error)
-	calls      atomic.Int64
-}
-
-func (f *fakeAdmin) NodeStatus(ctx context.Context, _ *api.NodeStatusRequest) (*api.NodeInfo, error) {
-	f.calls.Add(1)
-	return f.nodeStatus(ctx)
-}
-
-// mustListen listens on 127.0.0.1:0. Tests that must know a server's
-// address before they build its handlers listen first and serve later.
-func mustListen(t *testing.T) net.Listener {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	t.Cleanup(func() { _ = lis.Close() })
-	return lis
-}
-
-// mustServe starts a gRPC server on 127.0.0.1:0 with the services that
-// register adds, stops it when the test ends and returns its address.
-func mustServe(t *testing.T, register func(s *grpc.Server)) string {
-	t.Helper()
-	return mustServeOn(t, mustListen(t), register)
-}
-
-// mustServeOn serves on lis like mustServe.
-func mustServeOn(t *testing.T, lis net.Listener, register func(s *grpc.Server)) string {
-	t.Helper()
-	s := grpc.NewServer()
-	register(s)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		_ = s.Serve(lis)
-	}()
-	t.Cleanup(func() {
-		s.Stop()
-		<-done
-	})
-	return lis.Addr().String()
-}
-
-// mustSequencer serves f and returns its address. f's handlers must be set
-// before: the server reads them from its own goroutines.
-func mustSequencer(t *testing.T, f *fakeSeq) string {
-	t.Helper()
-	return mustSequencerOn(t, mustListen(t), f)
-}
-
-// mustSequencerOn serves f on lis and returns its address.
-func mustSequencerOn(t *testing.T, lis net.Listener, f *fakeSeq) string {
-	t.Helper()
-	return mustServeOn(t, lis, func(s *grpc.Server) { api.RegisterSequencerServer(s, f) })
-}
-
-// mustDeadAddr returns a local address on which nothing listens, so that
-// connecting to it is refused.
-func mustDeadAddr(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("listen: %v", err)
-	}
-	addr := lis.Addr().String()
-	if err := lis.Close(); err != nil {
-		t.Fatalf("close listener: %v", err)
-	}
-	return addr
-}
-
-// mustNew returns a unary client (the fakes serve unary Next) with fast
-// backoff that is closed when the test ends. opts come after the defaults
-// and may override them.
-func mustNew(t *testing.T, addrs []string, opts ...Option) *Client {
-	t.Helper()
-	opts = append([]Option{WithUnary(), WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)
-	c, err := New(addrs, opts...)
-	if err != nil {
-		t.Fatalf("New(%v): %v", addrs, err)
-	}
-	t.Cleanup(func() { _ = c.Close() })
-	return c
-}
-
-// testCtx returns a context that ends after d, so that no wait in a test is
-// unbounded.
-func testCtx(t *testing.T, d time.Duration) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), d)
-	t.Cleanup(cancel)
-	return ctx
-}
-
-// mustNextN calls NextN and fails the test on error.
-func mustNextN(ctx context.Context, t *testing.T, c *Client, n int) []uint64 {
-	t.Helper()
-	ids, err := c.NextN(ctx, n)
-	if err != nil {
-		t.Fatalf("NextN(%d): %v", n, err)
-	}
-	return ids
-}
-
-// serve answers every Next with runs.
-func serve(runs ...*api.IDRun) func(context.Context, *api.NextRequest) (*api.NextResponse, error) {
-	return func(context.Context, *api.NextRequest) (*api.NextResponse, error) {
-		return &api.NextResponse{Runs: runs}, nil
-	}
-}
-
-// counter answers each Next with the next count IDs of a step-1 sequence
-// starting at 1, like a well-behaved leader.
-func counter() func(context.Context, *api.NextRequest) (*api.NextResponse, error) {
-	var mu sync.Mutex
-	last := uint64(0)
-	return func(_ context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		r := &api.IDRun{First: last + 1, Count: req.Count, Step: 1}
-		last += uint64(req.Count)
-		return &api.NextResponse{Runs: []*api.IDRun{r}}, nil
-	}
-}
-
-// fail answers every call with code, naming hint (if any) as the leader in
-// the trailer the way server/errors.go does.
-func fail(code codes.Code, hint string) func(context.Context, *api.NextRequest) (*api.NextResponse, error) {
-	return func(ctx context.Context, _ *api.NextRequest) (*api.NextResponse, error) {
-		if hint != "" {
-			_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, hint))
-		}
-		return nil, status.Error(code, "fake failure")
-	}
-}
-
-// failOnce answers the first call with code and the rest with then.
-func failOnce(code codes.Code, then func(context.Context, *api.NextRequest) (*api.NextResponse, error)) func(context.Context, *api.NextRequest) (*api.NextResponse, error) {
-	var failed atomic.Bool
-	return func(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-		if failed.CompareAndSwap(false, true) {
-			return nil, status.Error(code, "fake failure once")
-		}
-		return then(ctx, req)
-	}
-}
 
 func TestNewNoAddrs(t *testing.T) {
 	for _, addrs := range [][]string{nil, {}} {
@@ -660,8 +478,7 @@ func TestLayoutFollowsHint(t *testing.T) {
 	}}
 	bAddr := mustSequencer(t, b)
 	a := &fakeSeq{layout: func(ctx context.Context) (*api.LayoutResponse, error) {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, bAddr))
-		return nil, status.Error(codes.Unavailable, "not the leader")
+		return nil, refuse(ctx, codes.Unavailable, bAddr)
 	}}
 	c := mustNew(t, []string{mustSequencer(t, a)})
 	ctx := testCtx(t, 5*time.Second)
@@ -677,12 +494,11 @@ func TestAdminFollowsHint(t *testing.T) {
 	b := &fakeAdmin{nodeStatus: func(context.Context) (*api.NodeInfo, error) {
 		return &api.NodeInfo{Id: "b", Role: "leader"}, nil
 	}}
-	bAddr := mustServe(t, func(s *grpc.Server) { api.RegisterAdminServer(s, b) })
+	bAddr := mustAdmin(t, b)
 	a := &fakeAdmin{nodeStatus: func(ctx context.Context) (*api.NodeInfo, error) {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, bAddr))
-		return nil, status.Error(codes.Unavailable, "not the leader")
+		return nil, refuse(ctx, codes.Unavailable, bAddr)
 	}}
-	c := mustNew(t, []string{mustServe(t, func(s *grpc.Server) { api.RegisterAdminServer(s, a) })})
+	c := mustNew(t, []string{mustAdmin(t, a)})
 	ctx := testCtx(t, 5*time.Second)
 	var info *api.NodeInfo
 	err := c.Admin(ctx, func(ctx context.Context, ac api.AdminClient, opts ...grpc.CallOption) error {

@@ -5,29 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-
 	"github.com/seed-e8569b35/ordo/api"
 )
-
-// inCluster answers like next, naming cluster id in the header as a node
-// does; it records the cluster each call asked for.
-func inCluster(id string, asked *[]string, next func(context.Context, *api.NextRequest) (*api.NextResponse, error)) func(context.Context, *api.NextRequest) (*api.NextResponse, error) {
-	return func(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-		md, _ := metadata.FromIncomingContext(ctx)
-		*asked = append(*asked, md.Get(api.ClusterIDKey)...)
-		_ = grpc.SetHeader(ctx, metadata.Pairs(api.ClusterIDKey, id))
-		return next(ctx, req)
-	}
-}
 
 // TestNeverReturnsAnotherClustersIDs: a node of another cluster that
 // answers (an older version that does not check the id the call names) is
@@ -80,65 +62,6 @@ func TestNeverReturnsAnotherClustersIDs(t *testing.T) {
 	})
 }
 
-// clusterNode is a node of cluster id on both of the client's paths, unary
-// Next and NextStream: it names id in every answer's header and hands out
-// IDs counting up from first. With refuse it refuses, as a node does, a
-// call that names another cluster; without, it answers anyway, as an older
-// version would.
-type clusterNode struct {
-	api.UnimplementedSequencerServer
-	id      string
-	refuse  bool
-	first   uint64
-	calls   atomic.Int64 // Next calls and streams opened
-	refused atomic.Int64 // of them, refused for naming another cluster
-	mu      sync.Mutex
-	next    uint64
-}
-
-func (f *clusterNode) check(ctx context.Context) error {
-	f.calls.Add(1)
-	md, _ := metadata.FromIncomingContext(ctx)
-	for _, want := range md.Get(api.ClusterIDKey) {
-		if f.refuse && want != f.id {
-			f.refused.Add(1)
-			return status.Errorf(codes.Unavailable, "this node belongs to another cluster than %s", want)
-		}
-	}
-	return nil
-}
-
-func (f *clusterNode) run(n uint32) *api.IDRun {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.next == 0 {
-		f.next = f.first
-	}
-	r := &api.IDRun{First: f.next, Count: n, Step: 1}
-	f.next += uint64(n)
-	return r
-}
-
-func (f *clusterNode) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-	if err := f.check(ctx); err != nil {
-		return nil, err
-	}
-	_ = grpc.SetHeader(ctx, metadata.Pairs(api.ClusterIDKey, f.id))
-	return &api.NextResponse{Runs: []*api.IDRun{f.run(req.Count)}}, nil
-}
-
-func (f *clusterNode) NextStream(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	if err := f.check(st.Context()); err != nil {
-		return err
-	}
-	if err := st.SetHeader(metadata.Pairs(api.ClusterIDKey, f.id)); err != nil {
-		return err
-	}
-	return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
-		return &api.StreamAnswer{Id: call.Id, Runs: []*api.IDRun{f.run(call.Count)}}
-	})
-}
-
 // TestClientStaysWithItsCluster: a client pinned to cluster "ours" and
 // given the address of a node of another cluster first never returns that
 // cluster's IDs, on the default stream as on unary calls, whether that
@@ -151,19 +74,12 @@ func TestClientStaysWithItsCluster(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				foreign := &clusterNode{id: "other", refuse: refuse, first: foreignIDs}
 				own := &clusterNode{id: "ours", refuse: true, first: 1}
-				serveNode := func(f *clusterNode) string {
-					return mustServeOn(t, mustListen(t), func(s *grpc.Server) { api.RegisterSequencerServer(s, f) })
-				}
-				foreignAddr, ownAddr := serveNode(foreign), serveNode(own)
+				foreignAddr, ownAddr := mustSequencer(t, foreign), mustSequencer(t, own)
 				opts := []Option{WithClusterID("ours"), WithBackoff(time.Millisecond, 10*time.Millisecond)}
 				if unary {
 					opts = append(opts, WithUnary())
 				}
-				c, err := New([]string{foreignAddr, ownAddr}, opts...)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer c.Close()
+				c := mustClient(t, []string{foreignAddr, ownAddr}, opts...)
 				ctx := testCtx(t, 5*time.Second)
 				var last uint64
 				for range 10 {

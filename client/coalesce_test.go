@@ -3,13 +3,11 @@ package client
 import (
 	"context"
 	"errors"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -150,20 +148,8 @@ func TestCoalescingBadOption(t *testing.T) {
 // server that answers at once: the cost per ID of queueing, one shared
 // request and handing out the parts.
 func BenchmarkCoalescedNext(b *testing.B) {
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		b.Fatal(err)
-	}
-	s := grpc.NewServer()
-	api.RegisterSequencerServer(s, &fakeSeq{next: counter()})
-	go s.Serve(lis)
-	defer s.Stop()
-	addr := lis.Addr().String()
-	c, err := New([]string{addr}, WithCoalescing(2))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer c.Close()
+	addr := mustSequencer(b, &fakeSeq{next: counter()})
+	c := mustClient(b, []string{addr}, WithCoalescing(2))
 	b.SetParallelism(64)
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {

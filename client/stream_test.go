@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -17,75 +16,12 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 )
 
-// fakeStreamServer serves NextStream with serve, which gets each stream.
-type fakeStreamServer struct {
-	api.UnimplementedSequencerServer
-	serve   func(grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error
-	streams atomic.Int64
-}
-
-func (f *fakeStreamServer) NextStream(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	f.streams.Add(1)
-	return f.serve(st)
-}
-
-func mustStreamServer(t *testing.T, f *fakeStreamServer) string {
-	t.Helper()
-	return mustServeOn(t, mustListen(t), func(s *grpc.Server) { api.RegisterSequencerServer(s, f) })
-}
-
-// answerInBatches reads k calls, however they come in messages, then
-// answers them in reverse order, all in one message, with IDs from a
-// shared counter, again and again.
-func answerInBatches(k int) func(grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	var mu sync.Mutex
-	last := uint64(0)
-	return func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-		for {
-			var calls []*api.StreamCall
-			for len(calls) < k {
-				r, err := st.Recv()
-				if err != nil {
-					return nil
-				}
-				calls = append(calls, r.Calls...)
-			}
-			resp := &api.NextStreamResponse{}
-			for i := len(calls) - 1; i >= 0; i-- {
-				mu.Lock()
-				run := &api.IDRun{First: last + 1, Count: calls[i].Count, Step: 1}
-				last += uint64(calls[i].Count)
-				mu.Unlock()
-				resp.Answers = append(resp.Answers, &api.StreamAnswer{Id: calls[i].Id, Runs: []*api.IDRun{run}})
-			}
-			if err := st.Send(resp); err != nil {
-				return err
-			}
-		}
-	}
-}
-
-// answerEach answers every call alone with answer.
-func answerEach(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse], answer func(*api.StreamCall) *api.StreamAnswer) error {
-	for {
-		r, err := st.Recv()
-		if err != nil {
-			return nil
-		}
-		for _, call := range r.Calls {
-			if err := st.Send(&api.NextStreamResponse{Answers: []*api.StreamAnswer{answer(call)}}); err != nil {
-				return err
-			}
-		}
-	}
-}
-
 // TestStreamPipelines sends 8 calls that the server answers only once all
 // 8 are in, in reverse order: they must all be in flight on one stream,
 // and each gets its own IDs.
 func TestStreamPipelines(t *testing.T) {
 	f := &fakeStreamServer{serve: answerInBatches(8)}
-	c := mustNew(t, []string{mustStreamServer(t, f)})
+	c := mustNew(t, []string{mustSequencer(t, f)})
 	s := c.OpenStream()
 	defer s.Close()
 	ctx := testCtx(t, 10*time.Second)
@@ -123,12 +59,12 @@ func TestStreamPipelines(t *testing.T) {
 // stream with Unavailable and the leader's address; the call is sent again
 // there.
 func TestStreamFollowsLeaderHint(t *testing.T) {
-	leader := mustStreamServer(t, &fakeStreamServer{serve: answerInBatches(1)})
-	follower := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	leader := mustSequencer(t, &fakeStreamServer{serve: answerInBatches(1)})
+	follower := &fakeStreamServer{serve: func(st nextStream) error {
 		st.SetTrailer(metadata.Pairs(api.LeaderAddrKey, leader))
 		return status.Error(codes.Unavailable, "not the leader")
 	}}
-	c := mustNew(t, []string{mustStreamServer(t, follower)})
+	c := mustNew(t, []string{mustSequencer(t, follower)})
 	s := c.OpenStream()
 	defer s.Close()
 	ctx := testCtx(t, 10*time.Second)
@@ -146,13 +82,13 @@ func TestStreamFollowsLeaderHint(t *testing.T) {
 // TestStreamRefusesBadAnswers: IDs not above what was already returned are
 // withheld, as with unary calls.
 func TestStreamRefusesBadAnswers(t *testing.T) {
-	f := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	f := &fakeStreamServer{serve: func(st nextStream) error {
 		return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
 			// Always the same IDs.
 			return &api.StreamAnswer{Id: call.Id, Runs: []*api.IDRun{{First: 10, Count: call.Count, Step: 1}}}
 		})
 	}}
-	c := mustNew(t, []string{mustStreamServer(t, f)})
+	c := mustNew(t, []string{mustSequencer(t, f)})
 	s := c.OpenStream()
 	defer s.Close()
 	ctx := testCtx(t, 5*time.Second)
@@ -175,12 +111,12 @@ func TestStreamRefusesBadAnswers(t *testing.T) {
 // answers (a paused leader keeps its connection) is given up after the
 // attempt timeout, and the call is answered by the next node.
 func TestStreamLeavesAStalledNode(t *testing.T) {
-	stalled := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	stalled := &fakeStreamServer{serve: func(st nextStream) error {
 		<-st.Context().Done()
 		return st.Context().Err()
 	}}
 	good := &fakeStreamServer{serve: answerInBatches(1)}
-	c := mustNew(t, []string{mustStreamServer(t, stalled), mustStreamServer(t, good)}, WithAttemptTimeout(200*time.Millisecond))
+	c := mustNew(t, []string{mustSequencer(t, stalled), mustSequencer(t, good)}, WithAttemptTimeout(200*time.Millisecond))
 	s := c.OpenStream()
 	defer s.Close()
 	ctx := testCtx(t, 10*time.Second)
@@ -197,7 +133,7 @@ func TestStreamLeavesAStalledNode(t *testing.T) {
 func TestStreamInvalidRequestAlone(t *testing.T) {
 	var mu sync.Mutex
 	last := uint64(0)
-	f := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	f := &fakeStreamServer{serve: func(st nextStream) error {
 		return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
 			a := &api.StreamAnswer{Id: call.Id}
 			if call.Count > 5 {
@@ -211,7 +147,7 @@ func TestStreamInvalidRequestAlone(t *testing.T) {
 			return a
 		})
 	}}
-	c := mustNew(t, []string{mustStreamServer(t, f)})
+	c := mustNew(t, []string{mustSequencer(t, f)})
 	s := c.OpenStream()
 	defer s.Close()
 	ctx := testCtx(t, 5*time.Second)
@@ -232,11 +168,7 @@ func TestStreamInvalidRequestAlone(t *testing.T) {
 func TestDefaultClientStreams(t *testing.T) {
 	t.Run("stream", func(t *testing.T) {
 		f := &fakeStreamServer{serve: answerInBatches(1)}
-		c, err := New([]string{mustStreamServer(t, f)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := mustClient(t, []string{mustSequencer(t, f)})
 		ctx := testCtx(t, 5*time.Second)
 		var last uint64
 		for range 5 {
@@ -252,11 +184,7 @@ func TestDefaultClientStreams(t *testing.T) {
 	})
 	t.Run("unary fallback", func(t *testing.T) {
 		f := &fakeSeq{next: counter()}
-		c, err := New([]string{mustSequencer(t, f)}, WithBackoff(time.Millisecond, 10*time.Millisecond))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
+		c := mustClient(t, []string{mustSequencer(t, f)}, WithBackoff(time.Millisecond, 10*time.Millisecond))
 		ctx := testCtx(t, 5*time.Second)
 		if got := mustNextN(ctx, t, c, 2); !slices.Equal(got, []uint64{1, 2}) {
 			t.Fatalf("NextN = %v, want [1 2]", got)
@@ -276,7 +204,7 @@ func TestDefaultClientStreams(t *testing.T) {
 func relayServer(t *testing.T, ids *atomic.Uint64, leader string) (addr string, answered *atomic.Int64, streams *atomic.Int64) {
 	answered = &atomic.Int64{}
 	f := &fakeStreamServer{}
-	f.serve = func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	f.serve = func(st nextStream) error {
 		if leader != "" {
 			st.SetHeader(metadata.Pairs(api.LeaderAddrKey, leader))
 		}
@@ -289,7 +217,7 @@ func relayServer(t *testing.T, ids *atomic.Uint64, leader string) (addr string, 
 			return &api.StreamAnswer{Id: call.Id, Runs: []*api.IDRun{{First: first, Count: call.Count, Step: 1}}}
 		})
 	}
-	return mustStreamServer(t, f), answered, &f.streams
+	return mustSequencer(t, f), answered, &f.streams
 }
 
 // TestStreamLeavesARelay: a stream that reached a follower relaying it to
@@ -333,8 +261,8 @@ func TestStreamLeavesARelay(t *testing.T) {
 
 // answerJointly answers every message of k or more calls with one joint
 // answer, its runs from next, which may bend what it sends.
-func answerJointly(k int, next *atomic.Uint64, bend func(a *api.StreamAnswer)) func(grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	return func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+func answerJointly(k int, next *atomic.Uint64, bend func(a *api.StreamAnswer)) func(nextStream) error {
+	return func(st nextStream) error {
 		var calls []*api.StreamCall
 		for {
 			r, err := st.Recv()
@@ -391,7 +319,7 @@ func TestStreamSplitsJointAnswers(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			var next atomic.Uint64
-			s := mustNew(t, []string{mustStreamServer(t, &fakeStreamServer{serve: answerJointly(4, &next, tt.bend)})}).OpenStream()
+			s := mustNew(t, []string{mustSequencer(t, &fakeStreamServer{serve: answerJointly(4, &next, tt.bend)})}).OpenStream()
 			defer s.Close()
 			type result struct {
 				n   int
@@ -441,7 +369,7 @@ func TestStreamJointAnswerClaimsCostNoMemory(t *testing.T) {
 		withRuns bool // the runs hold what the counts claim
 	}{{"counts and runs agree", true}, {"counts without runs", false}} {
 		t.Run(tt.name, func(t *testing.T) {
-			f := &fakeStreamServer{serve: func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+			f := &fakeStreamServer{serve: func(st nextStream) error {
 				return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
 					a := &api.StreamAnswer{Id: call.Id, Counts: []uint32{call.Count}, Runs: []*api.IDRun{{First: 1, Count: call.Count, Step: 1}}}
 					next := 1 + uint64(call.Count)
@@ -456,7 +384,7 @@ func TestStreamJointAnswerClaimsCostNoMemory(t *testing.T) {
 					return a
 				})
 			}}
-			s := mustNew(t, []string{mustStreamServer(t, f)}).OpenStream()
+			s := mustNew(t, []string{mustSequencer(t, f)}).OpenStream()
 			defer s.Close()
 			ids, err := s.NextN(testCtx(t, 10*time.Second), 1)
 			if tt.withRuns && (err != nil || !slices.Equal(ids, []uint64{1})) {
@@ -476,7 +404,7 @@ func TestStreamCloseEndsTheRelayLeft(t *testing.T) {
 	leader, leaderAnswered, _ := relayServer(t, &ids, "")
 	ended := make(chan struct{})
 	relay := &fakeStreamServer{}
-	relay.serve = func(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
+	relay.serve = func(st nextStream) error {
 		defer close(ended)
 		st.SetHeader(metadata.Pairs(api.LeaderAddrKey, leader))
 		if err := st.SendHeader(nil); err != nil {
@@ -487,7 +415,7 @@ func TestStreamCloseEndsTheRelayLeft(t *testing.T) {
 			return &api.StreamAnswer{Id: call.Id, Runs: []*api.IDRun{{First: first, Count: call.Count, Step: 1}}}
 		})
 	}
-	s := mustNew(t, []string{mustStreamServer(t, relay)}, WithAttemptTimeout(time.Minute)).OpenStream()
+	s := mustNew(t, []string{mustSequencer(t, relay)}, WithAttemptTimeout(time.Minute)).OpenStream()
 	ctx := testCtx(t, 20*time.Second)
 	for leaderAnswered.Load() == 0 {
 		if _, err := s.Next(ctx); err != nil {

@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -19,22 +17,6 @@ import (
 // googleUUID stands for github.com/google/uuid's UUID, which is declared
 // the same way: the client's IDs convert to it, and back, directly.
 type googleUUID [16]byte
-
-// wideSeq answers Layout with spec and group, and Next like next, but only
-// to calls that ask for ticks, as a node of a 128-bit layout does.
-func wideSeq(spec string, group uint64, next func(context.Context, *api.NextRequest) (*api.NextResponse, error)) *fakeSeq {
-	return &fakeSeq{
-		layout: func(context.Context) (*api.LayoutResponse, error) {
-			return &api.LayoutResponse{Layout: spec, Group: group}, nil
-		},
-		next: func(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-			if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(api.TicksKey)) == 0 {
-				return nil, status.Error(codes.FailedPrecondition, "fake: a 128-bit layout answers only calls for ticks")
-			}
-			return next(ctx, req)
-		},
-	}
-}
 
 // TestNextUUIDs checks that the 128-bit calls render the ticks a node
 // sends with its group, in order, in each mode a client calls in; that a
@@ -116,17 +98,6 @@ func TestNextULIDsChecksTicks(t *testing.T) {
 	}
 }
 
-// wideStreamSeq is wideSeq that also serves NextStream, answering every
-// call with runs: the default client's path.
-type wideStreamSeq struct {
-	*fakeSeq
-	runs []*api.IDRun
-}
-
-func (f wideStreamSeq) NextStream(st grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	return answerEach(st, func(c *api.StreamCall) *api.StreamAnswer { return &api.StreamAnswer{Id: c.Id, Runs: f.runs} })
-}
-
 // TestNextUUIDsRefusesTicksPastTheLast: a tick above the layout's last
 // would render with its time field wrapped to 0, an ID that sorts below
 // the ones before it. A node that sends one gets ErrBadResponse and no
@@ -141,12 +112,7 @@ func TestNextUUIDsRefusesTicksPastTheLast(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			f := wideStreamSeq{fakeSeq: wideSeq("uuidv7", 1, serve(past)), runs: []*api.IDRun{past}}
-			addr := mustServeOn(t, mustListen(t), func(s *grpc.Server) { api.RegisterSequencerServer(s, f) })
-			c, err := New([]string{addr}, append([]Option{WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = c.Close() })
+			c := mustClient(t, []string{mustSequencer(t, f)}, append([]Option{WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
 			ids, err := c.NextUUIDs(testCtx(t, 5*time.Second), 2)
 			if !errors.Is(err, ErrBadResponse) || !errors.Is(err, layout.ErrTickRange) || ids != nil {
 				t.Fatalf("NextUUIDs of ticks %d and %d = %v, %v; want ErrBadResponse and no IDs", past.First, past.First+1, ids, err)

@@ -12,12 +12,10 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
-	"github.com/seed-e8569b35/ordo/history"
 	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/server"
 )
@@ -26,17 +24,11 @@ import (
 // checked workload runs. Each must get a clear error and leave the cluster
 // serving.
 func TestBadInput(t *testing.T) {
-	c := mustNewCluster(t, clusterOpts{})
-	w := startWorkload(t, c.addrs(), history.NewRecorder(), 0)
-	w.mustAcks(phaseAcks, phaseTimeout, "before the bad input")
+	c, w := mustLoadedCluster(t, "before the bad input")
 
 	t.Log("raw gRPC Next with a count out of range, at every node")
 	for _, n := range c.Nodes {
-		conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		seq := api.NewSequencerClient(conn)
+		seq := api.NewSequencerClient(mustDial(t, n.GRPCAddr))
 		for _, count := range []uint32{0, server.DefaultMaxCount + 1, 1<<32 - 1} {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			resp, err := seq.Next(ctx, &api.NextRequest{Count: count})
@@ -47,7 +39,6 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("%s: Next(count=%d): message %q does not name the count", n.Name, count, status.Convert(err).Message())
 			}
 		}
-		conn.Close()
 	}
 
 	t.Log("raw gRPC Next with exactly the maximum count")
@@ -130,28 +121,12 @@ func TestBadInput(t *testing.T) {
 	}
 	c.mustLeader(n3)
 	c.mustRestart(n3, "--layout", "twitter")
-	code, ok := n3.WaitExit(exitTimeout)
-	out := c.output(n3)
-	if !ok {
-		t.Fatalf("n3 with --layout twitter on a default-layout data dir still runs after %v", exitTimeout)
-	}
-	if code == 0 {
-		t.Errorf("n3 with --layout twitter exited 0; want non-zero")
-	}
-	mustNameLayouts(t, "n3 with --layout twitter", out)
+	mustRefuseLayout(t, c, n3, "n3 with --layout twitter on a default-layout data dir")
 
 	t.Log("a new node with another layout joins")
 	n4 := c.newNode("n4", append([]string{"--join", c.mustLeader().GRPCAddr, "--layout", "twitter"}, fastTimers...)...)
 	c.mustStart(n4)
-	code, ok = n4.WaitExit(exitTimeout)
-	out = c.output(n4)
-	if !ok {
-		t.Fatalf("n4 joining with --layout twitter still runs after %v", exitTimeout)
-	}
-	if code == 0 {
-		t.Errorf("n4 joining with --layout twitter exited 0; want non-zero")
-	}
-	mustNameLayouts(t, "n4 joining with --layout twitter", out)
+	mustRefuseLayout(t, c, n4, "n4 joining with --layout twitter")
 
 	t.Log("the remaining cluster serves, and n3 comes back with its own layout")
 	resp := c.waitStatus(leaderTimeout, "a leader", func(r *api.StatusResponse) bool { return r.LeaderId != "" })
@@ -168,10 +143,19 @@ func TestBadInput(t *testing.T) {
 	mustCheck(t, w.stop())
 }
 
-// mustNameLayouts checks that a refused node's output names both the
-// layout it was given and the cluster's.
-func mustNameLayouts(t *testing.T, what, out string) {
+// mustRefuseLayout checks that n, started with layout twitter on a
+// cluster of the default layout, exits non-zero within exitTimeout and
+// that its output names both layouts.
+func mustRefuseLayout(t *testing.T, c *cluster, n *node, what string) {
 	t.Helper()
+	code, ok := n.WaitExit(exitTimeout)
+	out := c.output(n)
+	if !ok {
+		t.Fatalf("%s still runs after %v", what, exitTimeout)
+	}
+	if code == 0 {
+		t.Errorf("%s exited 0; want non-zero", what)
+	}
 	var line string
 	for _, l := range strings.Split(out, "\n") {
 		if strings.Contains(l, "layout") && strings.Contains(l, "twitter") && strings.Contains(l, "default") {
@@ -200,14 +184,9 @@ func mustRawNext(t *testing.T, c *cluster, count uint32) *api.NextResponse {
 	deadline := time.Now().Add(leaderTimeout)
 	for {
 		leader := c.mustLeader()
-		conn, err := grpc.NewClient(leader.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: count})
+		resp, err := api.NewSequencerClient(mustDial(t, leader.GRPCAddr)).Next(ctx, &api.NextRequest{Count: count})
 		cancel()
-		conn.Close()
 		if err == nil {
 			return resp
 		}

@@ -14,9 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -217,14 +215,8 @@ const numPushers = 4
 func startPushers(t *testing.T, addrs []string, rec *history.Recorder, base int) *pushers {
 	t.Helper()
 	var seqs []api.SequencerClient
-	var conns []*grpc.ClientConn
 	for _, addr := range addrs {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		conns = append(conns, conn)
-		seqs = append(seqs, api.NewSequencerClient(conn))
+		seqs = append(seqs, api.NewSequencerClient(mustDial(t, addr)))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pushers{t: t, cancel: cancel, done: make(chan struct{})}
@@ -237,9 +229,6 @@ func startPushers(t *testing.T, addrs []string, rec *history.Recorder, base int)
 	}
 	go func() {
 		p.wg.Wait()
-		for _, conn := range conns {
-			conn.Close()
-		}
 		close(p.done)
 	}()
 	t.Cleanup(func() { cancel(); <-p.done })
@@ -376,15 +365,11 @@ func TestRestoreBesideLeaderlessOldMember(t *testing.T) {
 // mustNodeStatus asks n itself for its status until it answers, up to d.
 func mustNodeStatus(t *testing.T, n *node, d time.Duration) *api.NodeInfo {
 	t.Helper()
-	conn, err := grpc.NewClient(n.GRPCAddr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
+	admin := api.NewAdminClient(mustDial(t, n.GRPCAddr))
 	deadline := time.Now().Add(d)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		info, err := api.NewAdminClient(conn).NodeStatus(ctx, &api.NodeStatusRequest{})
+		info, err := admin.NodeStatus(ctx, &api.NodeStatusRequest{})
 		cancel()
 		if err == nil {
 			return info

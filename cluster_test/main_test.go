@@ -31,6 +31,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -116,6 +117,18 @@ func runOrdoFor(t testing.TB, timeout time.Duration, args ...string) cliResult {
 		t.Fatalf("ordo %s: %v", strings.Join(args, " "), err)
 	}
 	return res
+}
+
+// mustDial opens a plain gRPC connection to addr, closed when the test
+// ends, for the calls a test makes without the client's retries.
+func mustDial(t *testing.T, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // mustRunOrdo runs the ordo binary and fails the test unless it exits 0.
@@ -487,6 +500,18 @@ const (
 	attemptTimeout = time.Second
 	opTimeout      = 3 * time.Second
 )
+
+// mustLoadedCluster starts a cluster with the default options and a
+// recorded workload on it, and lets the load run one phase (what names
+// it), so that the test's faults land on a serving cluster with requests
+// in flight.
+func mustLoadedCluster(t *testing.T, what string) (*cluster, *workload) {
+	t.Helper()
+	c := mustNewCluster(t, clusterOpts{})
+	w := startWorkload(t, c.addrs(), history.NewRecorder(), 0)
+	w.mustAcks(phaseAcks, phaseTimeout, what)
+	return c, w
+}
 
 // startWorkload starts verify's workload against addrs, recording into
 // rec until stop. Client numbers start at base, so that two workloads

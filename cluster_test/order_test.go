@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/seed-e8569b35/ordo/api"
-	"github.com/seed-e8569b35/ordo/history"
 )
 
 // Load phases: how many acknowledged operations each phase waits for, and
@@ -23,9 +22,7 @@ const (
 // restarts it, and hands leadership back to it (its clock still an hour
 // behind). The order must hold throughout.
 func TestClockBackOnLeader(t *testing.T) {
-	c := mustNewCluster(t, clusterOpts{})
-	w := startWorkload(t, c.addrs(), history.NewRecorder(), 0)
-	w.mustAcks(phaseAcks, phaseTimeout, "before the clock moved")
+	c, w := mustLoadedCluster(t, "before the clock moved")
 
 	skewed := c.mustLeader()
 	if err := os.WriteFile(skewed.ClockFile, []byte("-1h\n"), 0o644); err != nil {

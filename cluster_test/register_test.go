@@ -7,9 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -31,15 +29,7 @@ func TestRegisterNeedsTheMemberItself(t *testing.T) {
 	c.mustServe()
 	leader := c.mustLeader()
 	follower := c.mustFollowers()[0]
-	dial := func(addr string) *grpc.ClientConn {
-		conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { conn.Close() })
-		return conn
-	}
-	admin := api.NewAdminClient(dial(leader.GRPCAddr))
+	admin := api.NewAdminClient(mustDial(t, leader.GRPCAddr))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	withToken := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
@@ -59,7 +49,7 @@ func TestRegisterNeedsTheMemberItself(t *testing.T) {
 		}
 	}
 	// The follower forwards Next to the leader at its real address.
-	seq := api.NewSequencerClient(dial(follower.GRPCAddr))
+	seq := api.NewSequencerClient(mustDial(t, follower.GRPCAddr))
 	deadline := time.Now().Add(leaderTimeout)
 	for {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)

@@ -94,6 +94,13 @@ func newProxy(t *testing.T, listenIP, target string) *Proxy {
 	return p
 }
 
+// newEchoProxy returns a proxy on 127.0.0.12 to an echo server of its
+// own, what most tests fault.
+func newEchoProxy(t *testing.T) *Proxy {
+	t.Helper()
+	return newProxy(t, "127.0.0.12", newEcho(t).addr())
+}
+
 // dialFrom opens a connection to addr whose source IP is fromIP.
 func dialFrom(t *testing.T, fromIP, addr string) net.Conn {
 	t.Helper()
@@ -140,24 +147,29 @@ func mustWork(t *testing.T, c net.Conn, what string) {
 // an EOF or reset, not merely a timeout.
 func mustBeCut(t *testing.T, c net.Conn, what string) {
 	t.Helper()
-	err := roundTrip(c, "hello "+what, hangGuard)
-	if err == nil {
-		t.Fatalf("%s: expected connection to be cut, round trip worked", what)
-	}
-	if isTimeout(err) {
-		t.Fatalf("%s: expected EOF/reset, got timeout: %v", what, err)
-	}
+	mustFail(t, c, what, hangGuard, false)
 }
 
 // mustStall asserts that a round trip on c gets nothing within stallProbe.
 func mustStall(t *testing.T, c net.Conn, what string) {
 	t.Helper()
-	err := roundTrip(c, "hello "+what, stallProbe)
-	if err == nil {
-		t.Fatalf("%s: expected stall, round trip worked", what)
+	mustFail(t, c, what, stallProbe, true)
+}
+
+// mustFail asserts that a round trip on c, given wait, fails, and by a
+// timeout exactly when timeout is set.
+func mustFail(t *testing.T, c net.Conn, what string, wait time.Duration, timeout bool) {
+	t.Helper()
+	want := "EOF/reset"
+	if timeout {
+		want = "timeout"
 	}
-	if !isTimeout(err) {
-		t.Fatalf("%s: expected timeout, got %v", what, err)
+	err := roundTrip(c, "hello "+what, wait)
+	if err == nil {
+		t.Fatalf("%s: expected %s, round trip worked", what, want)
+	}
+	if isTimeout(err) != timeout {
+		t.Fatalf("%s: expected %s, got %v", what, want, err)
 	}
 }
 
@@ -215,28 +227,24 @@ func transfer(t *testing.T, c net.Conn, size int) {
 }
 
 func TestLargeTransfer(t *testing.T) {
-	e := newEcho(t)
-	p := newProxy(t, "127.0.0.12", e.addr())
+	p := newEchoProxy(t)
 	transfer(t, dialFrom(t, ipA, p.Addr()), 4<<20)
 }
 
 func TestLargeTransferWithDelayKeepsOrder(t *testing.T) {
-	e := newEcho(t)
-	p := newProxy(t, "127.0.0.12", e.addr())
+	p := newEchoProxy(t)
 	p.SetDelay(2 * time.Millisecond)
 	transfer(t, dialFrom(t, ipA, p.Addr()), 4<<20)
 }
 
 func TestHalfCloseEndsConnection(t *testing.T) {
-	e := newEcho(t)
-	p := newProxy(t, "127.0.0.12", e.addr())
+	p := newEchoProxy(t)
 	transfer(t, dialFrom(t, ipA, p.Addr()), 10)
 	eventually.True(t, hangGuard, "connection to leave Active", func() bool { return p.Stats().Active == 0 })
 }
 
 func TestBlock(t *testing.T) {
-	e := newEcho(t)
-	p := newProxy(t, "127.0.0.12", e.addr())
+	p := newEchoProxy(t)
 	ca := dialFrom(t, ipA, p.Addr())
 	cb := dialFrom(t, ipB, p.Addr())
 	mustWork(t, ca, "A before block")
@@ -263,8 +271,7 @@ func TestBlock(t *testing.T) {
 }
 
 func TestBlockAllAndHealAll(t *testing.T) {
-	e := newEcho(t)
-	p := newProxy(t, "127.0.0.12", e.addr())
+	p := newEchoProxy(t)
 	ca := dialFrom(t, ipA, p.Addr())
 	mustWork(t, ca, "A")
 	p.BlockAll()
@@ -277,8 +284,7 @@ func TestBlockAllAndHealAll(t *testing.T) {
 }
 
 func TestStall(t *testing.T) {
-	e := newEcho(t)
-	p := newProxy(t, "127.0.0.12", e.addr())
+	p := newEchoProxy(t)
 	ca := dialFrom(t, ipA, p.Addr())
 	cb := dialFrom(t, ipB, p.Addr())
 	mustWork(t, ca, "A before stall")
@@ -321,8 +327,7 @@ func TestStall(t *testing.T) {
 }
 
 func TestStallThenBlockCuts(t *testing.T) {
-	e := newEcho(t)
-	p := newProxy(t, "127.0.0.12", e.addr())
+	p := newEchoProxy(t)
 	ca := dialFrom(t, ipA, p.Addr())
 	p.Stall(ipA)
 	mustStall(t, ca, "A stalled")
@@ -332,8 +337,7 @@ func TestStallThenBlockCuts(t *testing.T) {
 
 func TestDelay(t *testing.T) {
 	const d = 50 * time.Millisecond
-	e := newEcho(t)
-	p := newProxy(t, "127.0.0.12", e.addr())
+	p := newEchoProxy(t)
 	c := dialFrom(t, ipA, p.Addr())
 	mustWork(t, c, "before delay")
 
@@ -352,8 +356,7 @@ func TestDelay(t *testing.T) {
 }
 
 func TestDelayLoweredReleasesWaitingData(t *testing.T) {
-	e := newEcho(t)
-	p := newProxy(t, "127.0.0.12", e.addr())
+	p := newEchoProxy(t)
 	c := dialFrom(t, ipA, p.Addr())
 	p.SetDelay(time.Hour)
 	if _, err := io.WriteString(c, "x"); err != nil {

@@ -1,14 +1,12 @@
 package grpcapi
 
 import (
-	"errors"
-	"io"
-
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/recv"
 )
 
 // Floor implements api.FloorServer: the stream floor of `ordo bench
@@ -50,23 +48,13 @@ func (f *Floor) Echo(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.
 // answers to a message, until the client is done sending (nil) or the
 // stream fails.
 func echo(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return recv.Each(stream.Recv, func(req *api.NextStreamRequest) error {
 		if req.Joint && len(req.Calls) > 1 {
 			// One joint answer, as the leader gives one to the calls it
 			// assigns together.
 			a := &api.StreamAnswer{Id: req.Calls[0].Id}
 			a.Also, a.Counts = JointOf(req.Calls)
-			if err := stream.Send(&api.NextStreamResponse{Answers: []*api.StreamAnswer{a}}); err != nil {
-				return err
-			}
-			continue
+			return stream.Send(&api.NextStreamResponse{Answers: []*api.StreamAnswer{a}})
 		}
 		for calls := req.Calls; len(calls) > 0; {
 			part := calls[:min(len(calls), MaxAnswersPerMessage)]
@@ -79,7 +67,8 @@ func echo(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamR
 				return err
 			}
 		}
-	}
+		return nil
+	})
 }
 
 // JointOf is what a joint answer to calls names besides its id: the other

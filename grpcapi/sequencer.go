@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/recv"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 )
@@ -159,18 +160,7 @@ func (s *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *
 			}
 		}
 	}()
-	for {
-		resp, err := up.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-	}
+	return recv.Each(up.Recv, stream.Send)
 }
 
 // NextStream implements api.SequencerServer. One goroutine reads calls and
@@ -271,14 +261,7 @@ func (s *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 // a time, and split: each call still gets its own consecutive ticks, and
 // a message costs one lock, one clock reading and one lease check.
 func (s *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse], assigned chan<- streamCall) error {
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return recv.Each(stream.Recv, func(req *api.NextStreamRequest) error {
 		for calls := req.Calls; len(calls) > 0; {
 			// The longest run of valid calls from the front, within
 			// MaxCount IDs and MaxAnswersPerMessage calls (a joint answer
@@ -323,7 +306,8 @@ func (s *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 				}
 			}
 		}
-	}
+		return nil
+	})
 }
 
 // splitTicket hands the calls their ticks from t, each its count in turn:

@@ -2,7 +2,6 @@ package leadership
 
 import (
 	"context"
-	"net"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 )
 
 // testWait bounds every wait in these tests. It is a deadline, never a
@@ -108,6 +108,13 @@ func (n *fakeNode) MayRelease(context.Context) bool {
 	return n.release
 }
 
+// setRelease sets what MayRelease answers.
+func (n *fakeNode) setRelease(ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.release = ok
+}
+
 // pointAt records addr as voter id's gRPC address, so that rounds ask
 // whatever listens there.
 func (n *fakeNode) pointAt(id, addr string) {
@@ -137,6 +144,14 @@ func mustConfirmer(t *testing.T, id string, lease time.Duration) (*Confirmer, *f
 	return c, r, n
 }
 
+// endRestartHold lets c promise at once, as though its restart hold had
+// run out.
+func endRestartHold(c *Confirmer) {
+	c.promises.mu.Lock()
+	defer c.promises.mu.Unlock()
+	c.promises.until = 0
+}
+
 // mustLeader is n1's Confirmer, leading in testTerm.
 func mustLeader(t *testing.T) (*Confirmer, *fakeNode) {
 	t.Helper()
@@ -161,17 +176,10 @@ func mustServeVoter(t *testing.T, c *Confirmer) string {
 	return mustServe(t, voterServer{c: c})
 }
 
+// mustServe serves p until the test ends and returns its address.
 func mustServe(t *testing.T, p api.PeerServer) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	api.RegisterPeerServer(s, p)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
+	return grpctest.Serve(t, func(s *grpc.Server) { api.RegisterPeerServer(s, p) })
 }
 
 // mustVoters starts n2 and n3 as real voters with the given leases,
@@ -195,4 +203,14 @@ func (n *fakeNode) mustConn(t *testing.T, addr string) grpc.ClientConnInterface 
 		t.Fatal(err)
 	}
 	return c
+}
+
+// mustConfirmNow confirms c's leadership with a round, within testWait.
+func mustConfirmNow(t *testing.T, c *Confirmer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), testWait)
+	defer cancel()
+	if _, err := c.Confirm(ctx, false); err != nil {
+		t.Fatalf("a round once no promise holds: %v, want it confirmed", err)
+	}
 }

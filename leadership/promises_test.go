@@ -233,9 +233,7 @@ func askTerm(t *testing.T, addr string, req *api.TermRequest) *api.TermResponse 
 // let release (Node.MayRelease) is ignored; one it lets is not.
 func TestReleaseNeedsPermission(t *testing.T) {
 	voter, _, node := mustConfirmer(t, "n2", time.Hour)
-	voter.promises.mu.Lock()
-	voter.promises.until = 0 // no restart hold
-	voter.promises.mu.Unlock()
+	endRestartHold(voter)
 	addr := mustServeVoter(t, voter)
 	if resp := askTerm(t, addr, &api.TermRequest{LeaderId: "n1", Term: testTerm, Round: 1, LeaseMs: 1000}); resp.LeaseMs == 0 {
 		t.Fatalf("the leader the voter knows was promised nothing: %v", resp)
@@ -245,16 +243,12 @@ func TestReleaseNeedsPermission(t *testing.T) {
 		defer voter.promises.mu.Unlock()
 		return voter.promises.to
 	}
-	node.mu.Lock()
-	node.release = false
-	node.mu.Unlock()
+	node.setRelease(false)
 	askTerm(t, addr, &api.TermRequest{LeaderId: "n1", Term: testTerm, Round: 2, Release: true})
 	if to := promisedTo(); to != "n1" {
 		t.Fatalf("a release the node does not allow freed the promise (now to %q)", to)
 	}
-	node.mu.Lock()
-	node.release = true
-	node.mu.Unlock()
+	node.setRelease(true)
 	askTerm(t, addr, &api.TermRequest{LeaderId: "n1", Term: testTerm, Round: 3, Release: true})
 	if to := promisedTo(); to != "" {
 		t.Fatalf("a release the node allows did not free the promise (still to %q)", to)
@@ -265,9 +259,7 @@ func TestReleaseNeedsPermission(t *testing.T) {
 // knows, and only in its own term.
 func TestPromiseOnlyToTheKnownLeader(t *testing.T) {
 	voter, _, _ := mustConfirmer(t, "n2", time.Hour)
-	voter.promises.mu.Lock()
-	voter.promises.until = 0 // no restart hold
-	voter.promises.mu.Unlock()
+	endRestartHold(voter)
 	addr := mustServeVoter(t, voter)
 	for _, req := range []*api.TermRequest{
 		{LeaderId: "intruder", Term: testTerm, Round: 1, LeaseMs: 1000},
@@ -312,4 +304,57 @@ func TestLeaseWithAVoterWithoutLease(t *testing.T) {
 	if leased < rounds*4/5 {
 		t.Fatalf("%d of %d rounds gave a lease, want nearly all", leased, rounds)
 	}
+}
+
+// TestRoundCountsItselfOnlyOnceItsOwnPromiseRanOut: n1 leads, but as a
+// voter it promised n9 (or restarted within its recorded lease). n2
+// answers in term, n3 is unreachable: n1's round must not count n1 and
+// so must not reach a majority. Once the promise is gone, the same round
+// does: it failed for the promise, not for anything else.
+//
+// Without the wait, a leader B serving from a lease that counted A's
+// promise could be outrun: A restarts, is elected, and confirms itself
+// with one other voter while B still answers from memory.
+func TestRoundCountsItselfOnlyOnceItsOwnPromiseRanOut(t *testing.T) {
+	t.Run("promise to another leader", func(t *testing.T) {
+		leader, node := mustLeader(t)
+		v, _, _ := mustConfirmer(t, "n2", 0)
+		node.pointAt("n2", mustServeVoter(t, v))
+		node.pointAt("n3", "127.0.0.1:1")
+		leader.promises.mu.Lock()
+		leader.promises.to, leader.promises.until = "n9", leader.promises.clock()+time.Hour
+		leader.promises.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		if c, err := leader.Confirm(ctx, false); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("confirmed %v, err %v, counting itself while it had promised n9", c, err)
+		}
+		leader.promises.mu.Lock()
+		leader.promises.to, leader.promises.until = "", 0
+		leader.promises.mu.Unlock()
+		mustConfirmNow(t, leader)
+	})
+	t.Run("restart hold from the stable store", func(t *testing.T) {
+		store := raft.NewInmemStore()
+		if err := store.SetUint64(leaseRecordKey, uint64(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+		r := &fakeRaft{term: testTerm, leads: true, leader: "n1", voters: testVoters}
+		node := newFakeNode(t, "self-of-n1")
+		leader, err := Open(Config{ID: "n1", Timeout: testWait, Raft: r, Node: node, Store: store, Logger: hclog.NewNullLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(leader.Close)
+		v, _, _ := mustConfirmer(t, "n2", 0)
+		node.pointAt("n2", mustServeVoter(t, v))
+		node.pointAt("n3", "127.0.0.1:1")
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		if c, err := leader.Confirm(ctx, false); !errors.Is(err, ErrNotLeader) {
+			t.Fatalf("confirmed %v, err %v, counting itself during its restart hold", c, err)
+		}
+		endRestartHold(leader)
+		mustConfirmNow(t, leader)
+	})
 }

@@ -1,14 +1,13 @@
 package leadership
 
 import (
-	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"google.golang.org/grpc"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/recv"
 )
 
 // AnswerTerms is a voter's side of the Term stream: it answers each
@@ -17,14 +16,7 @@ import (
 // another cluster. It returns nil when the leader ends the stream.
 // Package server's Term RPC calls it, and maps the error to a gRPC code.
 func (c *Confirmer) AnswerTerms(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
-	for {
-		req, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
+	return recv.Each(stream.Recv, func(req *api.TermRequest) error {
 		if cluster := c.node.ClusterID(); req.NodeId != c.id || req.ClusterId != cluster {
 			return fmt.Errorf("%w: asked for node %q of cluster %q, this is node %q of cluster %q",
 				ErrMisdirected, req.NodeId, req.ClusterId, c.id, cluster)
@@ -45,13 +37,12 @@ func (c *Confirmer) AnswerTerms(stream grpc.BidiStreamingServer[api.TermRequest,
 			}
 			// While this node has promised another leader, the answer
 			// waits: an answer is a confirmation.
+			var err error
 			if granted, err = c.promises.confirm(stream.Context(), req.LeaderId, req.Term, req.Round, ask); err != nil {
 				return err
 			}
 		}
 		resp := &api.TermResponse{Term: c.raft.CurrentTerm(), NodeId: c.id, Round: req.Round, LeaseMs: uint32(granted.Milliseconds())}
-		if err := stream.Send(resp); err != nil {
-			return err
-		}
-	}
+		return stream.Send(resp)
+	})
 }

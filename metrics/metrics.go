@@ -60,15 +60,14 @@ var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 17)
 // and the process's collectors.
 func New(src Source) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
-	f := factory{m.reg}
-	m.ids = f.counter(prometheus.CounterOpts{Name: "ordo_ids_issued_total", Help: "IDs handed out by this node as leader."})
-	m.requests = f.counterVec(prometheus.CounterOpts{Name: "ordo_requests_total", Help: "Calls served, by gRPC method (or HTTP route) and status code."}, "method", "code")
-	m.latency = f.histogramVec(prometheus.HistogramOpts{Name: "ordo_request_duration_seconds", Help: "Time to serve a call, by method.", Buckets: latencyBuckets}, "method")
-	m.reservations = f.counterVec(prometheus.CounterOpts{Name: "ordo_reservations_total", Help: "Reservations committed through Raft, by result (ok, error)."}, "result")
-	m.reserveTime = f.histogram(prometheus.HistogramOpts{Name: "ordo_reservation_duration_seconds", Help: "Time to commit one reservation.", Buckets: latencyBuckets})
-	m.confirmations = f.counterVec(prometheus.CounterOpts{Name: "ordo_leadership_confirmations_total", Help: "Leadership confirmation rounds, by result (ok, error)."}, "result")
-	m.confirmTime = f.histogram(prometheus.HistogramOpts{Name: "ordo_leadership_confirmation_duration_seconds", Help: "Time of one confirmation round.", Buckets: latencyBuckets})
-	m.leaderChanges = f.counter(prometheus.CounterOpts{Name: "ordo_leader_changes_total", Help: "Times this node became or stopped being the leader."})
+	m.ids = register(m.reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "ordo_ids_issued_total", Help: "IDs handed out by this node as leader."}))
+	m.requests = register(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ordo_requests_total", Help: "Calls served, by gRPC method (or HTTP route) and status code."}, []string{"method", "code"}))
+	m.latency = register(m.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ordo_request_duration_seconds", Help: "Time to serve a call, by method.", Buckets: latencyBuckets}, []string{"method"}))
+	m.reservations = register(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ordo_reservations_total", Help: "Reservations committed through Raft, by result (ok, error)."}, []string{"result"}))
+	m.reserveTime = register(m.reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ordo_reservation_duration_seconds", Help: "Time to commit one reservation.", Buckets: latencyBuckets}))
+	m.confirmations = register(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ordo_leadership_confirmations_total", Help: "Leadership confirmation rounds, by result (ok, error)."}, []string{"result"}))
+	m.confirmTime = register(m.reg, prometheus.NewHistogram(prometheus.HistogramOpts{Name: "ordo_leadership_confirmation_duration_seconds", Help: "Time of one confirmation round.", Buckets: latencyBuckets}))
+	m.leaderChanges = register(m.reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "ordo_leader_changes_total", Help: "Times this node became or stopped being the leader."}))
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -157,29 +156,9 @@ func gauge(name, help string, f func() float64) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 }
 
-// factory registers what it makes.
-type factory struct{ reg prometheus.Registerer }
-
-func (f factory) counter(o prometheus.CounterOpts) prometheus.Counter {
-	c := prometheus.NewCounter(o)
-	f.reg.MustRegister(c)
+// register registers c with reg and returns it, so that each metric is
+// made and registered in one statement.
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	reg.MustRegister(c)
 	return c
-}
-
-func (f factory) counterVec(o prometheus.CounterOpts, labels ...string) *prometheus.CounterVec {
-	c := prometheus.NewCounterVec(o, labels)
-	f.reg.MustRegister(c)
-	return c
-}
-
-func (f factory) histogram(o prometheus.HistogramOpts) prometheus.Histogram {
-	h := prometheus.NewHistogram(o)
-	f.reg.MustRegister(h)
-	return h
-}
-
-func (f factory) histogramVec(o prometheus.HistogramOpts, labels ...string) *prometheus.HistogramVec {
-	h := prometheus.NewHistogramVec(o, labels)
-	f.reg.MustRegister(h)
-	return h
 }

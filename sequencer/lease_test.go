@@ -129,7 +129,7 @@ func TestSequencerDroppedLeaseIgnoresEarlierRounds(t *testing.T) {
 			if r := await(t, first); r.err != nil {
 				t.Fatal(r.err)
 			}
-			h.log.set(func(f *seqFakeLog) { f.confirmGate = nil })
+			h.log.set(func(f *seqFakeLog) { f.confirm.gate = nil })
 			h.next(1)
 			if r := h.confirms(); r != 2 {
 				t.Fatalf("%d rounds, want 2: the first round's promises must not count after %s", r, tt.name)
@@ -143,7 +143,7 @@ func TestSequencerLostRoundEndsTheLease(t *testing.T) {
 	h.next(1)
 	// A renewal round fails: this node no longer leads.
 	clock.add(time.Hour / 2)
-	h.log.set(func(f *seqFakeLog) { f.confirmErr = ErrNotLeader })
+	h.log.set(func(f *seqFakeLog) { f.confirm.err = ErrNotLeader })
 	h.s.renewLease()
 	eventually.True(t, seqTestWait, "the sequencer to stop serving after a failed renewal", func() bool { return !h.s.Serving() })
 	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {

@@ -35,13 +35,11 @@ var seqTestStart = time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
 // current term. It can be told to fail, to change term, or to block calls
 // until the test releases them.
 type seqFakeLog struct {
-	mu           sync.Mutex
-	hw, term     uint64
-	reserveErr   error
-	confirmErr   error
-	reserveCalls int
-	confirmCalls int
-	upTos        []uint64
+	mu       sync.Mutex
+	hw, term uint64
+	// reserve and confirm are the calls of Reserve and Confirm.
+	reserve, confirm gatedCalls
+	upTos            []uint64
 	// lease is what Confirm reports the voters promised when asked;
 	// leaseAsks counts the rounds that asked.
 	lease     time.Duration
@@ -50,22 +48,49 @@ type seqFakeLog struct {
 	// markClock the reading that came with the current hw, as the FSM
 	// keeps them.
 	clockHigh, markClock uint64
-	// Gates: when non-nil, each call waits until it receives a value (one
-	// call per send) or the gate is closed.
-	reserveGate, confirmGate chan struct{}
-	// Each call entering Reserve/Confirm sends its 1-based call number here.
-	reserveEntered, confirmEntered chan int
 	// unblock is closed at test cleanup so that no call stays blocked.
 	unblock chan struct{}
 }
 
+// gatedCalls are the calls of one method of seqFakeLog: how many came,
+// the error they return, and the gate a test can hold them at.
+type gatedCalls struct {
+	n   int
+	err error
+	// gate, when non-nil, holds each call until it receives a value (one
+	// call per send) or the gate is closed.
+	gate chan struct{}
+	// entered gets each call's 1-based number as it enters.
+	entered chan int
+}
+
 func newSeqFakeLog(term uint64) *seqFakeLog {
 	return &seqFakeLog{
-		term:           term,
-		reserveEntered: make(chan int, 1<<16),
-		confirmEntered: make(chan int, 1<<16),
-		unblock:        make(chan struct{}),
+		term:    term,
+		reserve: gatedCalls{entered: make(chan int, 1<<16)},
+		confirm: gatedCalls{entered: make(chan int, 1<<16)},
+		unblock: make(chan struct{}),
 	}
+}
+
+// enter counts a call of g, tells g.entered and waits at g's gate; then
+// it takes f.mu and returns holding it, unless it returns an error (ctx's,
+// or g.err).
+func (f *seqFakeLog) enter(ctx context.Context, g *gatedCalls) error {
+	f.mu.Lock()
+	g.n++
+	n, gate := g.n, g.gate
+	f.mu.Unlock()
+	notify(g.entered, n)
+	if err := f.wait(ctx, gate); err != nil {
+		return err
+	}
+	f.mu.Lock()
+	if err := g.err; err != nil {
+		f.mu.Unlock()
+		return err
+	}
+	return nil
 }
 
 func (f *seqFakeLog) wait(ctx context.Context, gate chan struct{}) error {
@@ -90,21 +115,11 @@ func notify(ch chan int, n int) {
 }
 
 func (f *seqFakeLog) Reserve(ctx context.Context, upTo, clock uint64) (Reservation, error) {
-	f.mu.Lock()
-	f.reserveCalls++
-	n := f.reserveCalls
-	f.upTos = append(f.upTos, upTo)
-	gate := f.reserveGate
-	f.mu.Unlock()
-	notify(f.reserveEntered, n)
-	if err := f.wait(ctx, gate); err != nil {
+	f.set(func(f *seqFakeLog) { f.upTos = append(f.upTos, upTo) })
+	if err := f.enter(ctx, &f.reserve); err != nil {
 		return Reservation{}, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.reserveErr != nil {
-		return Reservation{}, f.reserveErr
-	}
 	r := Reservation{Prev: f.hw, PrevClock: f.markClock, Term: f.term}
 	if upTo > f.hw {
 		f.hw, f.markClock = upTo, clock
@@ -115,20 +130,10 @@ func (f *seqFakeLog) Reserve(ctx context.Context, upTo, clock uint64) (Reservati
 }
 
 func (f *seqFakeLog) Confirm(ctx context.Context, askLease bool) (Confirmation, error) {
-	f.mu.Lock()
-	f.confirmCalls++
-	n := f.confirmCalls
-	gate := f.confirmGate
-	f.mu.Unlock()
-	notify(f.confirmEntered, n)
-	if err := f.wait(ctx, gate); err != nil {
+	if err := f.enter(ctx, &f.confirm); err != nil {
 		return Confirmation{}, err
 	}
-	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.confirmErr != nil {
-		return Confirmation{}, f.confirmErr
-	}
 	c := Confirmation{Term: f.term}
 	if askLease {
 		f.leaseAsks++
@@ -152,7 +157,7 @@ func (f *seqFakeLog) highWater() uint64 {
 func (f *seqFakeLog) calls() (reserve, confirm int) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.reserveCalls, f.confirmCalls
+	return f.reserve.n, f.confirm.n
 }
 
 func (f *seqFakeLog) lastUpTo() uint64 {
@@ -164,13 +169,13 @@ func (f *seqFakeLog) lastUpTo() uint64 {
 // blockReserve and blockConfirm install a fresh gate and return it.
 func (f *seqFakeLog) blockReserve() chan struct{} {
 	g := make(chan struct{})
-	f.set(func(f *seqFakeLog) { f.reserveGate = g })
+	f.set(func(f *seqFakeLog) { f.reserve.gate = g })
 	return g
 }
 
 func (f *seqFakeLog) blockConfirm() chan struct{} {
 	g := make(chan struct{})
-	f.set(func(f *seqFakeLog) { f.confirmGate = g })
+	f.set(func(f *seqFakeLog) { f.confirm.gate = g })
 	return g
 }
 
@@ -284,6 +289,18 @@ func (h *seqHarness) lead(hw uint64) {
 	}
 	if !h.s.Serving() {
 		h.t.Fatal("not serving after Lead")
+	}
+}
+
+// mustNotServe fails the test unless the sequencer has stopped serving
+// and refuses a request with ErrNotLeader; when names the moment.
+func (h *seqHarness) mustNotServe(when string) {
+	h.t.Helper()
+	if h.s.Serving() {
+		h.t.Fatalf("serving %s", when)
+	}
+	if _, err := h.s.Next(seqCtx(h.t), 1); !errors.Is(err, ErrNotLeader) {
+		h.t.Fatalf("Next %s: %v, want ErrNotLeader", when, err)
 	}
 }
 
@@ -414,21 +431,11 @@ func (h *seqHarness) waitRenewal() {
 
 func TestSequencerNotLeader(t *testing.T) {
 	h := newDefaultHarness(t, time.Second)
-	if h.s.Serving() {
-		t.Fatal("serving before Lead")
-	}
-	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("Next before Lead: %v, want ErrNotLeader", err)
-	}
+	h.mustNotServe("before Lead")
 	h.lead(0)
 	h.next(1)
 	h.s.StepDown()
-	if h.s.Serving() {
-		t.Fatal("serving after StepDown")
-	}
-	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("Next after StepDown: %v, want ErrNotLeader", err)
-	}
+	h.mustNotServe("after StepDown")
 	if _, c := h.log.calls(); c != 1 {
 		t.Errorf("%d Confirm calls, want 1 (only the request while leading)", c)
 	}
@@ -455,16 +462,11 @@ func TestSequencerBadCount(t *testing.T) {
 func TestSequencerLeadFails(t *testing.T) {
 	h := newDefaultHarness(t, time.Second)
 	boom := errors.New("no quorum")
-	h.log.set(func(f *seqFakeLog) { f.reserveErr = boom })
+	h.log.set(func(f *seqFakeLog) { f.reserve.err = boom })
 	if err := h.s.Lead(seqCtx(t), 0); !errors.Is(err, boom) {
 		t.Fatalf("Lead: %v, want %v", err, boom)
 	}
-	if h.s.Serving() {
-		t.Fatal("serving after a failed Lead")
-	}
-	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("Next after failed Lead: %v, want ErrNotLeader", err)
-	}
+	h.mustNotServe("after a failed Lead")
 }
 
 func TestSequencerLeadStartsAtPrev(t *testing.T) {
@@ -616,7 +618,7 @@ func TestSequencerLargeRequestWaitsForRenewal(t *testing.T) {
 	gate := h.log.blockReserve()
 	const n = 100_000
 	ch := h.goNext(n)
-	entered(t, h.log.reserveEntered, "Reserve", 2)
+	entered(t, h.log.reserve.entered, "Reserve", 2)
 	if up := h.log.lastUpTo(); up < start+n {
 		t.Fatalf("renewal up to %d does not cover the request [%d, %d)", up, start, start+n)
 	}
@@ -653,7 +655,7 @@ func TestSequencerRenewalFollowsTheClock(t *testing.T) {
 	}
 	h.clock.Add(time.Millisecond)
 	h.next(1)
-	entered(t, h.log.reserveEntered, "Reserve", 2)
+	entered(t, h.log.reserve.entered, "Reserve", 2)
 	h.waitRenewal()
 	if got, want := h.log.lastUpTo(), h.now()+h.w; got != want {
 		t.Errorf("renewal up to %d, want now+window = %d", got, want)
@@ -687,7 +689,7 @@ func TestSequencerRenewalFollowsDemand(t *testing.T) {
 		}
 		h.next(1)
 		handed += n
-		entered(t, h.log.reserveEntered, "Reserve", i+2)
+		entered(t, h.log.reserve.entered, "Reserve", i+2)
 		h.waitRenewal()
 		end := h.nextTick()
 		want := min(max(h.slack(), 4*handed), h.w)
@@ -732,7 +734,7 @@ func TestSequencerHotPathDuringBlockedRenewal(t *testing.T) {
 	gate := h.log.blockReserve()
 	n := h.lowCount()
 	h.next(n) // starts a renewal, which blocks
-	entered(t, h.log.reserveEntered, "Reserve", 2)
+	entered(t, h.log.reserve.entered, "Reserve", 2)
 	// The remaining reservation keeps serving while the renewal hangs.
 	end := start + n
 	for end+100 <= oldLimit {
@@ -765,15 +767,15 @@ func TestSequencerHotPathDuringBlockedRenewal(t *testing.T) {
 func TestSequencerRenewalErrorRetries(t *testing.T) {
 	h := newDefaultHarness(t, time.Millisecond)
 	h.lead(0)
-	h.log.set(func(f *seqFakeLog) { f.reserveErr = errors.New("apply timeout") })
+	h.log.set(func(f *seqFakeLog) { f.reserve.err = errors.New("apply timeout") })
 	ch := h.goNext(3 * h.w)
-	entered(t, h.log.reserveEntered, "Reserve", 2)
-	entered(t, h.log.reserveEntered, "Reserve", 3) // retried
+	entered(t, h.log.reserve.entered, "Reserve", 2)
+	entered(t, h.log.reserve.entered, "Reserve", 3) // retried
 	if !h.s.Serving() {
 		t.Fatal("a failed reservation stopped serving")
 	}
 	notReturned(t, ch, "a reservation succeeded")
-	h.log.set(func(f *seqFakeLog) { f.reserveErr = nil })
+	h.log.set(func(f *seqFakeLog) { f.reserve.err = nil })
 	if r := await(t, ch); r.err != nil {
 		t.Fatalf("Next after the log recovered: %v", r.err)
 	} else {
@@ -786,7 +788,7 @@ func TestSequencerRenewalInOtherTermStops(t *testing.T) {
 	h.lead(0)
 	gate := h.log.blockReserve()
 	h.next(h.lowCount())
-	entered(t, h.log.reserveEntered, "Reserve", 2)
+	entered(t, h.log.reserve.entered, "Reserve", 2)
 	// This request waits for the renewal (or, if it arrives late, finds
 	// the sequencer already stopped): either way it must not be served.
 	ch := h.goNext(2 * h.w)
@@ -796,12 +798,19 @@ func TestSequencerRenewalInOtherTermStops(t *testing.T) {
 	if r := await(t, ch); !errors.Is(r.err, ErrNotLeader) {
 		t.Fatalf("Next after a renewal in another term: %+v, %v; want ErrNotLeader", r.b, r.err)
 	}
-	if h.s.Serving() {
-		t.Fatal("still serving after a renewal committed in another term")
-	}
-	if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
-		t.Fatalf("Next: %v, want ErrNotLeader", err)
-	}
+	h.mustNotServe("after a renewal committed in another term")
+}
+
+// twoRoundsInFlight leads on a harness that allows two rounds, and holds
+// both at gate: r0 waits for the first, r1 for the second.
+func twoRoundsInFlight(t *testing.T) (h *seqHarness, gate chan struct{}, r0, r1 <-chan nextResult) {
+	t.Helper()
+	h = newSeqHarnessRounds(t, layout.MustPreset("default"), time.Second, seqTestStart, 2)
+	h.lead(0)
+	gate, r0 = h.holdFirstRound()
+	r1 = h.goNext(1)
+	entered(t, h.log.confirm.entered, "Confirm", 2)
+	return h, gate, r0, r1
 }
 
 // holdFirstRound blocks confirmations, starts a request of one tick and
@@ -811,7 +820,7 @@ func (h *seqHarness) holdFirstRound() (chan struct{}, <-chan nextResult) {
 	h.t.Helper()
 	gate := h.log.blockConfirm()
 	r0 := h.goNext(1)
-	entered(h.t, h.log.confirmEntered, "Confirm", 1)
+	entered(h.t, h.log.confirm.entered, "Confirm", 1)
 	return gate, r0
 }
 
@@ -835,7 +844,7 @@ func TestSequencerConfirmFailure(t *testing.T) {
 		name string
 		set  func(f *seqFakeLog)
 	}{
-		{"error", func(f *seqFakeLog) { f.confirmErr = errors.New("leadership lost") }},
+		{"error", func(f *seqFakeLog) { f.confirm.err = errors.New("leadership lost") }},
 		{"other term", func(f *seqFakeLog) { f.term = 2 }},
 	}
 	for _, fault := range faults {
@@ -848,7 +857,7 @@ func TestSequencerConfirmFailure(t *testing.T) {
 			if r := await(t, r0); r.err != nil {
 				t.Fatalf("first request: %v", r.err)
 			}
-			entered(t, h.log.confirmEntered, "Confirm", 2)
+			entered(t, h.log.confirm.entered, "Confirm", 2)
 			h.log.set(fault.set)
 			release(t, gate) // confirmation 2 fails
 			for i, ch := range batch {
@@ -856,12 +865,7 @@ func TestSequencerConfirmFailure(t *testing.T) {
 					t.Errorf("request %d: %+v, %v; want ErrNotLeader", i, r.b, r.err)
 				}
 			}
-			if h.s.Serving() {
-				t.Fatal("still serving after a failed confirmation")
-			}
-			if _, err := h.s.Next(seqCtx(t), 1); !errors.Is(err, ErrNotLeader) {
-				t.Fatalf("Next: %v, want ErrNotLeader", err)
-			}
+			h.mustNotServe("after a failed confirmation")
 			if _, c := h.log.calls(); c != 2 {
 				t.Errorf("%d Confirm calls, want 2", c)
 			}
@@ -898,12 +902,8 @@ func TestSequencerConfirmFailure(t *testing.T) {
 // sent before then fails too: that round says nothing about the new
 // serving period, whose own rounds confirm it.
 func TestSequencerStaleRoundKeepsNewPeriod(t *testing.T) {
-	h := newSeqHarnessRounds(t, layout.MustPreset("default"), time.Second, seqTestStart, 2)
-	h.lead(0)
-	gate, r0 := h.holdFirstRound()
-	r1 := h.goNext(1)
-	entered(t, h.log.confirmEntered, "Confirm", 2)
-	h.log.set(func(f *seqFakeLog) { f.confirmErr = errors.New("no majority answered") })
+	h, gate, r0, r1 := twoRoundsInFlight(t)
+	h.log.set(func(f *seqFakeLog) { f.confirm.err = errors.New("no majority answered") })
 	release(t, gate) // one of the two rounds fails
 	eventually.True(t, seqTestWait, "a step-down after the failed round", func() bool { return !h.s.Serving() })
 	h.lead(0)        // the same term: the fake's term stays 1
@@ -916,7 +916,7 @@ func TestSequencerStaleRoundKeepsNewPeriod(t *testing.T) {
 	if !h.s.Serving() {
 		t.Fatal("a round from the first serving period ended the second")
 	}
-	h.log.set(func(f *seqFakeLog) { f.confirmErr = nil })
+	h.log.set(func(f *seqFakeLog) { f.confirm.err = nil })
 	close(gate)
 	h.next(5)
 }
@@ -925,11 +925,7 @@ func TestSequencerStaleRoundKeepsNewPeriod(t *testing.T) {
 // arrive while one round is in flight get a round of their own at once;
 // those that arrive while both are in flight wait for the next, together.
 func TestSequencerPipelinesRounds(t *testing.T) {
-	h := newSeqHarnessRounds(t, layout.MustPreset("default"), time.Second, seqTestStart, 2)
-	h.lead(0)
-	gate, r0 := h.holdFirstRound()
-	r1 := h.goNext(1)
-	entered(t, h.log.confirmEntered, "Confirm", 2)
+	h, gate, r0, r1 := twoRoundsInFlight(t)
 	waiting := h.fillBatch(20)
 	for _, ch := range waiting {
 		notReturned(t, ch, "a third round, with two in flight")
@@ -1055,7 +1051,7 @@ func TestSequencerStepDownFailsRequestWaitingForRenewal(t *testing.T) {
 	h.lead(0)
 	h.log.blockReserve()
 	ch := h.goNext(3 * h.w)
-	entered(t, h.log.reserveEntered, "Reserve", 2)
+	entered(t, h.log.reserve.entered, "Reserve", 2)
 	h.s.StepDown()
 	select {
 	case r := <-ch:
@@ -1074,7 +1070,7 @@ func TestSequencerContextCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	ch := make(chan error, 1)
 	go func() { _, err := h.s.Next(ctx, 1); ch <- err }()
-	entered(t, h.log.confirmEntered, "Confirm", 1)
+	entered(t, h.log.confirm.entered, "Confirm", 1)
 	cancel()
 	select {
 	case err := <-ch:

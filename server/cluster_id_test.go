@@ -23,10 +23,7 @@ import (
 // ID, so it has a cluster id.
 func mustSingle(t *testing.T, id string) *Node {
 	t.Helper()
-	n := mustOpen(t, testConfig(t, id, t.TempDir()))
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n := mustBootstrap(t, testConfig(t, id, t.TempDir()))
 	mustNext(t, n.GRPCAddr(), 1)
 	if n.clusterID() == "" {
 		t.Fatal("no cluster id after the first ID")

@@ -139,10 +139,7 @@ func TestDataDirMode(t *testing.T) {
 func TestCorruptLogStoreRefused(t *testing.T) {
 	good := t.TempDir()
 	cfg := testConfig(t, "n1", good)
-	n := mustOpen(t, cfg)
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n := mustBootstrap(t, cfg)
 	last := mustIncrease(t, 0, mustNext(t, n.GRPCAddr(), 100))
 	if err := n.raft.Snapshot().Error(); err != nil {
 		t.Fatalf("snapshot: %v", err)

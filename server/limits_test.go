@@ -16,10 +16,7 @@ import (
 // TestMessageSizeBound: a request larger than the bound is refused before
 // any handler sees it, and the node serves on.
 func TestMessageSizeBound(t *testing.T) {
-	n := mustOpen(t, testConfig(t, "n1", t.TempDir()))
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n := mustBootstrap(t, testConfig(t, "n1", t.TempDir()))
 	conn := mustConn(t, n.GRPCAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -32,10 +29,7 @@ func TestMessageSizeBound(t *testing.T) {
 
 // TestAdminFieldsValidated: bad ids and addresses are InvalidArgument.
 func TestAdminFieldsValidated(t *testing.T) {
-	n := mustOpen(t, testConfig(t, "n1", t.TempDir()))
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n := mustBootstrap(t, testConfig(t, "n1", t.TempDir()))
 	mustNext(t, n.GRPCAddr(), 1)
 	admin := api.NewAdminClient(mustConn(t, n.GRPCAddr()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -74,7 +74,20 @@ func mustOpen(t *testing.T, cfg Config) *Node {
 	return n
 }
 
-func mustConn(t *testing.T, addr string) *grpc.ClientConn {
+// mustBootstrap opens a node with cfg and bootstraps it as a one-node
+// cluster.
+func mustBootstrap(t *testing.T, cfg Config) *Node {
+	t.Helper()
+	n := mustOpen(t, cfg)
+	if err := n.BootstrapSingle(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// mustConn dials addr without TLS; the connection closes when the test
+// (or benchmark) ends.
+func mustConn(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -161,10 +174,7 @@ func mustClusterWith(t *testing.T, configure func(*Config)) []*Node {
 		return cfg
 	}
 	cfg1 := config("n1")
-	n1 := mustOpen(t, cfg1)
-	if err := n1.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n1 := mustBootstrap(t, cfg1)
 	own, err := n1.peers.Get(n1.GRPCAddr()) // with the node's own credentials
 	if err != nil {
 		t.Fatal(err)
@@ -221,10 +231,7 @@ func mustLeader(t *testing.T, nodes []*Node) *Node {
 func TestSingleNodeRestartContinuesAbove(t *testing.T) {
 	dir := t.TempDir()
 	cfg := testConfig(t, "n1", dir)
-	n := mustOpen(t, cfg)
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n := mustBootstrap(t, cfg)
 	last := mustIncrease(t, 0, mustNext(t, n.GRPCAddr(), 100))
 	last = mustIncrease(t, last, mustNext(t, n.GRPCAddr(), 5000))
 	if err := n.Close(); err != nil {
@@ -351,10 +358,7 @@ func TestRestartWithOtherLayoutRefuses(t *testing.T) {
 	for _, snapshot := range []bool{false, true} {
 		t.Run(fmt.Sprintf("snapshot=%t", snapshot), func(t *testing.T) {
 			cfg := testConfig(t, "n1", t.TempDir())
-			n := mustOpen(t, cfg)
-			if err := n.BootstrapSingle(); err != nil {
-				t.Fatal(err)
-			}
+			n := mustBootstrap(t, cfg)
 			mustNext(t, n.GRPCAddr(), 1)
 			if snapshot {
 				if err := n.raft.Snapshot().Error(); err != nil {
@@ -415,12 +419,7 @@ func BenchmarkClusterNext(b *testing.B) {
 		b.Run(fmt.Sprintf("count=%d", count), func(b *testing.B) {
 			nodes := mustBenchCluster(b)
 			leader := nodes[0]
-			conn, err := grpc.NewClient(leader.GRPCAddr(), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			if err != nil {
-				b.Fatal(err)
-			}
-			defer conn.Close()
-			c := api.NewSequencerClient(conn)
+			c := api.NewSequencerClient(mustConn(b, leader.GRPCAddr()))
 			b.SetParallelism(16)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -480,10 +479,7 @@ func TestHasState(t *testing.T) {
 		}
 	}
 	cfg := testConfig(t, "n1", dir)
-	n := mustOpen(t, cfg)
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n := mustBootstrap(t, cfg)
 	mustNext(t, n.GRPCAddr(), 1)
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
@@ -667,10 +663,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	cfg.Raft.SnapshotThreshold = 64
 	cfg.Raft.SnapshotInterval = 50 * time.Millisecond
 	cfg.Raft.TrailingLogs = 32
-	n := mustOpen(t, cfg)
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n := mustBootstrap(t, cfg)
 	const entries = 1000
 	var last uint64
 	conn := mustConn(t, n.GRPCAddr()) // one connection: the node limits them per host

@@ -17,17 +17,11 @@ import (
 // Raft, and refused when its cluster id differs from the one configured or
 // from the one a recorded member reports.
 func TestCheckClusterRefusesAnotherClustersData(t *testing.T) {
-	other := mustOpen(t, testConfig(t, "b1", t.TempDir()))
-	if err := other.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	other := mustBootstrap(t, testConfig(t, "b1", t.TempDir()))
 	mustNext(t, other.GRPCAddr(), 1)
 
 	dir := t.TempDir()
-	n := mustOpen(t, testConfig(t, "n1", dir))
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n := mustBootstrap(t, testConfig(t, "n1", dir))
 	mustNext(t, n.GRPCAddr(), 1)
 	own := n.fsm.ClusterID()
 	// A member record that points at the other cluster's node, as a data
@@ -70,10 +64,7 @@ func TestDecideStartRestartsOnState(t *testing.T) {
 	self := func() Peer { return dead("a") }
 	deadJoin := freeaddr.Loopback(t, 1)
 	dir := t.TempDir()
-	n := mustOpen(t, testConfig(t, "a", dir))
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n := mustBootstrap(t, testConfig(t, "a", dir))
 	mustNext(t, n.GRPCAddr(), 1)
 	n.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

@@ -20,10 +20,7 @@ func mustSingleNode(t *testing.T, configure func(*Config)) (*Node, *grpc.ClientC
 	if configure != nil {
 		configure(&cfg)
 	}
-	n := mustOpen(t, cfg)
-	if err := n.BootstrapSingle(); err != nil {
-		t.Fatal(err)
-	}
+	n := mustBootstrap(t, cfg)
 	conn := mustConn(t, n.GRPCAddr())
 	mustNextVia(t, conn, 1)
 	return n, conn

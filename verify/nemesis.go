@@ -30,26 +30,26 @@ type fault struct {
 
 // faults are the nemesis's kinds, by name.
 var faults = map[string]fault{
-	"kill-leader":      {1, killLeader},
-	"kill-follower":    {2, killFollower},
-	"restart-follower": {3, restartFollower},
-	"kill-majority":    {3, killMajority},
-	"pause-leader":     {2, pauseLeader},
-	"isolate-leader":   {3, isolateLeader},
-	"partition":        {3, partition},
-	"bridge":           {3, bridge},
-	"one-way":          {3, oneWay},
-	"stall-leader":     {3, stallLeader},
+	"kill-leader":      {1, withLeader(killLeader)},
+	"kill-follower":    {2, withLeader(killFollower)},
+	"restart-follower": {3, withLeader(restartFollower)},
+	"kill-majority":    {3, withLeader(killMajority)},
+	"pause-leader":     {2, withLeader(pauseLeader)},
+	"isolate-leader":   {3, withLeader(isolateLeader)},
+	"partition":        {3, withLeader(partition)},
+	"bridge":           {3, withLeader(bridge)},
+	"one-way":          {3, withLeader(oneWay)},
+	"stall-leader":     {3, withLeader(stallLeader)},
 	"delay":            {2, delay},
 	"clock-back":       {1, clockShift(-time.Hour)},
 	"clock-forward":    {1, clockShift(time.Hour)},
 	"transfer-leader":  {2, transferLeader},
-	"remove-readd":     {3, removeReadd},
+	"remove-readd":     {3, withLeader(removeReadd)},
 	"restart-all":      {1, restartAll},
 	"rolling-restart":  {1, rollingRestart},
 	"grow-shrink":      {1, growShrink},
 	// A lost disk in a whole-cluster restart (issue 12).
-	"lose-data-restart": {3, loseDataRestart},
+	"lose-data-restart": {3, withLeader(loseDataRestart)},
 }
 
 // FaultNames lists every fault kind, sorted.
@@ -76,6 +76,18 @@ func leaderAndFollowers(ctx context.Context, c *Cluster) (*Node, []*Node, error)
 		}
 	}
 	return l, fs, nil
+}
+
+// withLeader makes a fault's start of hit, which breaks something around
+// the leader l and its followers fs, found first.
+func withLeader(hit func(ctx context.Context, c *Cluster, l *Node, fs []*Node, rng *rand.Rand) (string, func(context.Context) error, error)) func(context.Context, *Cluster, *rand.Rand) (string, func(context.Context) error, error) {
+	return func(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
+		l, fs, err := leaderAndFollowers(ctx, c)
+		if err != nil {
+			return "", nil, err
+		}
+		return hit(ctx, c, l, fs, rng)
+	}
 }
 
 func names(ns []*Node) []string {
@@ -106,19 +118,11 @@ func kill(c *Cluster, ns []*Node) (string, func(context.Context) error, error) {
 	return fmt.Sprint(names(ns)), startAll(c, ns), nil
 }
 
-func killLeader(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
-	l, _, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func killLeader(_ context.Context, c *Cluster, l *Node, _ []*Node, _ *rand.Rand) (string, func(context.Context) error, error) {
 	return kill(c, []*Node{l})
 }
 
-func killFollower(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
-	_, fs, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func killFollower(_ context.Context, c *Cluster, _ *Node, fs []*Node, rng *rand.Rand) (string, func(context.Context) error, error) {
 	return kill(c, []*Node{fs[rng.IntN(len(fs))]})
 }
 
@@ -127,11 +131,7 @@ func killFollower(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func
 // lease it promised the leader, while the cut-off followers may elect a
 // new leader through it. Having forgotten its promise, it must still
 // confirm no leader until the promise may have run out.
-func restartFollower(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
-	l, fs, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func restartFollower(_ context.Context, c *Cluster, l *Node, fs []*Node, rng *rand.Rand) (string, func(context.Context) error, error) {
 	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
 	mid, rest := fs[0], names(fs[1:])
 	c.Net.Bridge([]string{l.Name}, []string{mid.Name}, rest)
@@ -148,22 +148,14 @@ func restartFollower(ctx context.Context, c *Cluster, rng *rand.Rand) (string, f
 
 // killMajority kills the leader and enough followers to leave a minority:
 // the cluster must stop answering, then recover.
-func killMajority(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
-	l, fs, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func killMajority(_ context.Context, c *Cluster, l *Node, fs []*Node, rng *rand.Rand) (string, func(context.Context) error, error) {
 	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
 	return kill(c, append([]*Node{l}, fs[:len(c.Nodes)/2]...))
 }
 
 // pauseLeader stops the leader's process until a new leader is elected;
 // when it resumes, it still believes it leads and holds a reservation.
-func pauseLeader(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
-	l, _, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func pauseLeader(_ context.Context, c *Cluster, l *Node, _ []*Node, _ *rand.Rand) (string, func(context.Context) error, error) {
 	if err := c.Pause(l); err != nil {
 		return "", nil, err
 	}
@@ -174,22 +166,14 @@ func heal(c *Cluster) func(context.Context) error {
 	return func(context.Context) error { c.Net.Heal(); return nil }
 }
 
-func isolateLeader(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
-	l, _, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func isolateLeader(_ context.Context, c *Cluster, l *Node, _ []*Node, _ *rand.Rand) (string, func(context.Context) error, error) {
 	c.Net.Isolate(l.Name)
 	return l.Name, heal(c), nil
 }
 
 // partition cuts the cluster in two random halves, the smaller one
 // holding the leader half of the time.
-func partition(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
-	l, fs, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func partition(_ context.Context, c *Cluster, l *Node, fs []*Node, rng *rand.Rand) (string, func(context.Context) error, error) {
 	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
 	m := (len(c.Nodes) - 1) / 2 // the minority's size
 	var small, big []string
@@ -204,11 +188,7 @@ func partition(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(co
 
 // bridge leaves one node connected to both halves, which cannot reach
 // each other (Jepsen's bridge). The leader is on one side.
-func bridge(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
-	l, fs, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func bridge(_ context.Context, c *Cluster, l *Node, fs []*Node, rng *rand.Rand) (string, func(context.Context) error, error) {
 	rng.Shuffle(len(fs), func(i, j int) { fs[i], fs[j] = fs[j], fs[i] })
 	mid := fs[0]
 	rest := names(fs[1:])
@@ -221,11 +201,7 @@ func bridge(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(conte
 
 // oneWay cuts the connections the leader opens to its followers, while
 // the followers can still reach it.
-func oneWay(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
-	l, fs, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func oneWay(_ context.Context, c *Cluster, l *Node, fs []*Node, _ *rand.Rand) (string, func(context.Context) error, error) {
 	for _, f := range fs {
 		c.Net.OneWay(l.Name, f.Name)
 	}
@@ -234,11 +210,7 @@ func oneWay(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context
 
 // stallLeader black-holes the leader's links: connections stay open but
 // carry nothing, as when packets are silently lost.
-func stallLeader(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
-	l, _, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func stallLeader(_ context.Context, c *Cluster, l *Node, _ []*Node, _ *rand.Rand) (string, func(context.Context) error, error) {
 	c.Net.Stall(l.Name)
 	return l.Name, heal(c), nil
 }
@@ -250,16 +222,12 @@ func delay(_ context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Co
 }
 
 func clockShift(d time.Duration) func(context.Context, *Cluster, *rand.Rand) (string, func(context.Context) error, error) {
-	return func(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
-		l, _, err := leaderAndFollowers(ctx, c)
-		if err != nil {
-			return "", nil, err
-		}
+	return withLeader(func(_ context.Context, c *Cluster, l *Node, _ []*Node, _ *rand.Rand) (string, func(context.Context) error, error) {
 		if err := c.SetClockOffset(l, d); err != nil {
 			return "", nil, err
 		}
 		return fmt.Sprintf("%s by %s", l.Name, d), func(context.Context) error { return c.SetClockOffset(l, 0) }, nil
-	}
+	})
 }
 
 // transferLeader moves leadership around every few hundred milliseconds
@@ -307,15 +275,11 @@ func refused(err error) bool {
 
 // removeReadd removes a follower from the cluster, wipes its data and
 // brings it back with --join: a new member under the old name.
-func removeReadd(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
-	_, fs, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func removeReadd(ctx context.Context, c *Cluster, _ *Node, fs []*Node, rng *rand.Rand) (string, func(context.Context) error, error) {
 	f := fs[rng.IntN(len(fs))]
 	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	err = c.Admin(actx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+	err := c.Admin(actx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
 		_, err := a.Remove(ctx, &api.RemoveRequest{Id: f.Name}, opts...)
 		return err
 	})
@@ -470,11 +434,7 @@ const (
 // through the cluster and start it again, data dir empty, same command
 // line: it joins as a new member, and the fault is over when it is back
 // in the cluster.
-func loseDataRestart(ctx context.Context, c *Cluster, rng *rand.Rand) (string, func(context.Context) error, error) {
-	l, fs, err := leaderAndFollowers(ctx, c)
-	if err != nil {
-		return "", nil, err
-	}
+func loseDataRestart(ctx context.Context, c *Cluster, l *Node, fs []*Node, rng *rand.Rand) (string, func(context.Context) error, error) {
 	w := c.workload
 	if w == nil {
 		return "", nil, errors.New("lose-data-restart asks for IDs through the run's workload, and there is none")
@@ -494,7 +454,7 @@ func loseDataRestart(ctx context.Context, c *Cluster, rng *rand.Rand) (string, f
 	// The leader's mark, read after the laggards went down, is at least
 	// what they saw.
 	var mark uint64
-	err = c.nodeAdmin(ctx, l, func(ctx context.Context, a api.AdminClient) error {
+	err := c.nodeAdmin(ctx, l, func(ctx context.Context, a api.AdminClient) error {
 		info, err := a.NodeStatus(ctx, &api.NodeStatusRequest{})
 		if err == nil {
 			mark = info.HighWater

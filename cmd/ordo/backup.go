@@ -49,16 +49,8 @@ func runBackup(args []string) error {
 // takeBackup calls Admin/Backup, following the leader, and builds the
 // file's content.
 func takeBackup(cf clientFlags) (*backup.BackupFile, error) {
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return nil, err
-	}
-	defer cancel()
-	defer c.Close()
-	var resp *api.BackupResponse
-	err = c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (err error) {
-		resp, err = a.Backup(ctx, &api.BackupRequest{}, opts...)
-		return err
+	resp, err := askAdmin(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (*api.BackupResponse, error) {
+		return a.Backup(ctx, &api.BackupRequest{}, opts...)
 	})
 	if err != nil {
 		return nil, err

@@ -162,16 +162,8 @@ func runStatus(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	var resp *api.StatusResponse
-	err = c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (err error) {
-		resp, err = a.Status(ctx, &api.StatusRequest{}, opts...)
-		return err
+	resp, err := askAdmin(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (*api.StatusResponse, error) {
+		return a.Status(ctx, &api.StatusRequest{}, opts...)
 	})
 	if err != nil {
 		return err
@@ -299,9 +291,8 @@ func runJoin(args []string) error {
 	if *id == "" || *raftAddr == "" || *grpcAddr == "" {
 		return fmt.Errorf("%w: --id, --raft-addr and --grpc-addr are required", errUsage)
 	}
-	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
-		_, err := a.Join(ctx, &api.JoinRequest{Id: *id, RaftAddr: *raftAddr, GrpcAddr: *grpcAddr, Layout: *spec, Group: *group}, opts...)
-		return err
+	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (*api.JoinResponse, error) {
+		return a.Join(ctx, &api.JoinRequest{Id: *id, RaftAddr: *raftAddr, GrpcAddr: *grpcAddr, Layout: *spec, Group: *group}, opts...)
 	}, "joined "+*id)
 }
 
@@ -315,9 +306,8 @@ func runRemove(args []string) error {
 	if *id == "" {
 		return fmt.Errorf("%w: --id is required", errUsage)
 	}
-	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
-		_, err := a.Remove(ctx, &api.RemoveRequest{Id: *id}, opts...)
-		return err
+	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (*api.RemoveResponse, error) {
+		return a.Remove(ctx, &api.RemoveRequest{Id: *id}, opts...)
 	}, "removed "+*id)
 }
 
@@ -328,21 +318,31 @@ func runTransferLeader(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
-		_, err := a.TransferLeader(ctx, &api.TransferLeaderRequest{Id: *id}, opts...)
-		return err
+	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (*api.TransferLeaderResponse, error) {
+		return a.TransferLeader(ctx, &api.TransferLeaderRequest{Id: *id}, opts...)
 	}, "leadership transferred")
 }
 
-// adminCall runs one admin call and reports the outcome.
-func adminCall(cf clientFlags, fn func(context.Context, api.AdminClient, ...grpc.CallOption) error, done string) error {
+// askAdmin makes one admin call through a client dialed with cf, which
+// follows the leader, and returns the answer.
+func askAdmin[R any](cf clientFlags, call func(context.Context, api.AdminClient, ...grpc.CallOption) (R, error)) (R, error) {
+	var resp R
 	c, ctx, cancel, err := cf.dial()
 	if err != nil {
-		return err
+		return resp, err
 	}
 	defer cancel()
 	defer c.Close()
-	if err := c.Admin(ctx, fn); err != nil {
+	err = c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (err error) {
+		resp, err = call(ctx, a, opts...)
+		return err
+	})
+	return resp, err
+}
+
+// adminCall runs one admin call and reports the outcome.
+func adminCall[R any](cf clientFlags, call func(context.Context, api.AdminClient, ...grpc.CallOption) (R, error), done string) error {
+	if _, err := askAdmin(cf, call); err != nil {
 		return err
 	}
 	if *cf.json {

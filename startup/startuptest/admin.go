@@ -6,7 +6,6 @@ package startuptest
 
 import (
 	"context"
-	"net"
 	"testing"
 
 	"google.golang.org/grpc"
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 )
 
 // Admin answers questions as a peer would: its NodeStatus is Info
@@ -47,13 +47,5 @@ func (a *Admin) Status(context.Context, *api.StatusRequest) (*api.StatusResponse
 // its address.
 func Serve(t testing.TB, a *Admin) string {
 	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	api.RegisterAdminServer(s, a)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
+	return grpctest.Serve(t, func(s *grpc.Server) { api.RegisterAdminServer(s, a) })
 }

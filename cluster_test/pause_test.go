@@ -1,12 +1,13 @@
+//go:build unix
+
 package cluster_test
 
 import (
+	"math/rand/v2"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/seed-e8569b35/ordo/history"
 )
 
 // stopBound is how long a node may take to stop on SIGTERM with a stalled
@@ -20,10 +21,7 @@ const stopBound = 45 * time.Second
 // reads them, so replication to it stalls), and the others then serve in
 // order once the follower resumes.
 func TestTerminateWithAStalledPeer(t *testing.T) {
-	c := mustNewCluster(t, clusterOpts{})
-	rec := history.NewRecorder()
-	w := startWorkload(t, c.addrs(), rec, 0)
-	w.mustAcks(phaseAcks, phaseTimeout, "before the stall")
+	c, w := mustLoadedCluster(t, "before the stall")
 
 	leader := c.mustLeader()
 	stalled := c.mustFollowers()[0]
@@ -43,5 +41,26 @@ func TestTerminateWithAStalledPeer(t *testing.T) {
 	t.Logf("resumed %s", stalled.Name)
 	c.mustLeader(leader)
 	w.mustAcks(phaseAcks, phaseTimeout, "after the leader stopped")
+	mustCheck(t, w.stop())
+}
+
+// TestLeaderPauseJitter pauses whichever node leads, again and again, for
+// random spans around the election timeout: some pauses end before the
+// others notice, some after they elected a new leader, so stale leaders
+// wake up holding assigned but unconfirmed IDs.
+func TestLeaderPauseJitter(t *testing.T) {
+	c, w := mustLoadedCluster(t, "before the pauses")
+	deadline := time.Now().Add(6 * time.Second)
+	for round := 1; time.Now().Before(deadline); round++ {
+		leader := c.mustLeader()
+		pause := time.Duration(50+rand.IntN(900)) * time.Millisecond
+		c.pause(leader)
+		time.Sleep(pause)
+		c.resume(leader)
+		t.Logf("round %d: paused leader %s for %v", round, leader.Name, pause)
+		time.Sleep(time.Duration(100+rand.IntN(300)) * time.Millisecond)
+	}
+	c.mustLeader()
+	w.mustAcks(phaseAcks, phaseTimeout, "after the pauses")
 	mustCheck(t, w.stop())
 }

@@ -1,0 +1,374 @@
+package client
+
+import (
+	"context"
+	"net"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/api"
+)
+
+// The package's fakes and test helpers live here, so that each test file
+// imports only what its own tests use.
+
+// nextFunc answers a unary Next: a fake's handler.
+type nextFunc = func(context.Context, *api.NextRequest) (*api.NextResponse, error)
+
+// nextStream is a fake's side of one NextStream.
+type nextStream = grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]
+
+// fakeSeq is a fake Sequencer server. next and layout answer the calls;
+// a nil handler answers Unimplemented. The counters count every call.
+type fakeSeq struct {
+	api.UnimplementedSequencerServer
+	next   nextFunc
+	layout func(ctx context.Context) (*api.LayoutResponse, error)
+
+	nextCalls   atomic.Int64
+	layoutCalls atomic.Int64
+}
+
+func (f *fakeSeq) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	f.nextCalls.Add(1)
+	if f.next == nil {
+		return nil, status.Error(codes.Unimplemented, "fake: no Next handler")
+	}
+	return f.next(ctx, req)
+}
+
+func (f *fakeSeq) Layout(ctx context.Context, _ *api.LayoutRequest) (*api.LayoutResponse, error) {
+	f.layoutCalls.Add(1)
+	if f.layout == nil {
+		return nil, status.Error(codes.Unimplemented, "fake: no Layout handler")
+	}
+	return f.layout(ctx)
+}
+
+// fakeAdmin is a fake Admin server that answers NodeStatus.
+type fakeAdmin struct {
+	api.UnimplementedAdminServer
+	nodeStatus func(ctx context.Context) (*api.NodeInfo, error)
+	calls      atomic.Int64
+}
+
+func (f *fakeAdmin) NodeStatus(ctx context.Context, _ *api.NodeStatusRequest) (*api.NodeInfo, error) {
+	f.calls.Add(1)
+	return f.nodeStatus(ctx)
+}
+
+// mustListen listens on 127.0.0.1:0. Tests that must know a server's
+// address before they build its handlers listen first and serve later.
+func mustListen(t testing.TB) net.Listener {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	t.Cleanup(func() { _ = lis.Close() })
+	return lis
+}
+
+// mustAdmin serves f on 127.0.0.1:0, stops it when the test ends and
+// returns its address.
+func mustAdmin(t *testing.T, f api.AdminServer) string {
+	t.Helper()
+	return mustServeOn(t, mustListen(t), func(s *grpc.Server) { api.RegisterAdminServer(s, f) })
+}
+
+// mustServeOn serves on lis the services that register adds, stops the
+// server when the test ends and returns its address.
+func mustServeOn(t testing.TB, lis net.Listener, register func(s *grpc.Server)) string {
+	t.Helper()
+	s := grpc.NewServer()
+	register(s)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = s.Serve(lis)
+	}()
+	t.Cleanup(func() {
+		s.Stop()
+		<-done
+	})
+	return lis.Addr().String()
+}
+
+// mustSequencer serves f, any of the fakes, and returns its address. f's
+// handlers must be set before: the server reads them from its own
+// goroutines.
+func mustSequencer(t testing.TB, f api.SequencerServer) string {
+	t.Helper()
+	return mustSequencerOn(t, mustListen(t), f)
+}
+
+// mustSequencerOn serves f on lis and returns its address.
+func mustSequencerOn(t testing.TB, lis net.Listener, f api.SequencerServer) string {
+	t.Helper()
+	return mustServeOn(t, lis, func(s *grpc.Server) { api.RegisterSequencerServer(s, f) })
+}
+
+// mustDeadAddr returns a local address on which nothing listens, so that
+// connecting to it is refused.
+func mustDeadAddr(t *testing.T) string {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	addr := lis.Addr().String()
+	if err := lis.Close(); err != nil {
+		t.Fatalf("close listener: %v", err)
+	}
+	return addr
+}
+
+// mustNew returns a unary client (the fakes serve unary Next) with fast
+// backoff that is closed when the test ends. opts come after the defaults
+// and may override them.
+func mustNew(t *testing.T, addrs []string, opts ...Option) *Client {
+	t.Helper()
+	return mustClient(t, addrs, append([]Option{WithUnary(), WithBackoff(time.Millisecond, 10*time.Millisecond)}, opts...)...)
+}
+
+// mustClient returns a client made with opts alone, closed when the test
+// ends: for the tests of the default paths, which mustNew would not take.
+func mustClient(t testing.TB, addrs []string, opts ...Option) *Client {
+	t.Helper()
+	c, err := New(addrs, opts...)
+	if err != nil {
+		t.Fatalf("New(%v): %v", addrs, err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
+}
+
+// testCtx returns a context that ends after d, so that no wait in a test is
+// unbounded.
+func testCtx(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// mustNextN calls NextN and fails the test on error.
+func mustNextN(ctx context.Context, t *testing.T, c *Client, n int) []uint64 {
+	t.Helper()
+	ids, err := c.NextN(ctx, n)
+	if err != nil {
+		t.Fatalf("NextN(%d): %v", n, err)
+	}
+	return ids
+}
+
+// serve answers every Next with runs.
+func serve(runs ...*api.IDRun) nextFunc {
+	return func(context.Context, *api.NextRequest) (*api.NextResponse, error) {
+		return &api.NextResponse{Runs: runs}, nil
+	}
+}
+
+// counter answers each Next with the next count IDs of a step-1 sequence
+// starting at 1, like a well-behaved leader.
+func counter() nextFunc {
+	var mu sync.Mutex
+	last := uint64(0)
+	return func(_ context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		r := &api.IDRun{First: last + 1, Count: req.Count, Step: 1}
+		last += uint64(req.Count)
+		return &api.NextResponse{Runs: []*api.IDRun{r}}, nil
+	}
+}
+
+// fail answers every call with code, naming hint (if any) as the leader in
+// the trailer the way server/errors.go does.
+func fail(code codes.Code, hint string) nextFunc {
+	return func(ctx context.Context, _ *api.NextRequest) (*api.NextResponse, error) {
+		return nil, refuse(ctx, code, hint)
+	}
+}
+
+// refuse is a fake's answer to a unary call it will not serve: code, and
+// hint (if any) named as the leader in the trailer.
+func refuse(ctx context.Context, code codes.Code, hint string) error {
+	if hint != "" {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, hint))
+	}
+	return status.Error(code, "fake failure")
+}
+
+// failOnce answers the first call with code and the rest with then.
+func failOnce(code codes.Code, then nextFunc) nextFunc {
+	var failed atomic.Bool
+	return func(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+		if failed.CompareAndSwap(false, true) {
+			return nil, status.Error(code, "fake failure once")
+		}
+		return then(ctx, req)
+	}
+}
+
+// fakeStreamServer serves NextStream with serve, which gets each stream.
+type fakeStreamServer struct {
+	api.UnimplementedSequencerServer
+	serve   func(nextStream) error
+	streams atomic.Int64
+}
+
+func (f *fakeStreamServer) NextStream(st nextStream) error {
+	f.streams.Add(1)
+	return f.serve(st)
+}
+
+// answerInBatches reads k calls, however they come in messages, then
+// answers them in reverse order, all in one message, with IDs from a
+// shared counter, again and again.
+func answerInBatches(k int) func(nextStream) error {
+	var mu sync.Mutex
+	last := uint64(0)
+	return func(st nextStream) error {
+		for {
+			var calls []*api.StreamCall
+			for len(calls) < k {
+				r, err := st.Recv()
+				if err != nil {
+					return nil
+				}
+				calls = append(calls, r.Calls...)
+			}
+			resp := &api.NextStreamResponse{}
+			for i := len(calls) - 1; i >= 0; i-- {
+				mu.Lock()
+				run := &api.IDRun{First: last + 1, Count: calls[i].Count, Step: 1}
+				last += uint64(calls[i].Count)
+				mu.Unlock()
+				resp.Answers = append(resp.Answers, &api.StreamAnswer{Id: calls[i].Id, Runs: []*api.IDRun{run}})
+			}
+			if err := st.Send(resp); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// answerEach answers every call alone with answer.
+func answerEach(st nextStream, answer func(*api.StreamCall) *api.StreamAnswer) error {
+	for {
+		r, err := st.Recv()
+		if err != nil {
+			return nil
+		}
+		for _, call := range r.Calls {
+			if err := st.Send(&api.NextStreamResponse{Answers: []*api.StreamAnswer{answer(call)}}); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// inCluster answers like next, naming cluster id in the header as a node
+// does; it records the cluster each call asked for.
+func inCluster(id string, asked *[]string, next nextFunc) nextFunc {
+	return func(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+		md, _ := metadata.FromIncomingContext(ctx)
+		*asked = append(*asked, md.Get(api.ClusterIDKey)...)
+		_ = grpc.SetHeader(ctx, metadata.Pairs(api.ClusterIDKey, id))
+		return next(ctx, req)
+	}
+}
+
+// clusterNode is a node of cluster id on both of the client's paths, unary
+// Next and NextStream: it names id in every answer's header and hands out
+// IDs counting up from first. With refuse it refuses, as a node does, a
+// call that names another cluster; without, it answers anyway, as an older
+// version would.
+type clusterNode struct {
+	api.UnimplementedSequencerServer
+	id      string
+	refuse  bool
+	first   uint64
+	calls   atomic.Int64 // Next calls and streams opened
+	refused atomic.Int64 // of them, refused for naming another cluster
+	mu      sync.Mutex
+	next    uint64
+}
+
+func (f *clusterNode) check(ctx context.Context) error {
+	f.calls.Add(1)
+	md, _ := metadata.FromIncomingContext(ctx)
+	for _, want := range md.Get(api.ClusterIDKey) {
+		if f.refuse && want != f.id {
+			f.refused.Add(1)
+			return status.Errorf(codes.Unavailable, "this node belongs to another cluster than %s", want)
+		}
+	}
+	return nil
+}
+
+func (f *clusterNode) run(n uint32) *api.IDRun {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.next == 0 {
+		f.next = f.first
+	}
+	r := &api.IDRun{First: f.next, Count: n, Step: 1}
+	f.next += uint64(n)
+	return r
+}
+
+func (f *clusterNode) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	if err := f.check(ctx); err != nil {
+		return nil, err
+	}
+	_ = grpc.SetHeader(ctx, metadata.Pairs(api.ClusterIDKey, f.id))
+	return &api.NextResponse{Runs: []*api.IDRun{f.run(req.Count)}}, nil
+}
+
+func (f *clusterNode) NextStream(st nextStream) error {
+	if err := f.check(st.Context()); err != nil {
+		return err
+	}
+	if err := st.SetHeader(metadata.Pairs(api.ClusterIDKey, f.id)); err != nil {
+		return err
+	}
+	return answerEach(st, func(call *api.StreamCall) *api.StreamAnswer {
+		return &api.StreamAnswer{Id: call.Id, Runs: []*api.IDRun{f.run(call.Count)}}
+	})
+}
+
+// wideSeq answers Layout with spec and group, and Next like next, but only
+// to calls that ask for ticks, as a node of a 128-bit layout does.
+func wideSeq(spec string, group uint64, next nextFunc) *fakeSeq {
+	return &fakeSeq{
+		layout: func(context.Context) (*api.LayoutResponse, error) {
+			return &api.LayoutResponse{Layout: spec, Group: group}, nil
+		},
+		next: func(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+			if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(api.TicksKey)) == 0 {
+				return nil, status.Error(codes.FailedPrecondition, "fake: a 128-bit layout answers only calls for ticks")
+			}
+			return next(ctx, req)
+		},
+	}
+}
+
+// wideStreamSeq is wideSeq that also serves NextStream, answering every
+// call with runs: the default client's path.
+type wideStreamSeq struct {
+	*fakeSeq
+	runs []*api.IDRun
+}
+
+func (f wideStreamSeq) NextStream(st nextStream) error {
+	return answerEach(st, func(c *api.StreamCall) *api.StreamAnswer { return &api.StreamAnswer{Id: c.Id, Runs: f.runs} })
+}
