@@ -61,15 +61,15 @@ import (
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
-// BackupVersion is the backup file format this Ordo writes. It reads
+// backupVersion is the backup file format this Ordo writes. It reads
 // version 1 too, which lacks the old leader's bounds: a restore then takes
 // its own --reserve-window for the old cluster's, as before.
-const BackupVersion = 2
+const backupVersion = 2
 
 // BackupFile is a backup as written to disk: versioned JSON, with a
 // SHA-256 checksum of its content.
 type BackupFile struct {
-	// Version is the file format (BackupVersion when written here).
+	// Version is the file format (backupVersion when written here).
 	Version int `json:"version"`
 	// Created is the leader's clock when it took the copy (RFC 3339, UTC).
 	Created string `json:"created"`
@@ -111,7 +111,7 @@ func NewBackupFile(r *api.BackupResponse) (*BackupFile, error) {
 	}
 	created := time.UnixMilli(r.TakenUnixMs).UTC()
 	b := &BackupFile{
-		Version:         BackupVersion,
+		Version:         backupVersion,
 		Created:         created.Format(time.RFC3339Nano),
 		ClusterID:       r.ClusterId,
 		Layout:          l.String(),
@@ -164,8 +164,8 @@ type backupContent struct {
 // check parses and checks every field but the checksum.
 func (b *BackupFile) check() (backupContent, error) {
 	var c backupContent
-	if b.Version < 1 || b.Version > BackupVersion {
-		return c, fmt.Errorf("%w: version %d, this Ordo reads versions 1 to %d", ErrBadBackup, b.Version, BackupVersion)
+	if b.Version < 1 || b.Version > backupVersion {
+		return c, fmt.Errorf("%w: version %d, this Ordo reads versions 1 to %d", ErrBadBackup, b.Version, backupVersion)
 	}
 	if b.Version == 1 && (b.ReserveWindowMs != 0 || b.LeadBound != "" || b.MaxCount != 0) {
 		return c, fmt.Errorf("%w: version 1 with version 2 fields", ErrBadBackup)
@@ -207,9 +207,9 @@ func (b *BackupFile) Marshal() ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
-// ParseBackupFile decodes a backup and checks its version, checksum and
+// parseBackupFile decodes a backup and checks its version, checksum and
 // fields; it refuses anything else.
-func ParseBackupFile(data []byte) (*BackupFile, error) {
+func parseBackupFile(data []byte) (*BackupFile, error) {
 	var v struct {
 		Version *int `json:"version"`
 	}
@@ -219,8 +219,8 @@ func ParseBackupFile(data []byte) (*BackupFile, error) {
 	if v.Version == nil {
 		return nil, fmt.Errorf("%w: no version", ErrBadBackup)
 	}
-	if *v.Version < 1 || *v.Version > BackupVersion {
-		return nil, fmt.Errorf("%w: version %d, this Ordo reads versions 1 to %d", ErrBadBackup, *v.Version, BackupVersion)
+	if *v.Version < 1 || *v.Version > backupVersion {
+		return nil, fmt.Errorf("%w: version %d, this Ordo reads versions 1 to %d", ErrBadBackup, *v.Version, backupVersion)
 	}
 	var b BackupFile
 	if err := strictjson.Decode(bytes.NewReader(data), &b); err != nil {
@@ -291,7 +291,7 @@ func ReadBackupFile(path string) (*BackupFile, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read backup: %w", err)
 	}
-	b, err := ParseBackupFile(data)
+	b, err := parseBackupFile(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

@@ -37,7 +37,7 @@ func TestBackupFileRefusesDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ParseBackupFile(data); err != nil {
+	if _, err := parseBackupFile(data); err != nil {
 		t.Fatalf("an intact backup: %v", err)
 	}
 	good := string(data)
@@ -55,11 +55,11 @@ func TestBackupFileRefusesDamage(t *testing.T) {
 		if bad == good {
 			t.Fatalf("%s: the test did not change the file", name)
 		}
-		if _, err := ParseBackupFile([]byte(bad)); !errors.Is(err, ErrBadBackup) {
+		if _, err := parseBackupFile([]byte(bad)); !errors.Is(err, ErrBadBackup) {
 			t.Errorf("%s: %v, want ErrBadBackup", name, err)
 		}
 	}
-	if _, err := ParseBackupFile([]byte(strings.Replace(good, `"version": 2`, `"version": 3`, 1))); err == nil || !strings.Contains(err.Error(), "version 3") {
+	if _, err := parseBackupFile([]byte(strings.Replace(good, `"version": 2`, `"version": 3`, 1))); err == nil || !strings.Contains(err.Error(), "version 3") {
 		t.Errorf("another version: %v, want it named", err)
 	}
 
@@ -105,7 +105,7 @@ func TestRestoreTakesTheBackupsBounds(t *testing.T) {
 	now := func() time.Time { return taken }
 	restore := func(b *BackupFile) uint64 {
 		t.Helper()
-		parsed, err := ParseBackupFile(mustMarshal(t, b))
+		parsed, err := parseBackupFile(mustMarshal(t, b))
 		if err != nil {
 			t.Fatalf("version %d: %v", b.Version, err)
 		}

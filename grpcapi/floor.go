@@ -44,7 +44,7 @@ func (f *Floor) Echo(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.
 	}
 }
 
-// echo answers the calls of each message, at most MaxAnswersPerMessage
+// echo answers the calls of each message, at most maxAnswersPerMessage
 // answers to a message, until the client is done sending (nil) or the
 // stream fails.
 func echo(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
@@ -53,11 +53,11 @@ func echo(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamR
 			// One joint answer, as the leader gives one to the calls it
 			// assigns together.
 			a := &api.StreamAnswer{Id: req.Calls[0].Id}
-			a.Also, a.Counts = JointOf(req.Calls)
+			a.Also, a.Counts = jointOf(req.Calls)
 			return stream.Send(&api.NextStreamResponse{Answers: []*api.StreamAnswer{a}})
 		}
 		for calls := req.Calls; len(calls) > 0; {
-			part := calls[:min(len(calls), MaxAnswersPerMessage)]
+			part := calls[:min(len(calls), maxAnswersPerMessage)]
 			calls = calls[len(part):]
 			resp := &api.NextStreamResponse{Answers: make([]*api.StreamAnswer, len(part))}
 			for i, c := range part {
@@ -71,10 +71,10 @@ func echo(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamR
 	})
 }
 
-// JointOf is what a joint answer to calls names besides its id: the other
+// jointOf is what a joint answer to calls names besides its id: the other
 // calls, and every call's count, in order. Echo and the node's NextStream
 // share it, so the floor answers joint calls exactly as the leader does.
-func JointOf(calls []*api.StreamCall) (also []uint64, counts []uint32) {
+func jointOf(calls []*api.StreamCall) (also []uint64, counts []uint32) {
 	also, counts = make([]uint64, 0, len(calls)-1), make([]uint32, len(calls))
 	for i, call := range calls {
 		counts[i] = call.Count

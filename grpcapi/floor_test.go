@@ -35,7 +35,7 @@ func mustServe(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
 }
 
 // TestFloorEchoAnswersEveryCall: Echo answers every call of a message by
-// id, with no IDs, in messages of at most MaxAnswersPerMessage answers;
+// id, with no IDs, in messages of at most maxAnswersPerMessage answers;
 // it ends cleanly when the client is done sending, and with ErrClosing
 // when the node closes (stop), instead of holding up the graceful stop
 // until it is cut off.
@@ -67,8 +67,8 @@ func TestFloorEchoAnswersEveryCall(t *testing.T) {
 			if err != nil {
 				t.Fatalf("after %d of %d answers: %v", len(got), calls, err)
 			}
-			if len(resp.Answers) > MaxAnswersPerMessage {
-				t.Fatalf("%d answers in one message, want at most %d", len(resp.Answers), MaxAnswersPerMessage)
+			if len(resp.Answers) > maxAnswersPerMessage {
+				t.Fatalf("%d answers in one message, want at most %d", len(resp.Answers), maxAnswersPerMessage)
 			}
 			for _, a := range resp.Answers {
 				if a.Id < first || a.Id >= first+uint64(calls) || got[a.Id] {
@@ -83,7 +83,7 @@ func TestFloorEchoAnswersEveryCall(t *testing.T) {
 	}
 	echoes(0, 1)
 	echoes(1, 3)
-	echoes(100, 3*MaxAnswersPerMessage+5)
+	echoes(100, 3*maxAnswersPerMessage+5)
 	if err := st.CloseSend(); err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@
 // server.
 package grpcapi
 
-// MaxAnswersPerMessage bounds the answers sent in one NextStream or Echo
+// maxAnswersPerMessage bounds the answers sent in one NextStream or Echo
 // message, so that one message, and what a stream holds, stays bounded
 // however many calls a client packs into a request.
-const MaxAnswersPerMessage = 1024
+const maxAnswersPerMessage = 1024

@@ -35,12 +35,12 @@ func ForwardContext(ctx context.Context, cluster string, ticks bool) context.Con
 	for _, v := range metadata.ValueFromIncomingContext(ctx, AuthorizationKey) {
 		kv = append(kv, AuthorizationKey, v)
 	}
-	return WithCluster(metadata.AppendToOutgoingContext(ctx, kv...), cluster)
+	return withCluster(metadata.AppendToOutgoingContext(ctx, kv...), cluster)
 }
 
 // Peers caches one client connection per peer gRPC address. Every
 // call a node makes to a peer goes over one of them, and names the node's
-// cluster (see WithCluster): an address of a member may now reach a node
+// cluster (see withCluster): an address of a member may now reach a node
 // of another cluster (a moved or restored member, a reused port), which
 // refuses the call instead of answering for its own cluster.
 type Peers struct {
@@ -59,9 +59,9 @@ func NewPeers(creds credentials.TransportCredentials, cluster func() string, adm
 	return &Peers{creds: creds, cluster: cluster, adminToken: adminToken, conns: map[string]*grpc.ClientConn{}}
 }
 
-// WithCluster names cluster id in ctx's outgoing call (api.ClusterIDKey),
+// withCluster names cluster id in ctx's outgoing call (api.ClusterIDKey),
 // unless id is "" (nothing to name yet) or the call names one already.
-func WithCluster(ctx context.Context, id string) context.Context {
+func withCluster(ctx context.Context, id string) context.Context {
 	if id == "" {
 		return ctx
 	}
@@ -74,7 +74,7 @@ func WithCluster(ctx context.Context, id string) context.Context {
 // nameCluster and nameClusterStream are the interceptors of every peer
 // connection: each call, and each stream when it opens, names the cluster.
 func (p *Peers) nameCluster(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-	return invoker(WithCluster(ctx, p.cluster()), method, req, reply, cc, opts...)
+	return invoker(withCluster(ctx, p.cluster()), method, req, reply, cc, opts...)
 }
 
 func (p *Peers) nameClusterStream(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
@@ -83,7 +83,7 @@ func (p *Peers) nameClusterStream(ctx context.Context, desc *grpc.StreamDesc, cc
 		// from a forged one (Auth.MayRelease).
 		ctx = WithAdminToken(ctx, p.adminToken)
 	}
-	return streamer(WithCluster(ctx, p.cluster()), desc, cc, method, opts...)
+	return streamer(withCluster(ctx, p.cluster()), desc, cc, method, opts...)
 }
 
 // Get returns the connection to addr, dialing it the first time.

@@ -222,7 +222,7 @@ func (s *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 		// round.
 		resp.Answers = resp.Answers[:0]
 		covered := 0 // calls answered in resp: a joint answer covers several
-		for next != nil && covered < MaxAnswersPerMessage {
+		for next != nil && covered < maxAnswersPerMessage {
 			if err := next.ticket.Err(); err != nil {
 				return end(err)
 			}
@@ -264,13 +264,13 @@ func (s *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 	return recv.Each(stream.Recv, func(req *api.NextStreamRequest) error {
 		for calls := req.Calls; len(calls) > 0; {
 			// The longest run of valid calls from the front, within
-			// MaxCount IDs and MaxAnswersPerMessage calls (a joint answer
+			// MaxCount IDs and maxAnswersPerMessage calls (a joint answer
 			// must fit in a message, and what a stream holds stays
 			// bounded).
 			k, total := 0, uint64(0)
 			for _, call := range calls {
 				n := uint64(call.Count)
-				if n == 0 || n > s.n.MaxCount() || total+n > s.n.MaxCount() || k == MaxAnswersPerMessage {
+				if n == 0 || n > s.n.MaxCount() || total+n > s.n.MaxCount() || k == maxAnswersPerMessage {
 					break
 				}
 				k, total = k+1, total+n
@@ -315,7 +315,7 @@ func (s *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 // else one answer a call.
 func splitTicket(t sequencer.Ticket, calls []*api.StreamCall, joint bool) []streamCall {
 	if joint && len(calls) > 1 {
-		also, counts := JointOf(calls)
+		also, counts := jointOf(calls)
 		return []streamCall{{id: calls[0].Id, ticket: t, also: also, counts: counts}}
 	}
 	answers := make([]streamCall, len(calls))

@@ -353,9 +353,9 @@ const (
 	KindRendered = "rendered"
 )
 
-// MaxExamples bounds the examples kept per kind: enough to debug, while a
+// maxExamples bounds the examples kept per kind: enough to debug, while a
 // badly broken history of millions of operations keeps a readable report.
-const MaxExamples = 10
+const maxExamples = 10
 
 // Violation is one concrete example of a broken property, pointing at the
 // operations involved by their index in the checked slice.
@@ -412,7 +412,7 @@ type Report struct {
 	// renderings has one without), or whose text or bytes do not sort
 	// above those of the next smaller ID (tick) in the whole history.
 	Misrendered int
-	// Examples holds up to MaxExamples violations of each kind.
+	// Examples holds up to maxExamples violations of each kind.
 	Examples []Violation
 }
 
@@ -456,14 +456,14 @@ type idRef struct {
 	op int
 }
 
-// examples collects at most MaxExamples violations per kind.
+// examples collects at most maxExamples violations per kind.
 type examples struct {
 	list  []Violation
 	count map[string]int
 }
 
 func (e *examples) want(kind string) bool {
-	return e.count[kind] < MaxExamples
+	return e.count[kind] < maxExamples
 }
 
 func (e *examples) add(v Violation) {

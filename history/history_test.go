@@ -129,7 +129,7 @@ func mustMatchBrute(t *testing.T, ops []Op) Report {
 
 // mustGenuineExamples verifies that every example really is a violation of
 // its kind, that each kind with a nonzero count has at least one example,
-// and that no kind exceeds MaxExamples.
+// and that no kind exceeds maxExamples.
 func mustGenuineExamples(t *testing.T, ops []Op, r Report) {
 	t.Helper()
 	per := map[string]int{}
@@ -188,7 +188,7 @@ func mustGenuineExamples(t *testing.T, ops []Op, r Report) {
 		KindNotIncreasing: int64(r.NotIncreasing),
 		KindInterleaved:   int64(r.Interleaved),
 	} {
-		if (n > 0) != (per[kind] > 0) || per[kind] > MaxExamples {
+		if (n > 0) != (per[kind] > 0) || per[kind] > maxExamples {
 			t.Fatalf("kind %s: count %d but %d examples", kind, n, per[kind])
 		}
 	}
