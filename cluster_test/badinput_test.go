@@ -182,10 +182,16 @@ func (c *cluster) adminCall(fn func(ctx context.Context, a api.AdminClient, opts
 func mustRawNext(t *testing.T, c *cluster, count uint32) *api.NextResponse {
 	t.Helper()
 	deadline := time.Now().Add(leaderTimeout)
+	seqs := map[string]api.SequencerClient{} // one connection per leader address
 	for {
 		leader := c.mustLeader()
+		seq, ok := seqs[leader.GRPCAddr]
+		if !ok {
+			seq = api.NewSequencerClient(mustDial(t, leader.GRPCAddr))
+			seqs[leader.GRPCAddr] = seq
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := api.NewSequencerClient(mustDial(t, leader.GRPCAddr)).Next(ctx, &api.NextRequest{Count: count})
+		resp, err := seq.Next(ctx, &api.NextRequest{Count: count})
 		cancel()
 		if err == nil {
 			return resp

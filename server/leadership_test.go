@@ -264,3 +264,36 @@ func TestTermStreamsNeedTheTokenToRelease(t *testing.T) {
 type doneFuture struct{}
 
 func (doneFuture) Error() error { return nil }
+
+// TestAdminMembershipCallsNeedARound: Join and Remove through the
+// Admin service are refused with Unavailable, and change nothing, while
+// no other voter can confirm the leader: they go through changeMembership
+// (TestMembershipChangeNeedsARound has the positive control; cluster_test
+// joins and removes members through the same calls).
+func TestAdminMembershipCallsNeedARound(t *testing.T) {
+	nodes := mustClusterWith(t, leaseRaft(300*time.Millisecond))
+	leader := mustLeader(t, nodes)
+	victim := followerOf(nodes, leader)
+	for _, v := range nodes {
+		if v != leader {
+			mustPointAt(t, leader, v, "127.0.0.1:1")
+		}
+	}
+	admin := api.NewAdminClient(mustConn(t, leader.GRPCAddr()))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := admin.Remove(ctx, &api.RemoveRequest{Id: victim.ID()})
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("Remove without a round: %v, want Unavailable", err)
+	}
+	if member, _ := leader.isMember(victim.ID()); !member {
+		t.Errorf("Remove without a round removed %s", victim.ID())
+	}
+	_, err = admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:9", GrpcAddr: "127.0.0.1:10", Layout: "default"})
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("Join without a round: %v, want Unavailable", err)
+	}
+	if member, _ := leader.isMember("n9"); member {
+		t.Errorf("Join without a round added n9")
+	}
+}

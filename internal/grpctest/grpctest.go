@@ -20,7 +20,15 @@ func Serve(t testing.TB, register func(*grpc.Server)) string {
 	}
 	s := grpc.NewServer()
 	register(s)
-	go s.Serve(lis)
-	t.Cleanup(s.Stop)
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		s.Serve(lis)
+	}()
+	// Stop ends Serve at once; waiting for it leaves no goroutine behind.
+	t.Cleanup(func() {
+		s.Stop()
+		<-served
+	})
 	return lis.Addr().String()
 }
