@@ -35,10 +35,12 @@ type Workload struct {
 	stop chan struct{}
 	wg   sync.WaitGroup
 
-	// tally counts every request as it ends. Its bad answers (responses
-	// withheld because they broke the order) are failures of the
-	// guarantee.
-	tally history.Tally
+	// tally counts every client request as it ends, nemesisTally the
+	// requests the nemesis makes itself (nemesisCaller), apart, so that
+	// the run's throughput is the clients'. The bad answers of both
+	// (responses withheld because they broke the order) are failures of
+	// the guarantee.
+	tally, nemesisTally history.Tally
 	// lay and group are the cluster's, for the requests the nemesis makes
 	// through the workload (nemesisCaller).
 	lay   layout.Layout
@@ -227,7 +229,7 @@ func nodeNext(seq api.SequencerClient, l layout.Layout, group uint64) nextFunc {
 // workload's: the IDs it is handed belong in the history, and an answer
 // it refuses counts as one a client refused.
 func (w *Workload) nemesisCaller() history.Caller {
-	return history.Caller{Rec: w.rec, Tally: &w.tally, Client: int(w.nextClient.Add(1) - 1), Judge: judge}
+	return history.Caller{Rec: w.rec, Tally: &w.nemesisTally, Client: int(w.nextClient.Add(1) - 1), Judge: judge}
 }
 
 // dial connects to one node, with TLS when cfg is set.
@@ -304,14 +306,17 @@ func (w *Workload) Stop() {
 // wire format. They are recorded as unknown operations, since the IDs
 // they stood for may have been handed out, but counted apart from
 // Counts' failed and unknown: each is a failure of the guarantee.
-func (w *Workload) BadResponses() int64 { return w.tally.Counts().Bad }
+func (w *Workload) BadResponses() int64 {
+	return w.tally.Counts().Bad + w.nemesisTally.Counts().Bad
+}
 
 // LastError is the last error a client saw, or "".
 func (w *Workload) LastError() string { return w.tally.Counts().LastError }
 
-// Counts returns acknowledged operations, operations the server certainly
-// refused, operations whose effect is unknown (bad responses aside: see
-// BadResponses), and IDs received so far.
+// Counts returns the clients' acknowledged operations, operations the
+// server certainly refused, operations whose effect is unknown (bad
+// responses aside: see BadResponses), and IDs received so far; the
+// nemesis's own requests are not among them.
 func (w *Workload) Counts() (ok, failed, unknown, ids int64) {
 	n := w.tally.Counts()
 	return n.OK, n.Failed, n.Unknown, n.IDs

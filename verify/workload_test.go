@@ -67,7 +67,8 @@ func idleWorkload(t *testing.T, addr string, rec *history.Recorder) *Workload {
 // leader for IDs itself. A bad answer it gets must not be retried away
 // unseen: it counts among the run's bad responses (Result.BadResponses,
 // which fails the run), and the IDs it is handed after that are in the
-// history, where the checker holds the laggards to them.
+// history, where the checker holds the laggards to them, but not in the
+// clients' counts, which the run's throughput is.
 func TestPassMarkCountsABadAnswer(t *testing.T) {
 	addr := serveSequencer(t, &badFirst{bad: 1})
 	rec := history.NewRecorder()
@@ -79,6 +80,9 @@ func TestPassMarkCountsABadAnswer(t *testing.T) {
 
 	if got := w.BadResponses(); got != 1 {
 		t.Errorf("%d bad responses counted; want the 1 the leader gave passMark", got)
+	}
+	if ok, _, _, ids := w.Counts(); ok != 0 || ids != 0 {
+		t.Errorf("the clients' counts hold %d requests and %d IDs of passMark's; want its requests kept out of the throughput", ok, ids)
 	}
 	var unknown, acked int
 	for _, op := range rec.Ops() {
