@@ -345,7 +345,7 @@ const DefaultRestoreJump = time.Minute
 // that time.
 func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, jump, window time.Duration, lead uint64) (uint64, error) {
 	if jump < 0 {
-		return 0, fmt.Errorf("%w: jump %s is negative", ErrBadConfig, jump)
+		return 0, fmt.Errorf("%w: jump %s is negative", startup.ErrBadConfig, jump)
 	}
 	if window <= 0 {
 		window = DefaultReserveWindow
@@ -475,18 +475,18 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 		return res, err
 	}
 	if o.Rules == nil {
-		return res, fmt.Errorf("%w: no rules for ids and addresses", ErrBadConfig)
+		return res, fmt.Errorf("%w: no rules for ids and addresses", startup.ErrBadConfig)
 	}
 	if err := o.Rules.CheckNodeID(o.ID); err != nil {
-		return res, fmt.Errorf("%w: %w", ErrBadConfig, err)
+		return res, fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
 	}
 	for _, a := range []string{o.RaftAddr, o.GRPCAddr} {
 		if err := o.Rules.CheckDialAddr(a); err != nil {
-			return res, fmt.Errorf("%w: %w", ErrBadConfig, err)
+			return res, fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
 		}
 	}
 	if o.DataDir == "" {
-		return res, fmt.Errorf("%w: data dir is empty", ErrBadConfig)
+		return res, fmt.Errorf("%w: data dir is empty", startup.ErrBadConfig)
 	}
 	logger := o.Logger
 	if logger == nil {

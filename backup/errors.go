@@ -3,13 +3,11 @@ package backup
 import (
 	"errors"
 	"time"
-
-	"github.com/seed-e8569b35/ordo/startup"
 )
 
-// Errors of this package. server's toStatus maps them to gRPC codes; a
-// restore and a recovery run offline, so today they reach only the
-// command line.
+// Errors of this package; an invalid option is startup.ErrBadConfig.
+// server's toStatus maps them to gRPC codes; a restore and a recovery run
+// offline, so today they reach only the command line.
 var (
 	// ErrBadBackup means a backup file is damaged, of an unknown version,
 	// or inconsistent.
@@ -21,9 +19,6 @@ var (
 	// ErrHasState means a restore was asked to write over a data dir that
 	// already holds Raft state.
 	ErrHasState = errors.New("data dir already holds raft state")
-	// ErrBadConfig means an option is invalid. It is startup.ErrBadConfig
-	// (and so server.ErrBadConfig), so one errors.Is matches them all.
-	ErrBadConfig = startup.ErrBadConfig
 )
 
 // DefaultReserveWindow is the reserve window a restore takes for the old

@@ -60,17 +60,17 @@ type RecoverOptions struct {
 func Recover(o RecoverOptions) (uint64, error) {
 	jump := o.Jump
 	if jump < 0 {
-		return 0, fmt.Errorf("%w: recover jump %s is negative", ErrBadConfig, jump)
+		return 0, fmt.Errorf("%w: recover jump %s is negative", startup.ErrBadConfig, jump)
 	}
 	if o.Rules == nil {
-		return 0, fmt.Errorf("%w: no rules for addresses", ErrBadConfig)
+		return 0, fmt.Errorf("%w: no rules for addresses", startup.ErrBadConfig)
 	}
 	has, err := startup.HasState(o.DataDir)
 	if err != nil {
 		return 0, err
 	}
 	if !has {
-		return 0, fmt.Errorf("%w: %s holds no Raft state: nothing to recover", ErrBadConfig, o.DataDir)
+		return 0, fmt.Errorf("%w: %s holds no Raft state: nothing to recover", startup.ErrBadConfig, o.DataDir)
 	}
 	store, snaps, err := startup.OpenStores(o.DataDir, o.Logger.Named("snapshot"))
 	if err != nil {
@@ -80,7 +80,7 @@ func Recover(o RecoverOptions) (uint64, error) {
 	raftAddr, grpcAddr := o.RaftAddr, o.GRPCAddr
 	for _, a := range []string{raftAddr, grpcAddr} {
 		if err := o.Rules.CheckDialAddr(a); err != nil {
-			return 0, fmt.Errorf("%w: recover needs the addresses the node will serve at: %w", ErrBadConfig, err)
+			return 0, fmt.Errorf("%w: recover needs the addresses the node will serve at: %w", startup.ErrBadConfig, err)
 		}
 	}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(raftAddr))
@@ -111,7 +111,7 @@ type recoveringFSM struct {
 func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 	st := r.State()
 	if st.Layout == nil {
-		return nil, fmt.Errorf("%w: the data dir records no layout: the cluster never served, create it anew", ErrBadConfig)
+		return nil, fmt.Errorf("%w: the data dir records no layout: the cluster never served, create it anew", startup.ErrBadConfig)
 	}
 	now := r.clock()
 	upTo, err := RestoreHighWater(*st.Layout, st.HighWater, now, now, r.jump, r.window, 0)

@@ -17,6 +17,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/internal/freeaddr"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/server"
 )
 
@@ -28,7 +29,7 @@ func TestBadInput(t *testing.T) {
 
 	t.Log("raw gRPC Next with a count out of range, at every node")
 	for _, n := range c.Nodes {
-		seq := api.NewSequencerClient(mustDial(t, n.GRPCAddr))
+		seq := api.NewSequencerClient(grpctest.Dial(t, n.GRPCAddr))
 		for _, count := range []uint32{0, server.DefaultMaxCount + 1, 1<<32 - 1} {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 			resp, err := seq.Next(ctx, &api.NextRequest{Count: count})
@@ -187,7 +188,7 @@ func mustRawNext(t *testing.T, c *cluster, count uint32) *api.NextResponse {
 		leader := c.mustLeader()
 		seq, ok := seqs[leader.GRPCAddr]
 		if !ok {
-			seq = api.NewSequencerClient(mustDial(t, leader.GRPCAddr))
+			seq = api.NewSequencerClient(grpctest.Dial(t, leader.GRPCAddr))
 			seqs[leader.GRPCAddr] = seq
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -216,7 +217,7 @@ func startPushers(t *testing.T, addrs []string, rec *history.Recorder, base int)
 	t.Helper()
 	var seqs []api.SequencerClient
 	for _, addr := range addrs {
-		seqs = append(seqs, api.NewSequencerClient(mustDial(t, addr)))
+		seqs = append(seqs, api.NewSequencerClient(grpctest.Dial(t, addr)))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &pushers{t: t, cancel: cancel, done: make(chan struct{})}
@@ -365,7 +366,7 @@ func TestRestoreBesideLeaderlessOldMember(t *testing.T) {
 // mustNodeStatus asks n itself for its status until it answers, up to d.
 func mustNodeStatus(t *testing.T, n *node, d time.Duration) *api.NodeInfo {
 	t.Helper()
-	admin := api.NewAdminClient(mustDial(t, n.GRPCAddr))
+	admin := api.NewAdminClient(grpctest.Dial(t, n.GRPCAddr))
 	deadline := time.Now().Add(d)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)

@@ -31,7 +31,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -117,18 +116,6 @@ func runOrdoFor(t testing.TB, timeout time.Duration, args ...string) cliResult {
 		t.Fatalf("ordo %s: %v", strings.Join(args, " "), err)
 	}
 	return res
-}
-
-// mustDial opens a plain gRPC connection to addr, closed when the test
-// ends, for the calls a test makes without the client's retries.
-func mustDial(t *testing.T, addr string) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
 }
 
 // mustRunOrdo runs the ordo binary and fails the test unless it exits 0.

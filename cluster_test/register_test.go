@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 )
 
 // TestRegisterNeedsTheMemberItself: on real processes with an admin token,
@@ -29,7 +30,7 @@ func TestRegisterNeedsTheMemberItself(t *testing.T) {
 	c.mustServe()
 	leader := c.mustLeader()
 	follower := c.mustFollowers()[0]
-	admin := api.NewAdminClient(mustDial(t, leader.GRPCAddr))
+	admin := api.NewAdminClient(grpctest.Dial(t, leader.GRPCAddr))
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	withToken := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+token)
@@ -49,7 +50,7 @@ func TestRegisterNeedsTheMemberItself(t *testing.T) {
 		}
 	}
 	// The follower forwards Next to the leader at its real address.
-	seq := api.NewSequencerClient(mustDial(t, follower.GRPCAddr))
+	seq := api.NewSequencerClient(grpctest.Dial(t, follower.GRPCAddr))
 	deadline := time.Now().Add(leaderTimeout)
 	for {
 		actx, acancel := context.WithTimeout(ctx, 2*time.Second)

@@ -9,7 +9,6 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -22,16 +21,10 @@ func serveFloor(t *testing.T, stop <-chan struct{}) api.FloorClient {
 	return api.NewFloorClient(mustServe(t, func(s *grpc.Server) { api.RegisterFloorServer(s, NewFloor(stop)) }))
 }
 
-// mustServe serves what register registers on a free loopback port until
-// the test ends, and returns a connection to it.
+// mustServe serves what register registers until the test ends, and
+// returns a connection to it.
 func mustServe(t *testing.T, register func(*grpc.Server)) *grpc.ClientConn {
-	t.Helper()
-	conn, err := grpc.NewClient(grpctest.Serve(t, register), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close() })
-	return conn
+	return grpctest.Dial(t, grpctest.Serve(t, register))
 }
 
 // TestFloorEchoAnswersEveryCall: Echo answers every call of a message by

@@ -22,11 +22,11 @@ import (
 func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confirmation, error) {
 	term := c.raft.CurrentTerm()
 	if !c.raft.Leads() {
-		return sequencer.Confirmation{}, ErrNotLeader
+		return sequencer.Confirmation{}, sequencer.ErrNotLeader
 	}
 	ids, err := c.raft.Voters()
 	if err != nil {
-		return sequencer.Confirmation{}, fmt.Errorf("%w: read configuration: %w", ErrNotLeader, err)
+		return sequencer.Confirmation{}, fmt.Errorf("%w: read configuration: %w", sequencer.ErrNotLeader, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
@@ -39,7 +39,7 @@ func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confi
 	// holds: it may have made one as a voter, or before a restart.
 	self, err := c.promises.confirm(ctx, c.id, term, round, ask)
 	if err != nil {
-		return sequencer.Confirmation{}, fmt.Errorf("%w: wait for this node's promise to another leader to run out: %w", ErrNotLeader, err)
+		return sequencer.Confirmation{}, fmt.Errorf("%w: wait for this node's promise to another leader to run out: %w", sequencer.ErrNotLeader, err)
 	}
 	var others []string
 	voters, have, promised := 0, 0, 0
@@ -150,7 +150,7 @@ func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confi
 	if have >= need {
 		return result(), nil
 	}
-	return sequencer.Confirmation{}, fmt.Errorf("%w: only %d of %d voters are still in term %d", ErrNotLeader, have, voters, term)
+	return sequencer.Confirmation{}, fmt.Errorf("%w: only %d of %d voters are still in term %d", sequencer.ErrNotLeader, have, voters, term)
 }
 
 // probeEvery is how often a round asks every voter, not only those it

@@ -12,6 +12,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // fakePeer answers Term with whatever term it is told, as the node it was
@@ -130,8 +131,8 @@ func TestConfirmCountsAMajority(t *testing.T) {
 				if wantOK && (err != nil || got != term) {
 					t.Fatalf("round %d: confirm = %d, %v; want term %d", round, got, err, term)
 				}
-				if !wantOK && !errors.Is(err, ErrNotLeader) {
-					t.Fatalf("round %d: confirm = %d, %v; want ErrNotLeader", round, got, err)
+				if !wantOK && !errors.Is(err, sequencer.ErrNotLeader) {
+					t.Fatalf("round %d: confirm = %d, %v; want sequencer.ErrNotLeader", round, got, err)
 				}
 			}
 		})

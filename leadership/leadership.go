@@ -8,18 +8,11 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
-
-	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // Errors of this package. Package server maps them to gRPC codes (its
 // toStatus), with everyone else's.
 var (
-	// ErrNotLeader means a round did not prove this node leads: it is not
-	// the leader, fewer than a majority answered in its term, or it is
-	// closing. It is sequencer.ErrNotLeader, so that one errors.Is
-	// matches the sequencer's, the server's and this package's.
-	ErrNotLeader = sequencer.ErrNotLeader
 	// ErrMisdirected means a term request named another node or another
 	// cluster than the one that got it: it was sent to a stale address,
 	// and whatever listens there must not answer for the voter.
@@ -125,5 +118,5 @@ func Open(cfg Config) (*Confirmer, error) {
 }
 
 // Close ends every Term stream this node opened as a leader; rounds after
-// it fail with ErrNotLeader.
+// it fail with sequencer.ErrNotLeader.
 func (c *Confirmer) Close() { c.terms.close() }

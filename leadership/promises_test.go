@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // ---- the voter's promises --------------------------------------------------
@@ -204,7 +205,7 @@ func TestRoundWaitsOutPromisesToAnotherLeader(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	if c, err := leader.Confirm(ctx, false); !errors.Is(err, ErrNotLeader) {
+	if c, err := leader.Confirm(ctx, false); !errors.Is(err, sequencer.ErrNotLeader) {
 		t.Fatalf("confirmed %v, err %v, while every voter had promised another leader", c, err)
 	}
 	// The other leader releases its promises: the next round goes
@@ -326,7 +327,7 @@ func TestRoundCountsItselfOnlyOnceItsOwnPromiseRanOut(t *testing.T) {
 		leader.promises.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		if c, err := leader.Confirm(ctx, false); !errors.Is(err, ErrNotLeader) {
+		if c, err := leader.Confirm(ctx, false); !errors.Is(err, sequencer.ErrNotLeader) {
 			t.Fatalf("confirmed %v, err %v, counting itself while it had promised n9", c, err)
 		}
 		leader.promises.mu.Lock()
@@ -351,7 +352,7 @@ func TestRoundCountsItselfOnlyOnceItsOwnPromiseRanOut(t *testing.T) {
 		node.pointAt("n3", "127.0.0.1:1")
 		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 		defer cancel()
-		if c, err := leader.Confirm(ctx, false); !errors.Is(err, ErrNotLeader) {
+		if c, err := leader.Confirm(ctx, false); !errors.Is(err, sequencer.ErrNotLeader) {
 			t.Fatalf("confirmed %v, err %v, counting itself during its restart hold", c, err)
 		}
 		endRestartHold(leader)

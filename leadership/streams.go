@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // termStreams keeps one Term stream open from this node to each voter it
@@ -84,7 +85,7 @@ func (t *termStreams) get(ctx context.Context, id, addr string, node Node) (*ter
 	t.mu.Lock()
 	if t.closed {
 		t.mu.Unlock()
-		return nil, ErrNotLeader
+		return nil, sequencer.ErrNotLeader
 	}
 	slot := t.slots[id]
 	if slot == nil {
@@ -121,7 +122,7 @@ func (t *termStreams) get(ctx context.Context, id, addr string, node Node) (*ter
 	t.mu.Unlock()
 	if closed {
 		ts.kill()
-		return nil, ErrNotLeader
+		return nil, sequencer.ErrNotLeader
 	}
 	slot.ts = ts
 	go ts.receive()

@@ -17,6 +17,7 @@ import (
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -56,11 +57,11 @@ func (n *Node) members() ([]grpcapi.Member, error) {
 func (n *Node) addMember(ctx context.Context, req *api.JoinRequest) error {
 	theirs, err := layout.Parse(req.Layout)
 	if err != nil {
-		return fmt.Errorf("%w: the joining node's layout: %w", ErrBadRequest, err)
+		return fmt.Errorf("%w: the joining node's layout: %w", grpcapi.ErrBadRequest, err)
 	}
 	if ours, group := n.cfg.Layout, n.cfg.Group; theirs != ours || req.Group != group {
 		return fmt.Errorf("%w: joining node %q has layout %s group %d, the cluster has layout %s group %d",
-			ErrLayoutMismatch, req.Id, theirs, req.Group, ours, group)
+			grpcapi.ErrLayoutMismatch, req.Id, theirs, req.Group, ours, group)
 	}
 	servers, err := n.servers()
 	if err != nil {
@@ -91,14 +92,14 @@ func (n *Node) addMember(ctx context.Context, req *api.JoinRequest) error {
 // the certificate check needs the member's own call.
 func (n *Node) registerMember(ctx context.Context, id, grpcAddr string) error {
 	if !n.isLeader() {
-		return fmt.Errorf("%w: a member registers with the leader", ErrNotLeader)
+		return fmt.Errorf("%w: a member registers with the leader", sequencer.ErrNotLeader)
 	}
 	if id == n.cfg.ID {
-		return fmt.Errorf("%w: %q is the leader, which records its own address", ErrBadRequest, id)
+		return fmt.Errorf("%w: %q is the leader, which records its own address", grpcapi.ErrBadRequest, id)
 	}
 	raftAddr, member := n.memberRaftAddr(id)
 	if !member {
-		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, id)
+		return fmt.Errorf("%w: %q is not a member", grpcapi.ErrUnknownNode, id)
 	}
 	if addr, _ := n.fsm.NodeAddr(id); addr == grpcAddr {
 		return nil
@@ -122,7 +123,7 @@ func (n *Node) registerMember(ctx context.Context, id, grpcAddr string) error {
 // changeMembership, and then forgets its gRPC address.
 func (n *Node) removeMember(ctx context.Context, id string) error {
 	if member, _ := n.isMember(id); !member {
-		return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, id)
+		return fmt.Errorf("%w: %q is not a member", grpcapi.ErrUnknownNode, id)
 	}
 	if err := n.changeMembership(ctx, func() raft.Future {
 		return n.raft.RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout)
@@ -160,5 +161,5 @@ func (n *Node) transferLeader(id string) error {
 			return n.handOver(func() raft.Future { return n.raft.LeadershipTransferToServer(srv.ID, srv.Address) })
 		}
 	}
-	return fmt.Errorf("%w: %q is not a member", ErrUnknownNode, id)
+	return fmt.Errorf("%w: %q is not a member", grpcapi.ErrUnknownNode, id)
 }

@@ -12,6 +12,8 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/grpcapi"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // backup copies the replicated state on the leader: Barrier, read, then a
@@ -19,7 +21,7 @@ import (
 func (n *Node) backup(ctx context.Context) (*api.BackupResponse, error) {
 	term := n.raft.CurrentTerm()
 	if n.raft.State() != raft.Leader {
-		return nil, ErrNotLeader
+		return nil, sequencer.ErrNotLeader
 	}
 	timeout := n.cfg.ApplyTimeout
 	if d, ok := ctx.Deadline(); ok {
@@ -32,14 +34,14 @@ func (n *Node) backup(ctx context.Context) (*api.BackupResponse, error) {
 	applied := n.raft.AppliedIndex()
 	taken := n.cfg.Clock()
 	if st.Layout == nil {
-		return nil, ErrNotReady
+		return nil, grpcapi.ErrNotReady
 	}
 	confirmed, err := n.confirmer.Confirm(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("confirm leadership: %w", err)
 	}
 	if confirmed.Term != term {
-		return nil, fmt.Errorf("%w: confirmed in term %d, the state was read in term %d", ErrNotLeader, confirmed.Term, term)
+		return nil, fmt.Errorf("%w: confirmed in term %d, the state was read in term %d", sequencer.ErrNotLeader, confirmed.Term, term)
 	}
 	n.logger.Info("backup taken", "term", term, "applied_index", applied, "high_water", st.HighWater)
 	return &api.BackupResponse{

@@ -20,6 +20,7 @@ import (
 	"github.com/seed-e8569b35/ordo/backup"
 	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/internal/freeaddr"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
@@ -27,7 +28,7 @@ func mustBackup(t *testing.T, addr string) *api.BackupResponse {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	resp, err := api.NewAdminClient(mustConn(t, addr)).Backup(ctx, &api.BackupRequest{})
+	resp, err := api.NewAdminClient(grpctest.Dial(t, addr)).Backup(ctx, &api.BackupRequest{})
 	if err != nil {
 		t.Fatalf("backup through %s: %v", addr, err)
 	}
@@ -172,7 +173,7 @@ func TestBackupAndRestore(t *testing.T) {
 	eventually.True(t, seqTestWait, "the joined node to apply the restored state", func() bool {
 		return r2.fsm.HighWater() >= res.HighWater && r2.fsm.ClusterID() == res.ClusterID
 	})
-	if _, err := api.NewAdminClient(mustConn(t, r1.GRPCAddr())).TransferLeader(ctx, &api.TransferLeaderRequest{Id: "r2"}); err != nil {
+	if _, err := api.NewAdminClient(grpctest.Dial(t, r1.GRPCAddr())).TransferLeader(ctx, &api.TransferLeaderRequest{Id: "r2"}); err != nil {
 		t.Fatal(err)
 	}
 	next := mustLeader(t, []*Node{r1, r2})
@@ -242,8 +243,8 @@ func checkBackupRules(ctx context.Context, t *testing.T, c *tlsCluster, leader, 
 	if resp.LeaderId != leader.ID() || resp.HighWater == 0 {
 		return fmt.Errorf("backup by %q with high-water %d, want by %q", resp.LeaderId, resp.HighWater, leader.ID())
 	}
-	if _, err := follower.backup(ctx); !errors.Is(err, ErrNotLeader) {
-		return fmt.Errorf("a follower's own backup: %v, want ErrNotLeader", err)
+	if _, err := follower.backup(ctx); !errors.Is(err, sequencer.ErrNotLeader) {
+		return fmt.Errorf("a follower's own backup: %v, want sequencer.ErrNotLeader", err)
 	}
 	return nil
 }

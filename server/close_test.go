@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seed-e8569b35/ordo/internal/eventually"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 )
 
 // TestStreamLayerCloseEndsItsConnections: reads blocked on a dialed and on
@@ -100,7 +101,7 @@ func TestCloseWithAStalledPeer(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	conn := mustConn(t, leader.GRPCAddr())
+	conn := grpctest.Dial(t, leader.GRPCAddr())
 	eventually.True(t, seqTestWait, "the leader to dial the stalled peer", func() bool {
 		mustNextVia(t, conn, 1000)
 		mu.Lock()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
 	"github.com/seed-e8569b35/ordo/startup/startuptest"
 )
@@ -37,7 +38,7 @@ func mustSingle(t *testing.T, id string) *Node {
 // with no leader hint, which would name this cluster's leader.
 func TestCallsNameTheirCluster(t *testing.T) {
 	a, b := mustSingle(t, "a1"), mustSingle(t, "b1")
-	seq := api.NewSequencerClient(mustConn(t, b.GRPCAddr()))
+	seq := api.NewSequencerClient(grpctest.Dial(t, b.GRPCAddr()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 
@@ -113,7 +114,7 @@ func TestOwnCallsNameTheirCluster(t *testing.T) {
 	})
 
 	t.Run("status", func(t *testing.T) {
-		resp, err := api.NewAdminClient(mustConn(t, a.GRPCAddr())).Status(ctx, &api.StatusRequest{})
+		resp, err := api.NewAdminClient(grpctest.Dial(t, a.GRPCAddr())).Status(ctx, &api.StatusRequest{})
 		if err != nil {
 			t.Fatalf("status: %v", err)
 		}

@@ -163,56 +163,56 @@ func (c Config) Validate() error {
 	c = c.withDefaults()
 	switch {
 	case grpcapi.CheckNodeID(c.ID) != nil:
-		return fmt.Errorf("%w: %w", ErrBadConfig, grpcapi.CheckNodeID(c.ID))
+		return fmt.Errorf("%w: %w", startup.ErrBadConfig, grpcapi.CheckNodeID(c.ID))
 	case c.DataDir == "":
-		return fmt.Errorf("%w: data dir is empty", ErrBadConfig)
+		return fmt.Errorf("%w: data dir is empty", startup.ErrBadConfig)
 	case c.RaftAddr == "":
-		return fmt.Errorf("%w: raft address is empty", ErrBadConfig)
+		return fmt.Errorf("%w: raft address is empty", startup.ErrBadConfig)
 	case c.GRPCAddr == "":
-		return fmt.Errorf("%w: gRPC address is empty", ErrBadConfig)
+		return fmt.Errorf("%w: gRPC address is empty", startup.ErrBadConfig)
 	case c.ReserveWindow < 0:
-		return fmt.Errorf("%w: reserve window %s is negative", ErrBadConfig, c.ReserveWindow)
+		return fmt.Errorf("%w: reserve window %s is negative", startup.ErrBadConfig, c.ReserveWindow)
 	case c.ApplyTimeout < 0:
-		return fmt.Errorf("%w: apply timeout %s is negative", ErrBadConfig, c.ApplyTimeout)
+		return fmt.Errorf("%w: apply timeout %s is negative", startup.ErrBadConfig, c.ApplyTimeout)
 	case c.RPCTimeout < 0:
-		return fmt.Errorf("%w: RPC timeout %s is negative", ErrBadConfig, c.RPCTimeout)
+		return fmt.Errorf("%w: RPC timeout %s is negative", startup.ErrBadConfig, c.RPCTimeout)
 	case c.Lease < 0:
-		return fmt.Errorf("%w: lease %s is negative", ErrBadConfig, c.Lease)
+		return fmt.Errorf("%w: lease %s is negative", startup.ErrBadConfig, c.Lease)
 	case c.Lease > 0 && c.Lease < 10*time.Millisecond:
-		return fmt.Errorf("%w: lease %s is shorter than 10ms, less than a round takes", ErrBadConfig, c.Lease)
+		return fmt.Errorf("%w: lease %s is shorter than 10ms, less than a round takes", startup.ErrBadConfig, c.Lease)
 	case c.Lease >= c.Raft.HeartbeatTimeout:
 		// A follower stands for election once it has heard nothing for
 		// the heartbeat timeout: a shorter lease has run out by then.
-		return fmt.Errorf("%w: lease %s is not shorter than the heartbeat timeout %s: after a leader crash the next one would wait out its lease", ErrBadConfig, c.Lease, c.Raft.HeartbeatTimeout)
+		return fmt.Errorf("%w: lease %s is not shorter than the heartbeat timeout %s: after a leader crash the next one would wait out its lease", startup.ErrBadConfig, c.Lease, c.Raft.HeartbeatTimeout)
 	case c.MaxCount > c.Layout.MaxTick():
-		return fmt.Errorf("%w: max count %d exceeds the layout's capacity", ErrBadConfig, c.MaxCount)
+		return fmt.Errorf("%w: max count %d exceeds the layout's capacity", startup.ErrBadConfig, c.MaxCount)
 	}
 	if c.ReserveWindow < time.Duration(c.Layout.UnitMs)*time.Millisecond {
-		return fmt.Errorf("%w: reserve window %s is shorter than one time unit (%d ms)", ErrBadConfig, c.ReserveWindow, c.Layout.UnitMs)
+		return fmt.Errorf("%w: reserve window %s is shorter than one time unit (%d ms)", startup.ErrBadConfig, c.ReserveWindow, c.Layout.UnitMs)
 	}
 	// A request's last ID may be at most the lead bound ahead of the
 	// clock, so a larger count could never be served.
 	if lead := sequencer.MaxLeadTicks(c.Layout, c.ReserveWindow); c.MaxCount > lead+1 {
 		return fmt.Errorf("%w: max count %d is more IDs than the layout hands out in the lead bound (%d, %s of its capacity); lower --max-count or widen --reserve-window",
-			ErrBadConfig, c.MaxCount, lead+1, time.Duration(lead>>c.Layout.SeqBits)*time.Duration(c.Layout.UnitMs)*time.Millisecond)
+			startup.ErrBadConfig, c.MaxCount, lead+1, time.Duration(lead>>c.Layout.SeqBits)*time.Duration(c.Layout.UnitMs)*time.Millisecond)
 	}
 	if err := c.Layout.Validate(c.Clock()); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+		return fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
 	}
 	if err := c.Layout.CheckGroup(c.Group); err != nil {
-		return fmt.Errorf("%w: %w", ErrBadConfig, err)
+		return fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
 	}
 	if err := raft.ValidateConfig(c.Raft); err != nil {
-		return fmt.Errorf("%w: raft: %w", ErrBadConfig, err)
+		return fmt.Errorf("%w: raft: %w", startup.ErrBadConfig, err)
 	}
 	if c.TLS != nil {
 		if leaf := c.TLS.Leaf(); leaf == nil || !secure.IsNode(leaf) {
-			return fmt.Errorf("%w: a node needs a node certificate (with the serverAuth usage) to serve TLS", ErrBadConfig)
+			return fmt.Errorf("%w: a node needs a node certificate (with the serverAuth usage) to serve TLS", startup.ErrBadConfig)
 		}
 	} else if !c.Insecure {
 		for _, a := range []string{c.RaftAddr, c.GRPCAddr, c.HTTPAddr} {
 			if a != "" && !isLoopback(a) {
-				return fmt.Errorf("%w: %q is not a loopback address and TLS is off: give a certificate (--tls-cert, --tls-key, --tls-ca), or --insecure to serve plaintext anyway", ErrBadConfig, a)
+				return fmt.Errorf("%w: %q is not a loopback address and TLS is off: give a certificate (--tls-cert, --tls-key, --tls-ca), or --insecure to serve plaintext anyway", startup.ErrBadConfig, a)
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // TestConfigMaxCountFitsTheLeadBound: a request's last ID may be at most the
@@ -32,8 +33,8 @@ func TestConfigMaxCountFitsTheLeadBound(t *testing.T) {
 		if tt.ok && err != nil {
 			t.Errorf("%s, window %s, max count %d: %v", tt.preset, tt.window, tt.maxCount, err)
 		}
-		if !tt.ok && (!errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), "max count")) {
-			t.Errorf("%s, window %s, max count %d: %v, want ErrBadConfig naming the max count", tt.preset, tt.window, tt.maxCount, err)
+		if !tt.ok && (!errors.Is(err, startup.ErrBadConfig) || !strings.Contains(err.Error(), "max count")) {
+			t.Errorf("%s, window %s, max count %d: %v, want startup.ErrBadConfig naming the max count", tt.preset, tt.window, tt.maxCount, err)
 		}
 	}
 }

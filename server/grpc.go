@@ -41,7 +41,7 @@ func (n *Node) openGRPC() error {
 		n.grpcAddr = n.cfg.GRPCAdvertise
 	} else if lis.Addr().(*net.TCPAddr).IP.IsUnspecified() {
 		lis.Close()
-		return fmt.Errorf("%w: gRPC address %q binds every interface; give an advertise address peers and clients can reach", ErrBadConfig, n.cfg.GRPCAddr)
+		return fmt.Errorf("%w: gRPC address %q binds every interface; give an advertise address peers and clients can reach", startup.ErrBadConfig, n.cfg.GRPCAddr)
 	}
 	opts := append(grpcapi.ServerOptions(),
 		grpc.ChainUnaryInterceptor(n.measureUnary, n.auth.Unary, grpcapi.BoundUnary(n.cfg.RPCTimeout)),
@@ -82,7 +82,7 @@ func (n *Node) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
 		return nil, false, nil
 	}
 	if grpcapi.Forwarded(ctx) {
-		return nil, false, ErrNotLeader
+		return nil, false, sequencer.ErrNotLeader
 	}
 	id, addr := n.leader()
 	if id == "" || addr == "" || id == n.cfg.ID {
@@ -110,7 +110,7 @@ func (n *Node) forwardCtx(ctx context.Context) context.Context {
 // to the leader, or the sequencer here. Its errors are unmapped.
 func (n *Node) next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
 	if req.Count == 0 || uint64(req.Count) > n.cfg.MaxCount {
-		return nil, fmt.Errorf("%w: count %d, want 1 to %d", ErrBadCount, req.Count, n.cfg.MaxCount)
+		return nil, fmt.Errorf("%w: count %d, want 1 to %d", sequencer.ErrBadCount, req.Count, n.cfg.MaxCount)
 	}
 	conn, fwd, err := n.forward(ctx)
 	if err != nil {

@@ -99,7 +99,7 @@ func (h httpNode) Leader() (id, addr string) { return h.n.leader() }
 func (h httpNode) Layout() (layout.Layout, uint64, error) {
 	st := h.n.fsm.State()
 	if st.Layout == nil {
-		return layout.Layout{}, 0, h.status(context.Background(), fmt.Errorf("%w: the cluster's layout is not known here yet", ErrNotReady))
+		return layout.Layout{}, 0, h.status(context.Background(), fmt.Errorf("%w: the cluster's layout is not known here yet", grpcapi.ErrNotReady))
 	}
 	return *st.Layout, st.Group, nil
 }

@@ -14,8 +14,10 @@ import (
 	"google.golang.org/grpc"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/secure/securetest"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // httpWait bounds waiting for a node to become ready or not.
@@ -111,7 +113,7 @@ func TestHTTPThreeNodes(t *testing.T) {
 	leader := mustLeader(t, nodes)
 	for _, n := range nodes {
 		waitHTTP(t, plainHTTP, "http://"+n.HTTPAddr()+"/readyz", http.StatusOK)
-		waitHealth(t, mustConn(t, n.GRPCAddr()), healthpb.HealthCheckResponse_SERVING)
+		waitHealth(t, grpctest.Dial(t, n.GRPCAddr()), healthpb.HealthCheckResponse_SERVING)
 		if code, body := httpGet(t, plainHTTP, "http://"+n.HTTPAddr()+"/healthz"); code != http.StatusOK || !strings.Contains(string(body), `"ok"`) {
 			t.Fatalf("%s healthz: %d %s", n.ID(), code, body)
 		}
@@ -161,7 +163,7 @@ func TestHTTPNotReadyWithoutLeader(t *testing.T) {
 	withHTTP(&cfg)
 	n := mustOpen(t, cfg)
 	url := "http://" + n.HTTPAddr()
-	conn := mustConn(t, n.GRPCAddr())
+	conn := grpctest.Dial(t, n.GRPCAddr())
 	if code, _ := httpGet(t, plainHTTP, url+"/healthz"); code != http.StatusOK {
 		t.Fatalf("healthz: %d", code)
 	}
@@ -212,7 +214,7 @@ func TestHTTPFollowerLosesLeader(t *testing.T) {
 	if !strings.Contains(string(body), "UNAVAILABLE") {
 		t.Fatalf("readyz: %s", body)
 	}
-	waitHealth(t, mustConn(t, followers[0].GRPCAddr()), healthpb.HealthCheckResponse_NOT_SERVING)
+	waitHealth(t, grpctest.Dial(t, followers[0].GRPCAddr()), healthpb.HealthCheckResponse_NOT_SERVING)
 }
 
 // TestHTTPTLS: with TLS the HTTP port is HTTPS: probes without a client
@@ -261,7 +263,7 @@ func TestHTTPPlaintextOnlyOnLoopback(t *testing.T) {
 		cfg := testConfig(t, "n1", t.TempDir())
 		cfg.HTTPAddr, cfg.Insecure = tt.addr, tt.insecure
 		err := cfg.Validate()
-		if tt.ok != (err == nil) || (err != nil && !errors.Is(err, ErrBadConfig)) {
+		if tt.ok != (err == nil) || (err != nil && !errors.Is(err, startup.ErrBadConfig)) {
 			t.Errorf("http %q insecure %v: %v, want ok %v", tt.addr, tt.insecure, err, tt.ok)
 		}
 	}

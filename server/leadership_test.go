@@ -17,7 +17,9 @@ import (
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/internal/eventually"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // Package leadership tests its rounds, streams and promises with fakes;
@@ -61,7 +63,7 @@ func mustPointAt(t *testing.T, leader, member *Node, addr string) {
 func TestTermAnswersOnlyForItself(t *testing.T) {
 	nodes := mustCluster(t)
 	n := nodes[1]
-	conn := mustConn(t, n.GRPCAddr())
+	conn := grpctest.Dial(t, n.GRPCAddr())
 	ask := func(req *api.TermRequest) (*api.TermResponse, error) {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -193,7 +195,7 @@ func TestFailedHandOverKeepsTheLease(t *testing.T) {
 // a round in the current configuration succeeds. The positive control:
 // while the other voters answer, the change is made. Then no other voter
 // can be reached, and the same change is refused with the round's
-// ErrNotLeader, named as the check before a membership change, and never
+// sequencer.ErrNotLeader, named as the check before a membership change, and never
 // runs. (That voters which promised another leader hold such a round
 // back is package leadership's TestRoundWaitsOutPromisesToAnotherLeader.)
 func TestMembershipChangeNeedsARound(t *testing.T) {
@@ -218,8 +220,8 @@ func TestMembershipChangeNeedsARound(t *testing.T) {
 		t.Fatalf("membership changed (err %v) while no other voter could confirm the leader", err)
 	}
 	const check = "confirm leadership before changing membership"
-	if !errors.Is(err, ErrNotLeader) || !strings.Contains(err.Error(), check) || !strings.Contains(err.Error(), "voters are still in term") {
-		t.Fatalf("membership change without a round: err %v, want ErrNotLeader from the round (%q)", err, check)
+	if !errors.Is(err, sequencer.ErrNotLeader) || !strings.Contains(err.Error(), check) || !strings.Contains(err.Error(), "voters are still in term") {
+		t.Fatalf("membership change without a round: err %v, want sequencer.ErrNotLeader from the round (%q)", err, check)
 	}
 	if code := status.Code(toStatus(context.Background(), err, "")); code != codes.Unavailable {
 		t.Fatalf("membership change without a round maps to %v, want Unavailable, so callers retry", code)
@@ -238,7 +240,7 @@ func TestTermStreamsNeedTheTokenToRelease(t *testing.T) {
 	ask := func(ctx context.Context, req *api.TermRequest) *api.TermResponse {
 		t.Helper()
 		req.NodeId, req.ClusterId = n.cfg.ID, n.clusterID()
-		resp, err := leadershiptest.AskTerm(ctx, mustConn(t, n.GRPCAddr()), req)
+		resp, err := leadershiptest.AskTerm(ctx, grpctest.Dial(t, n.GRPCAddr()), req)
 		if err != nil {
 			t.Fatalf("term request %v: %v", req, err)
 		}
@@ -279,7 +281,7 @@ func TestAdminMembershipCallsNeedARound(t *testing.T) {
 			mustPointAt(t, leader, v, "127.0.0.1:1")
 		}
 	}
-	admin := api.NewAdminClient(mustConn(t, leader.GRPCAddr()))
+	admin := api.NewAdminClient(grpctest.Dial(t, leader.GRPCAddr()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := admin.Remove(ctx, &api.RemoveRequest{Id: victim.ID()})

@@ -11,13 +11,14 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/grpcapi"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 )
 
 // TestMessageSizeBound: a request larger than the bound is refused before
 // any handler sees it, and the node serves on.
 func TestMessageSizeBound(t *testing.T) {
 	n := mustBootstrap(t, testConfig(t, "n1", t.TempDir()))
-	conn := mustConn(t, n.GRPCAddr())
+	conn := grpctest.Dial(t, n.GRPCAddr())
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	_, err := api.NewAdminClient(conn).Join(ctx, &api.JoinRequest{Id: "n2", RaftAddr: "127.0.0.1:1", GrpcAddr: "127.0.0.1:2", Layout: strings.Repeat("x", grpcapi.MaxMessageBytes)})
@@ -31,7 +32,7 @@ func TestMessageSizeBound(t *testing.T) {
 func TestAdminFieldsValidated(t *testing.T) {
 	n := mustBootstrap(t, testConfig(t, "n1", t.TempDir()))
 	mustNext(t, n.GRPCAddr(), 1)
-	admin := api.NewAdminClient(mustConn(t, n.GRPCAddr()))
+	admin := api.NewAdminClient(grpctest.Dial(t, n.GRPCAddr()))
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	for name, call := range map[string]func() error{

@@ -248,13 +248,13 @@ func (n *Node) Bootstrap(peers []Peer) error {
 	self := false
 	for _, p := range peers {
 		if p.ID == "" || p.RaftAddr == "" || p.GRPCAddr == "" {
-			return fmt.Errorf("%w: bootstrap peer %+v lacks an id or address", ErrBadConfig, p)
+			return fmt.Errorf("%w: bootstrap peer %+v lacks an id or address", startup.ErrBadConfig, p)
 		}
 		self = self || p.ID == n.cfg.ID
 		cfg.Servers = append(cfg.Servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.RaftAddr)})
 	}
 	if !self {
-		return fmt.Errorf("%w: bootstrap peers do not include this node %q", ErrBadConfig, n.cfg.ID)
+		return fmt.Errorf("%w: bootstrap peers do not include this node %q", startup.ErrBadConfig, n.cfg.ID)
 	}
 	n.mu.Lock()
 	n.bootstrapPeers = peers
@@ -277,7 +277,7 @@ func (n *Node) BootstrapSingle() error {
 // return at once.
 func (n *Node) Join(ctx context.Context, addrs ...string) error {
 	if len(addrs) == 0 {
-		return fmt.Errorf("%w: no address to join through", ErrBadConfig)
+		return fmt.Errorf("%w: no address to join through", startup.ErrBadConfig)
 	}
 	req := &api.JoinRequest{Id: n.cfg.ID, RaftAddr: n.RaftAddr(), GrpcAddr: n.grpcAddr, Layout: n.cfg.Layout.String(), Group: n.cfg.Group}
 	hint := "" // the leader's address, when the last node asked named it
@@ -462,11 +462,11 @@ func (n *Node) checkAnswersAs(ctx context.Context, grpcAddr, id string) error {
 	defer a.Close()
 	info, err := a.NodeStatus(ctx, grpcAddr)
 	if err != nil {
-		return fmt.Errorf("%w: %s cannot be asked who it is: %v", ErrBadRequest, grpcAddr, err)
+		return fmt.Errorf("%w: %s cannot be asked who it is: %v", grpcapi.ErrBadRequest, grpcAddr, err)
 	}
 	if info.Id != id || info.ClusterId != n.clusterID() {
 		return fmt.Errorf("%w: %s answers as %q of cluster %q, not as member %q of cluster %q",
-			ErrPermissionDenied, grpcAddr, info.Id, info.ClusterId, id, n.clusterID())
+			grpcapi.ErrPermissionDenied, grpcAddr, info.Id, info.ClusterId, id, n.clusterID())
 	}
 	return nil
 }
@@ -512,7 +512,7 @@ func (n *Node) checkLayout(l layout.Layout, group uint64) {
 		return
 	}
 	n.refuse(fmt.Errorf("%w: this node is configured with layout %s group %d, but the cluster was created with layout %s group %d",
-		ErrLayoutMismatch, n.cfg.Layout, n.cfg.Group, l, group))
+		grpcapi.ErrLayoutMismatch, n.cfg.Layout, n.cfg.Group, l, group))
 }
 
 func (n *Node) refuse(err error) {

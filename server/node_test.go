@@ -18,7 +18,6 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -27,6 +26,7 @@ import (
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/history"
 	"github.com/seed-e8569b35/ordo/internal/eventually"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
@@ -85,23 +85,11 @@ func mustBootstrap(t *testing.T, cfg Config) *Node {
 	return n
 }
 
-// mustConn dials addr without TLS; the connection closes when the test
-// (or benchmark) ends.
-func mustConn(t testing.TB, addr string) *grpc.ClientConn {
-	t.Helper()
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
-
 // mustNext asks addr for count IDs, retrying Unavailable until a deadline
 // (a leader may still be committing its first reservation).
 func mustNext(t *testing.T, addr string, count uint32) []uint64 {
 	t.Helper()
-	return mustNextVia(t, mustConn(t, addr), count)
+	return mustNextVia(t, grpctest.Dial(t, addr), count)
 }
 
 // mustNextVia is mustNext over conn.
@@ -254,7 +242,7 @@ func TestThreeNodesForwardAndFailover(t *testing.T) {
 	last := mustIncrease(t, 0, mustNext(t, leader.GRPCAddr(), 10))
 
 	// A follower forwards and names the leader.
-	resp, err := api.NewSequencerClient(mustConn(t, follower.GRPCAddr())).Next(context.Background(), &api.NextRequest{Count: 3})
+	resp, err := api.NewSequencerClient(grpctest.Dial(t, follower.GRPCAddr())).Next(context.Background(), &api.NextRequest{Count: 3})
 	if err != nil {
 		t.Fatalf("next via follower: %v", err)
 	}
@@ -280,8 +268,8 @@ func TestThreeNodesForwardAndFailover(t *testing.T) {
 func TestAdminErrors(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
-	seq := api.NewSequencerClient(mustConn(t, nodes[1].GRPCAddr()))
-	admin := api.NewAdminClient(mustConn(t, nodes[2].GRPCAddr()))
+	seq := api.NewSequencerClient(grpctest.Dial(t, nodes[1].GRPCAddr()))
+	admin := api.NewAdminClient(grpctest.Dial(t, nodes[2].GRPCAddr()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	twitter := layout.MustPreset("twitter")
@@ -372,13 +360,13 @@ func TestRestartWithOtherLayoutRefuses(t *testing.T) {
 			n = mustOpen(t, cfg)
 			select {
 			case err := <-n.Fatal():
-				if !errors.Is(err, ErrLayoutMismatch) || !strings.Contains(err.Error(), "twitter") || !strings.Contains(err.Error(), "default") {
+				if !errors.Is(err, grpcapi.ErrLayoutMismatch) || !strings.Contains(err.Error(), "twitter") || !strings.Contains(err.Error(), "default") {
 					t.Fatalf("fatal error %v does not name both layouts", err)
 				}
 			case <-time.After(10 * time.Second):
 				t.Fatal("node with another layout did not refuse within 10 s")
 			}
-			_, err := api.NewSequencerClient(mustConn(t, n.GRPCAddr())).Next(context.Background(), &api.NextRequest{Count: 1})
+			_, err := api.NewSequencerClient(grpctest.Dial(t, n.GRPCAddr())).Next(context.Background(), &api.NextRequest{Count: 1})
 			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "refuses") {
 				t.Fatalf("next on refusing node: %v, want Unavailable saying it refuses", err)
 			}
@@ -419,7 +407,7 @@ func BenchmarkClusterNext(b *testing.B) {
 		b.Run(fmt.Sprintf("count=%d", count), func(b *testing.B) {
 			nodes := mustBenchCluster(b)
 			leader := nodes[0]
-			c := api.NewSequencerClient(mustConn(b, leader.GRPCAddr()))
+			c := api.NewSequencerClient(grpctest.Dial(b, leader.GRPCAddr()))
 			b.SetParallelism(16)
 			b.ResetTimer()
 			b.RunParallel(func(pb *testing.PB) {
@@ -498,7 +486,7 @@ func TestNextStream(t *testing.T) {
 
 	// The leader answers every call of a stream, by id, whether calls
 	// come one per message or several in one.
-	st, err := api.NewSequencerClient(mustConn(t, leader.GRPCAddr())).NextStream(ctx)
+	st, err := api.NewSequencerClient(grpctest.Dial(t, leader.GRPCAddr())).NextStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -608,7 +596,7 @@ func TestNextStream(t *testing.T) {
 
 	// A follower relays a stream to the leader, so a client that reaches
 	// only followers is served; the IDs go on above the leader's.
-	fst, err := api.NewSequencerClient(mustConn(t, follower.GRPCAddr())).NextStream(ctx)
+	fst, err := api.NewSequencerClient(grpctest.Dial(t, follower.GRPCAddr())).NextStream(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -639,7 +627,7 @@ func TestNextStream(t *testing.T) {
 		t.Fatalf("a relayed stream after the client closed its side: %v, want a clean end", err)
 	}
 	// One hop at most: a stream a follower relays is not relayed again.
-	fwd, err := api.NewSequencerClient(mustConn(t, follower.GRPCAddr())).NextStream(metadata.AppendToOutgoingContext(ctx, grpcapi.ForwardedKey, "1"))
+	fwd, err := api.NewSequencerClient(grpctest.Dial(t, follower.GRPCAddr())).NextStream(metadata.AppendToOutgoingContext(ctx, grpcapi.ForwardedKey, "1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -666,7 +654,7 @@ func TestSnapshotsBoundTheLog(t *testing.T) {
 	n := mustBootstrap(t, cfg)
 	const entries = 1000
 	var last uint64
-	conn := mustConn(t, n.GRPCAddr()) // one connection: the node limits them per host
+	conn := grpctest.Dial(t, n.GRPCAddr()) // one connection: the node limits them per host
 	deadline := time.Now().Add(60 * time.Second)
 	for idx := n.raft.LastIndex(); idx < entries; idx = n.raft.LastIndex() {
 		if time.Now().After(deadline) {
@@ -805,7 +793,7 @@ func TestNewLeaderCountsEarlierLeadersClocks(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := api.NewAdminClient(mustConn(t, leader.GRPCAddr())).TransferLeader(ctx, &api.TransferLeaderRequest{Id: "n2"}); err != nil {
+	if _, err := api.NewAdminClient(grpctest.Dial(t, leader.GRPCAddr())).TransferLeader(ctx, &api.TransferLeaderRequest{Id: "n2"}); err != nil {
 		t.Fatal(err)
 	}
 	next := mustLeader(t, nodes)
@@ -863,7 +851,7 @@ func TestRegisterOnlyForItself(t *testing.T) {
 	nodes := mustClusterWith(t, func(c *Config) { c.AdminToken = "s3cret" })
 	leader := mustLeader(t, nodes)
 	member := followerOf(nodes, leader)
-	admin := api.NewAdminClient(mustConn(t, leader.GRPCAddr()))
+	admin := api.NewAdminClient(grpctest.Dial(t, leader.GRPCAddr()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	withToken := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer s3cret")

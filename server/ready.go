@@ -9,6 +9,8 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/grpcapi"
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // readinessPoll is how often the gRPC health service is brought up to
@@ -25,21 +27,21 @@ const readinessPoll = 100 * time.Millisecond
 func (n *Node) ready() error {
 	select {
 	case <-n.stop:
-		return fmt.Errorf("%w: shutting down", ErrNotLeader)
+		return fmt.Errorf("%w: shutting down", sequencer.ErrNotLeader)
 	default:
 	}
 	if err := n.refusal(); err != nil {
 		return fmt.Errorf("%w: %w", ErrRefusing, err)
 	}
 	if member, known := n.isMember(n.cfg.ID); !known {
-		return fmt.Errorf("%w: this node is in no cluster yet (bootstrap it or join one)", ErrNotReady)
+		return fmt.Errorf("%w: this node is in no cluster yet (bootstrap it or join one)", grpcapi.ErrNotReady)
 	} else if !member {
-		return fmt.Errorf("%w: this node is not a member of the cluster", ErrNotReady)
+		return fmt.Errorf("%w: this node is not a member of the cluster", grpcapi.ErrNotReady)
 	}
 	switch n.raft.State() {
 	case raft.Leader:
 		if !n.seq.Serving() {
-			return fmt.Errorf("%w: this node leads but has not committed its first reservation yet", ErrNotLeader)
+			return fmt.Errorf("%w: this node leads but has not committed its first reservation yet", sequencer.ErrNotLeader)
 		}
 		return nil
 	case raft.Follower:
@@ -61,7 +63,7 @@ func (n *Node) ready() error {
 		return fmt.Errorf("%w: leader %s not heard from for over %s", ErrNoLeader, id, bound)
 	}
 	if n.fsm.ClusterID() == "" {
-		return fmt.Errorf("%w: this node has not caught up with the cluster's log yet", ErrNotReady)
+		return fmt.Errorf("%w: this node has not caught up with the cluster's log yet", grpcapi.ErrNotReady)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/seed-e8569b35/ordo/backup"
+	"github.com/seed-e8569b35/ordo/startup"
 
 	"github.com/hashicorp/raft"
 )
@@ -31,8 +32,8 @@ func TestRecoverAfterLosingAMajority(t *testing.T) {
 		n.Close()
 	}
 
-	if _, err := Recover(testConfig(t, "empty", t.TempDir()), time.Minute); !errors.Is(err, ErrBadConfig) {
-		t.Fatalf("recover of an empty data dir: %v, want ErrBadConfig", err)
+	if _, err := Recover(testConfig(t, "empty", t.TempDir()), time.Minute); !errors.Is(err, startup.ErrBadConfig) {
+		t.Fatalf("recover of an empty data dir: %v, want startup.ErrBadConfig", err)
 	}
 	hw, err := Recover(cfg, backup.DefaultRecoverJump)
 	if err != nil {

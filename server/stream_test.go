@@ -10,6 +10,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/grpcapi"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -21,7 +22,7 @@ func mustSingleNode(t *testing.T, configure func(*Config)) (*Node, *grpc.ClientC
 		configure(&cfg)
 	}
 	n := mustBootstrap(t, cfg)
-	conn := mustConn(t, n.GRPCAddr())
+	conn := grpctest.Dial(t, n.GRPCAddr())
 	mustNextVia(t, conn, 1)
 	return n, conn
 }

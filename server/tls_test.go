@@ -22,6 +22,7 @@ import (
 	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/secure/securetest"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // adminToken is the token the TLS cluster of these tests accepts.
@@ -303,8 +304,8 @@ func TestPlaintextOnlyOnLoopback(t *testing.T) {
 		if tt.ok && err != nil {
 			t.Errorf("raft %s grpc %s insecure %v: %v", tt.raft, tt.grpc, tt.insecure, err)
 		}
-		if !tt.ok && !errors.Is(err, ErrBadConfig) {
-			t.Errorf("raft %s grpc %s insecure %v: %v, want ErrBadConfig", tt.raft, tt.grpc, tt.insecure, err)
+		if !tt.ok && !errors.Is(err, startup.ErrBadConfig) {
+			t.Errorf("raft %s grpc %s insecure %v: %v, want startup.ErrBadConfig", tt.raft, tt.grpc, tt.insecure, err)
 		}
 	}
 }
@@ -315,8 +316,8 @@ func TestTLSNeedsANodeCertificate(t *testing.T) {
 	pki := securetest.New(t, "ca")
 	cfg := testConfig(t, "n1", t.TempDir())
 	cfg.TLS = securetest.MustLoad(t, pki.Client("not-a-node"))
-	if err := cfg.Validate(); !errors.Is(err, ErrBadConfig) {
-		t.Fatalf("Validate with a client certificate: %v, want ErrBadConfig", err)
+	if err := cfg.Validate(); !errors.Is(err, startup.ErrBadConfig) {
+		t.Fatalf("Validate with a client certificate: %v, want startup.ErrBadConfig", err)
 	}
 	cfg.TLS = securetest.MustLoad(t, pki.Node("node"))
 	if err := cfg.Validate(); err != nil {

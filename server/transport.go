@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seed-e8569b35/ordo/grpcapi"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // streamLayer is Raft's TCP stream layer. Unlike raft's own, it dials
@@ -148,7 +149,7 @@ func newStreamLayer(bind, advertise string) (*streamLayer, error) {
 		a, err := net.ResolveTCPAddr("tcp", advertise)
 		if err != nil || a.IP == nil || a.IP.IsUnspecified() || a.Port == 0 {
 			lis.Close()
-			return nil, fmt.Errorf("%w: raft advertise address %q must be a reachable ip:port", ErrBadConfig, advertise)
+			return nil, fmt.Errorf("%w: raft advertise address %q must be a reachable ip:port", startup.ErrBadConfig, advertise)
 		}
 		// Advertised as given: a name (a pod's stable DNS name) must
 		// stay a name in the Raft configuration, so peers follow it when
@@ -158,7 +159,7 @@ func newStreamLayer(bind, advertise string) (*streamLayer, error) {
 	if ip := lis.Addr().(*net.TCPAddr).IP; ip.IsUnspecified() {
 		if advertise == "" {
 			lis.Close()
-			return nil, fmt.Errorf("%w: raft address %q binds every interface; give an advertise address peers can reach", ErrBadConfig, bind)
+			return nil, fmt.Errorf("%w: raft address %q binds every interface; give an advertise address peers can reach", startup.ErrBadConfig, bind)
 		}
 	} else {
 		l.dialer.LocalAddr = &net.TCPAddr{IP: ip}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 func TestStreamLayerDialsFromItsOwnIP(t *testing.T) {
@@ -67,11 +68,11 @@ func TestStreamLayerAdvertise(t *testing.T) {
 		{"127.0.0.1:0", "127.0.0.1:0"},
 		{"127.0.0.1:0", "no-port"},
 	} {
-		if l, err := newStreamLayer(tt.bind, tt.advertise); !errors.Is(err, ErrBadConfig) {
+		if l, err := newStreamLayer(tt.bind, tt.advertise); !errors.Is(err, startup.ErrBadConfig) {
 			if l != nil {
 				l.Close()
 			}
-			t.Errorf("bind %q advertise %q: err %v, want ErrBadConfig", tt.bind, tt.advertise, err)
+			t.Errorf("bind %q advertise %q: err %v, want startup.ErrBadConfig", tt.bind, tt.advertise, err)
 		}
 	}
 }

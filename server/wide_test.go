@@ -14,6 +14,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 )
@@ -66,7 +67,7 @@ func TestWideLayoutCluster(t *testing.T) {
 	ticks := widthCtx(context.Background(), leader.cfg.Layout)
 	var last uint64
 	for _, n := range []*Node{leader, follower} {
-		conn := mustConn(t, n.GRPCAddr())
+		conn := grpctest.Dial(t, n.GRPCAddr())
 		last = mustIncrease(t, last, mustNextCtx(t, ticks, conn, 40000)) // more than one millisecond's counter
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: 1})
@@ -127,7 +128,7 @@ func TestWideLayoutCluster(t *testing.T) {
 	}
 
 	narrow := mustCluster(t)
-	conn := mustConn(t, mustLeader(t, narrow).GRPCAddr())
+	conn := grpctest.Dial(t, mustLeader(t, narrow).GRPCAddr())
 	ctx, cancel := context.WithTimeout(api.WithTicks(context.Background(), true), 10*time.Second)
 	defer cancel()
 	if _, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: 1}); status.Code(err) != codes.FailedPrecondition {

@@ -7,9 +7,8 @@ import "errors"
 var (
 	// ErrBadConfig means a setting is invalid, or the settings given
 	// cannot decide how the node starts (neither --bootstrap nor --join).
-	// It is declared here, the lowest layer that refuses settings, so
-	// that server.ErrBadConfig, package backup and this package's
-	// refusals are one error for errors.Is.
+	// It is declared here, the lowest layer that refuses settings, and
+	// packages server and backup return it too.
 	ErrBadConfig = errors.New("invalid configuration")
 	// ErrNodeExists means a join names an id or address already in use by
 	// another member: on a starting node, that it lost its data and must

@@ -362,39 +362,35 @@ func (n *Node) WaitExit(d time.Duration) (code int, exited bool) {
 
 // Kill sends SIGKILL and waits for the process to go.
 func (c *Cluster) Kill(n *Node) error {
-	cmd, exited, err := n.end(os.Kill, 10*time.Second)
-	switch {
-	case cmd == nil:
-		return nil
-	case err != nil:
-		return fmt.Errorf("kill %s: %w", n.Name, err)
-	case !exited:
-		return fmt.Errorf("kill %s: still running after 10 s", n.Name)
+	cmd, err := n.end(os.Kill, "kill", 10*time.Second)
+	if cmd != nil && err == nil {
+		c.cfg.Logf("killed %s", n.Name)
 	}
-	c.cfg.Logf("killed %s", n.Name)
-	return nil
+	return err
 }
 
 // end takes n's process from n (n runs nothing after it), sends it sig
-// and waits up to within for it to exit. cmd is the process, nil when n
-// ran none; exited says whether it exited in time; err is the signal's
-// failure (one to a process that has already exited is none).
-func (n *Node) end(sig os.Signal, within time.Duration) (cmd *exec.Cmd, exited bool, err error) {
+// and waits up to within for it to exit; a process still running then is
+// killed, and the error says so. cmd is the process, nil when n ran none.
+// verb names the stop in errors. A signal to a process that has already
+// exited is no error.
+func (n *Node) end(sig os.Signal, verb string, within time.Duration) (cmd *exec.Cmd, err error) {
 	n.mu.Lock()
 	cmd, done := n.cmd, n.done
 	n.cmd = nil
 	n.mu.Unlock()
 	if cmd == nil {
-		return nil, false, nil
+		return nil, nil
 	}
 	if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
-		return cmd, false, err
+		return cmd, fmt.Errorf("%s %s: %w", verb, n.Name, err)
 	}
 	select {
 	case <-done:
-		return cmd, true, nil
+		return cmd, nil
 	case <-time.After(within):
-		return cmd, false, nil
+		cmd.Process.Kill()
+		return cmd, fmt.Errorf("%s %s: still running %v after the signal", verb, n.Name, within)
 	}
 }
 
@@ -579,15 +575,9 @@ func (c *Cluster) Admin(ctx context.Context, fn func(ctx context.Context, a api.
 // Terminate stops n gracefully, with SIGTERM, as an operator would (a
 // leader hands leadership over first), and waits until it has exited.
 func (c *Cluster) Terminate(n *Node) error {
-	cmd, exited, err := n.end(syscall.SIGTERM, 20*time.Second)
-	switch {
-	case cmd == nil:
-		return nil
-	case err != nil:
-		return fmt.Errorf("terminate %s: %w", n.Name, err)
-	case !exited:
-		cmd.Process.Kill()
-		return fmt.Errorf("terminate %s: still running 20 s after SIGTERM", n.Name)
+	cmd, err := n.end(syscall.SIGTERM, "terminate", 20*time.Second)
+	if cmd == nil || err != nil {
+		return err
 	}
 	if code := cmd.ProcessState.ExitCode(); code != 0 {
 		return fmt.Errorf("terminate %s: exit code %d after SIGTERM, want 0", n.Name, code)

@@ -271,7 +271,7 @@ func enter(cfg server.Config, entry server.Entry, joinTimeout time.Duration, log
 	ctx, cancel := context.WithTimeout(context.Background(), joinTimeout)
 	start, err := server.DecideStart(ctx, cfg, entry)
 	cancel()
-	if errors.Is(err, server.ErrBadConfig) {
+	if errors.Is(err, startup.ErrBadConfig) {
 		return nil, start, fmt.Errorf("%w: %v", errUsage, err)
 	}
 	if err != nil {

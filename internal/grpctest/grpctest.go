@@ -1,6 +1,6 @@
-// Package grpctest serves gRPC services on loopback for tests: the fakes
-// of several packages are served the same way, and stopped when the test
-// ends.
+// Package grpctest serves gRPC services on loopback for tests, and dials
+// them: the fakes of several packages are served the same way, and
+// servers and connections are closed when the test ends.
 package grpctest
 
 import (
@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // Serve serves the services register adds on a free loopback port until
@@ -31,4 +32,16 @@ func Serve(t testing.TB, register func(*grpc.Server)) string {
 		<-served
 	})
 	return lis.Addr().String()
+}
+
+// Dial opens a plain (no TLS) connection to addr, closed when the test
+// ends, for calls a test makes without the client's retries.
+func Dial(t testing.TB, addr string) *grpc.ClientConn {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
