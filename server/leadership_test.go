@@ -159,6 +159,61 @@ func TestLeaseVoterConfirmsNoOtherLeader(t *testing.T) {
 	mustNextVia(t, conn2, 1)
 }
 
+// releaseRecorder is a Peer service that answers nothing and passes on
+// every term request that releases a promise.
+type releaseRecorder struct {
+	api.UnimplementedPeerServer
+	releases chan *api.TermRequest
+}
+
+func (r releaseRecorder) Term(st grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
+	for {
+		req, err := st.Recv()
+		if err != nil {
+			return err
+		}
+		if req.Release {
+			select {
+			case r.releases <- req:
+			default:
+			}
+		}
+	}
+}
+
+// TestAdminTransferLeaderReleasesThePromises: the Admin service's
+// TransferLeader goes through handOver, which releases the voters'
+// promises in the leader's term before the transfer, so the next leader
+// need not wait them out. A leader that only loses leadership releases
+// them too, but in the new term; a transfer that skipped handOver sends
+// no release in the old one.
+func TestAdminTransferLeaderReleasesThePromises(t *testing.T) {
+	nodes := mustClusterWith(t, leaseRaft(300*time.Millisecond))
+	leader := mustLeader(t, nodes)
+	voter := followerOf(nodes, leader)
+	rec := releaseRecorder{releases: make(chan *api.TermRequest, 16)}
+	mustPointAt(t, leader, voter, grpctest.Serve(t, func(s *grpc.Server) { api.RegisterPeerServer(s, rec) }))
+	conn := grpctest.Dial(t, leader.GRPCAddr())
+	mustNextVia(t, conn, 1) // the lease is asked for from now on
+	eventually.True(t, seqTestWait, "the leader's lease", leader.leaseHolds)
+	term := leader.raft.CurrentTerm()
+	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
+	defer cancel()
+	if _, err := api.NewAdminClient(conn).TransferLeader(ctx, &api.TransferLeaderRequest{}); err != nil {
+		t.Fatalf("TransferLeader: %v", err)
+	}
+	for {
+		select {
+		case req := <-rec.releases:
+			if req.LeaderId == leader.ID() && req.Term == term {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatalf("no release from %s in term %d after TransferLeader", leader.ID(), term)
+		}
+	}
+}
+
 func mustTransferLeadership(t *testing.T, leader *Node) {
 	t.Helper()
 	if err := leader.handOver(leader.raft.LeadershipTransfer); err != nil {
