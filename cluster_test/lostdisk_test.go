@@ -4,13 +4,13 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -205,8 +205,9 @@ type pushers struct {
 	wg     sync.WaitGroup
 	done   chan struct{}
 
-	acked, atBound, bad atomic.Int64
-	lastErr             atomic.Value // string
+	// tally counts acknowledged pushes as OK, refusals at the lead bound
+	// as Failed (judgePush), and bad answers as Bad.
+	tally history.Tally
 }
 
 const numPushers = 4
@@ -236,29 +237,41 @@ func startPushers(t *testing.T, addrs []string, rec *history.Recorder, base int)
 	return p
 }
 
+// errBadRuns means an answer's runs did not hold the IDs asked for.
+var errBadRuns = errors.New("bad runs")
+
+// judgePush tells a push refused at the lead bound, which handed out
+// nothing, from one that may have handed out IDs, and a bad answer.
+func judgePush(err error) history.Ending {
+	switch {
+	case errors.Is(err, errBadRuns):
+		return history.BadAnswer
+	case status.Code(err) == codes.ResourceExhausted:
+		return history.Refused
+	}
+	return history.Uncertain
+}
+
 func (p *pushers) run(ctx context.Context, seqs []api.SequencerClient, rec *history.Recorder, id int) {
+	caller := history.Caller{Rec: rec, Tally: &p.tally, Client: id, Judge: judgePush}
 	for i := 0; ctx.Err() == nil; {
-		op := rec.Begin(id)
-		octx, cancel := context.WithTimeout(ctx, opTimeout)
-		resp, err := seqs[i].Next(octx, &api.NextRequest{Count: pushCount})
-		cancel()
-		if err == nil {
+		end, err := caller.Call(func() ([]uint64, []string, error) {
+			octx, cancel := context.WithTimeout(ctx, opTimeout)
+			defer cancel()
+			resp, err := seqs[i].Next(octx, &api.NextRequest{Count: pushCount})
+			if err != nil {
+				return nil, nil, err
+			}
 			first, last, ok := endpoints(resp.Runs, pushCount)
 			if !ok {
-				err = fmt.Errorf("bad runs %v", resp.Runs)
-				p.bad.Add(1)
-			} else {
-				op.OK([]uint64{first, last})
-				p.acked.Add(1)
-				continue
+				return nil, nil, fmt.Errorf("%w: %v", errBadRuns, resp.Runs)
 			}
+			return []uint64{first, last}, nil, nil
+		})
+		if err == nil {
+			continue
 		}
-		p.lastErr.Store(err.Error())
-		if status.Code(err) == codes.ResourceExhausted {
-			op.Fail(err) // refused: nothing was handed out
-			p.atBound.Add(1)
-		} else {
-			op.Unknown(err)
+		if end != history.Refused {
 			i = (i + 1) % len(seqs)
 		}
 		select {
@@ -294,10 +307,10 @@ func endpoints(runs []*api.IDRun, n uint64) (first, last uint64, ok bool) {
 func (p *pushers) mustReachLeadBound(d time.Duration) {
 	p.t.Helper()
 	deadline := time.Now().Add(d)
-	for p.atBound.Load() == 0 {
+	for p.tally.Counts().Failed == 0 {
 		if time.Now().After(deadline) {
-			e, _ := p.lastErr.Load().(string)
-			p.t.Fatalf("the time field did not reach the lead bound within %v (%d requests of %d acknowledged; last error: %s)", d, p.acked.Load(), pushCount, e)
+			c := p.tally.Counts()
+			p.t.Fatalf("the time field did not reach the lead bound within %v (%d requests of %d acknowledged; last error: %s)", d, c.OK, pushCount, c.LastError)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -313,9 +326,8 @@ func (p *pushers) stop() {
 	case <-time.After(2 * opTimeout):
 		p.t.Fatalf("pushers did not stop within %v", 2*opTimeout)
 	}
-	if n := p.bad.Load(); n > 0 {
-		e, _ := p.lastErr.Load().(string)
-		p.t.Errorf("%d malformed answers to the pushers: %s", n, e)
+	if c := p.tally.Counts(); c.Bad > 0 {
+		p.t.Errorf("%d malformed answers to the pushers; the last error: %s", c.Bad, c.LastError)
 	}
 }
 

@@ -159,9 +159,9 @@ type steadyLoad struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 
-	acked, failed atomic.Int64
-	mu            sync.Mutex
-	errs          []string // the first maxFailures failures, with their times
+	tally history.Tally
+	mu    sync.Mutex
+	errs  []string // the first maxFailures failures, with their times
 }
 
 // maxFailures is how many failures a steadyLoad keeps for the report.
@@ -180,18 +180,19 @@ func startSteadyLoad(t *testing.T, c *client.Client, workers int) *steadyLoad {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			caller := history.Caller{Rec: l.rec, Tally: &l.tally, Client: id}
 			for ctx.Err() == nil {
 				n := 1 + rand.IntN(maxBatch)
-				p := l.rec.Begin(id)
-				// Not derived from ctx: stopping the load must not
-				// cancel a call in flight.
-				cctx, ccancel := context.WithTimeout(context.Background(), callTimeout)
 				start := time.Now()
-				ids, err := l.cur.Load().NextN(cctx, n)
-				ccancel()
+				_, err := caller.Call(func() ([]uint64, []string, error) {
+					// Not derived from ctx: stopping the load must not
+					// cancel a call in flight.
+					cctx, ccancel := context.WithTimeout(context.Background(), callTimeout)
+					defer ccancel()
+					ids, err := l.cur.Load().NextN(cctx, n)
+					return ids, nil, err
+				})
 				if err != nil {
-					p.Unknown(err)
-					l.failed.Add(1)
 					l.mu.Lock()
 					if len(l.errs) < maxFailures {
 						l.errs = append(l.errs, fmt.Sprintf("%s (after %v): %v", start.Format("15:04:05.000"), time.Since(start).Round(time.Millisecond), err))
@@ -200,8 +201,6 @@ func startSteadyLoad(t *testing.T, c *client.Client, workers int) *steadyLoad {
 					time.Sleep(10 * time.Millisecond) // a call that fails at once must not spin
 					continue
 				}
-				p.OK(ids)
-				l.acked.Add(1)
 				time.Sleep(time.Millisecond) // leave the 2-core test host some CPU for the nodes
 			}
 		}()
@@ -220,16 +219,19 @@ func startSteadyLoad(t *testing.T, c *client.Client, workers int) *steadyLoad {
 // mustProgress waits until n more calls succeed, up to d.
 func (l *steadyLoad) mustProgress(n int64, d time.Duration, what string) {
 	l.t.Helper()
-	start := l.acked.Load()
+	start := l.acked()
 	deadline := time.Now().Add(d)
 	for time.Now().Before(deadline) {
-		if l.acked.Load() >= start+n {
+		if l.acked() >= start+n {
 			return
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	l.t.Fatalf("%s: %d of %d calls succeeded within %v; failures so far: %q", what, l.acked.Load()-start, n, d, l.failures())
+	l.t.Fatalf("%s: %d of %d calls succeeded within %v; failures so far: %q", what, l.acked()-start, n, d, l.failures())
 }
+
+// acked is how many calls have succeeded so far.
+func (l *steadyLoad) acked() int64 { return l.tally.Counts().OK }
 
 func (l *steadyLoad) failures() []string {
 	l.mu.Lock()
@@ -349,7 +351,7 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 		for _, n := range c.Nodes {
 			want := change(n)
 			leader := c.mustLeader()
-			t.Logf("%s: %s: restarting %s (leader %s), acknowledged so far %d", time.Now().Format("15:04:05.000"), phase, n.Name, leader.Name, load.acked.Load())
+			t.Logf("%s: %s: restarting %s (leader %s), acknowledged so far %d", time.Now().Format("15:04:05.000"), phase, n.Name, leader.Name, load.acked())
 			c.mustStop(n)
 			c.mustRestart(n)
 			c.mustRejoin(n)
@@ -426,10 +428,10 @@ func TestTLSRotationUnderLoad(t *testing.T) {
 		}
 	}
 
-	if n := load.failed.Load(); n > 0 {
+	if n := load.tally.Counts().Errors(); n > 0 {
 		t.Errorf("%d of %d calls failed during the rotation (each had %v and fails over by itself); the first:\n%s",
-			n, n+load.acked.Load(), callTimeout, strings.Join(load.failures(), "\n"))
+			n, n+load.acked(), callTimeout, strings.Join(load.failures(), "\n"))
 	}
 	mustCheck(t, ops)
-	t.Logf("rotation under load: %d calls acknowledged, %d failed, in %v", load.acked.Load(), load.failed.Load(), time.Since(begin).Round(time.Millisecond))
+	t.Logf("rotation under load: %d calls acknowledged, %d failed, in %v", load.acked(), load.tally.Counts().Errors(), time.Since(begin).Round(time.Millisecond))
 }

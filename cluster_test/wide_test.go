@@ -304,27 +304,37 @@ func TestPostgresOrdersUUIDv7(t *testing.T) {
 			defer cl.Close()
 			w := bufio.NewWriter(in)
 			rng := rand.New(rand.NewPCG(uint64(i), 14))
+			caller := history.Caller{Rec: rec, Client: i} // an error is Unknown: it imposes nothing on the order
 			for ctx.Err() == nil {
-				p := rec.Begin(i)
-				octx, cancel := context.WithTimeout(ctx, opTimeout)
-				ids, err := cl.NextUUIDs(octx, 1+rng.IntN(maxBatch))
-				cancel()
+				var values []string
+				var undecodable error
+				_, err := caller.Call(func() ([]uint64, []string, error) {
+					octx, cancel := context.WithTimeout(ctx, opTimeout)
+					defer cancel()
+					ids, err := cl.NextUUIDs(octx, 1+rng.IntN(maxBatch))
+					if err != nil {
+						return nil, nil, err
+					}
+					ticks, texts := make([]uint64, len(ids)), make([]string, len(ids))
+					values = make([]string, len(ids))
+					for j, id := range ids {
+						parts, err := l.DecodeWide(id)
+						if err != nil {
+							undecodable = fmt.Errorf("%s does not decode: %w", id, err)
+							return nil, nil, undecodable
+						}
+						ticks[j], texts[j], values[j] = parts.Tick, id.String(), "('"+id.String()+"')"
+					}
+					return ticks, texts, nil
+				})
+				if undecodable != nil {
+					fail("client %d: %v", i, undecodable)
+					return
+				}
 				if err != nil {
-					p.Unknown(err) // imposes nothing on the order
 					time.Sleep(5 * time.Millisecond)
 					continue
 				}
-				ticks, texts := make([]uint64, len(ids)), make([]string, len(ids))
-				values := make([]string, len(ids))
-				for j, id := range ids {
-					parts, err := l.DecodeWide(id)
-					if err != nil {
-						fail("client %d: %s does not decode: %v", i, id, err)
-						return
-					}
-					ticks[j], texts[j], values[j] = parts.Tick, id.String(), "('"+id.String()+"')"
-				}
-				p.OKRendered(ticks, texts)
 				mu.Lock()
 				acked++
 				mu.Unlock()

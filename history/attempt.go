@@ -6,8 +6,9 @@ import (
 
 // Ending is how one attempt of a Caller ended. A Judge tells the endings
 // of errors apart; the Caller records and counts each ending one way, so
-// that every workload (bench's callers, verify's clients and nemesis)
-// records refused and bad answers alike.
+// that every workload (bench's callers, verify's clients and nemesis, and
+// the loads of the server and cluster tests) records refused and bad
+// answers alike.
 type Ending int
 
 const (

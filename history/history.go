@@ -209,6 +209,8 @@ type Pending struct {
 // Begin records the invocation of an operation by client and returns the
 // handle used to record its completion. The start time is taken before the
 // caller sends the request, so the recorded interval contains the real one.
+// Workloads record through Caller, which begins and ends each operation
+// and counts it; Begin is for tests that build a history by hand.
 func (r *Recorder) Begin(client int) Pending {
 	l, ok := r.logs.Load(client)
 	if !ok {

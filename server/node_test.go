@@ -718,30 +718,30 @@ func TestTransferUnderLoadFailsNoCall(t *testing.T) {
 	}
 	defer c.Close()
 	rec := history.NewRecorder()
+	var tally history.Tally
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
-	var failed atomic.Int64
 	for i := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			caller := history.Caller{Rec: rec, Tally: &tally, Client: i}
 			for {
 				select {
 				case <-stop:
 					return
 				default:
 				}
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				p := rec.Begin(i)
-				ids, err := c.NextN(ctx, 1+i%3)
-				cancel()
+				_, err := caller.Call(func() ([]uint64, []string, error) {
+					ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+					defer cancel()
+					ids, err := c.NextN(ctx, 1+i%3)
+					return ids, nil, err
+				})
 				if err != nil {
-					p.Unknown(err)
-					failed.Add(1)
 					t.Errorf("caller %d: %v", i, err)
 					return
 				}
-				p.OK(ids)
 			}
 		}()
 	}
@@ -764,8 +764,8 @@ func TestTransferUnderLoadFailsNoCall(t *testing.T) {
 	close(stop)
 	wg.Wait()
 	r := history.Check(rec.Ops())
-	if !r.OK() || failed.Load() > 0 || r.Acknowledged == 0 {
-		t.Fatalf("%d failed calls; %s", failed.Load(), r)
+	if failed := tally.Counts().Errors(); !r.OK() || failed > 0 || r.Acknowledged == 0 {
+		t.Fatalf("%d failed calls; %s", failed, r)
 	}
 	t.Logf("%s", r)
 }
