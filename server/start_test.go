@@ -176,8 +176,11 @@ func TestLeaderlessMemberNamesItsCluster(t *testing.T) {
 	for _, n := range nodes {
 		n.Close()
 	}
-	cfg.GRPCAddr = b.Members[cfg.ID] // where the backup says it is
+	// A new port, which the backup is told of: reopening on the old one
+	// could find it taken in between.
+	cfg.GRPCAddr = "127.0.0.1:0"
 	alone := mustOpen(t, cfg)
+	b.Members[cfg.ID] = alone.GRPCAddr()
 	info := alone.localStatus()
 	if applied := alone.fsm.ClusterID(); info.Role == "leader" || applied != "" {
 		t.Fatalf("%s alone: role %s, FSM cluster id %q; want a node that leads nothing and applied nothing", cfg.ID, info.Role, applied)
