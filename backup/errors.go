@@ -5,9 +5,9 @@ import (
 	"time"
 )
 
-// Errors of this package; an invalid option is startup.ErrBadConfig.
-// server's toStatus maps them to gRPC codes; a restore and a recovery run
-// offline, so today they reach only the command line.
+// Errors of this package; an invalid option is startup.ErrBadConfig. A
+// restore and a recovery run offline, so these reach only the command
+// line, and server's toStatus does not name them.
 var (
 	// ErrBadBackup means a backup file is damaged, of an unknown version,
 	// or inconsistent.

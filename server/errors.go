@@ -22,8 +22,9 @@ import (
 // Errors of this package. Each error has one name, in the package that
 // returns it: the node also returns sequencer's, grpcapi's, startup's and
 // backup's, under their own names. toStatus is the one place that maps
-// all of them to gRPC codes; package grpcapi reaches it through
-// grpcNode.ToStatus.
+// errors to gRPC codes, these and the other packages' that a caller can
+// meet; one it does not name is Internal. Package grpcapi reaches it
+// through grpcNode.ToStatus.
 var (
 	// ErrNoLeader means no leader is known to forward to.
 	ErrNoLeader = errors.New("no leader known")

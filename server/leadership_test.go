@@ -182,35 +182,53 @@ func (r releaseRecorder) Term(st grpc.BidiStreamingServer[api.TermRequest, api.T
 }
 
 // TestAdminTransferLeaderReleasesThePromises: the Admin service's
-// TransferLeader goes through handOver, which releases the voters'
-// promises in the leader's term before the transfer, so the next leader
-// need not wait them out. A leader that only loses leadership releases
-// them too, but in the new term; a transfer that skipped handOver sends
-// no release in the old one.
+// TransferLeader, to any voter or to a named one, goes through handOver,
+// which releases the voters' promises in the leader's term before the
+// transfer, so the next leader need not wait them out. A leader that
+// loses leadership releases them again, so a transfer through handOver
+// sends two releases and one that skipped it only the one after the loss
+// (which may also be in the old term: Raft can step a leader down before
+// it learns the new term).
 func TestAdminTransferLeaderReleasesThePromises(t *testing.T) {
-	nodes := mustClusterWith(t, leaseRaft(300*time.Millisecond))
-	leader := mustLeader(t, nodes)
-	voter := followerOf(nodes, leader)
-	rec := releaseRecorder{releases: make(chan *api.TermRequest, 16)}
-	mustPointAt(t, leader, voter, grpctest.Serve(t, func(s *grpc.Server) { api.RegisterPeerServer(s, rec) }))
-	conn := grpctest.Dial(t, leader.GRPCAddr())
-	mustNextVia(t, conn, 1) // the lease is asked for from now on
-	eventually.True(t, seqTestWait, "the leader's lease", leader.leaseHolds)
-	term := leader.raft.CurrentTerm()
-	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
-	defer cancel()
-	if _, err := api.NewAdminClient(conn).TransferLeader(ctx, &api.TransferLeaderRequest{}); err != nil {
-		t.Fatalf("TransferLeader: %v", err)
-	}
-	for {
-		select {
-		case req := <-rec.releases:
-			if req.LeaderId == leader.ID() && req.Term == term {
-				return
+	for _, to := range []string{"any", "named"} {
+		t.Run(to, func(t *testing.T) {
+			nodes := mustClusterWith(t, leaseRaft(300*time.Millisecond))
+			leader := mustLeader(t, nodes)
+			voter := followerOf(nodes, leader)
+			req := &api.TransferLeaderRequest{}
+			if to == "named" {
+				for _, n := range nodes {
+					if n != leader && n != voter {
+						req.Id = n.ID()
+					}
+				}
 			}
-		case <-ctx.Done():
-			t.Fatalf("no release from %s in term %d after TransferLeader", leader.ID(), term)
-		}
+			rec := releaseRecorder{releases: make(chan *api.TermRequest, 16)}
+			mustPointAt(t, leader, voter, grpctest.Serve(t, func(s *grpc.Server) { api.RegisterPeerServer(s, rec) }))
+			conn := grpctest.Dial(t, leader.GRPCAddr())
+			mustNextVia(t, conn, 1) // the lease is asked for from now on
+			eventually.True(t, seqTestWait, "the leader's lease", leader.leaseHolds)
+			term := leader.raft.CurrentTerm()
+			ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
+			defer cancel()
+			if _, err := api.NewAdminClient(conn).TransferLeader(ctx, req); err != nil {
+				t.Fatalf("TransferLeader: %v", err)
+			}
+			var releases, inTerm int
+			for releases < 2 || inTerm == 0 {
+				select {
+				case r := <-rec.releases:
+					if r.LeaderId == leader.ID() {
+						releases++
+						if r.Term == term {
+							inTerm++
+						}
+					}
+				case <-ctx.Done():
+					t.Fatalf("%d releases from %s after TransferLeader, %d of them in its term %d; want the hand-over's in that term and the one after the loss", releases, leader.ID(), inTerm, term)
+				}
+			}
+		})
 	}
 }
 

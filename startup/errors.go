@@ -2,7 +2,8 @@ package startup
 
 import "errors"
 
-// Errors of this package. server's toStatus maps them to gRPC codes, so a
+// Errors of this package. server's toStatus maps those a join can meet
+// (ErrNodeExists, ErrClusterExists, ErrOtherCluster) to gRPC codes, so a
 // peer or an admin call sees the same refusal a starting node logs.
 var (
 	// ErrBadConfig means a setting is invalid, or the settings given
