@@ -85,10 +85,16 @@ func Recover(o RecoverOptions) (uint64, error) {
 	}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(raftAddr))
 	defer trans.Close()
-	state := &recoveringFSM{FSM: fsm.New(nil), id: o.ID, grpcAddr: grpcAddr, clock: o.Clock, jump: jump, window: o.ReserveWindow}
+	state := &recoveringFSM{FSM: fsm.New(nil, nil), id: o.ID, grpcAddr: grpcAddr, clock: o.Clock, jump: jump, window: o.ReserveWindow}
 	only := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(o.ID), Address: raft.ServerAddress(raftAddr)}}}
 	rc := *o.Raft
 	if err := raft.RecoverCluster(&rc, state, store, store, snaps, trans, only); err != nil {
+		// An entry the replay could not read holds back the snapshot
+		// RecoverCluster takes, before it writes anything; Raft's error
+		// does not wrap it.
+		if bad := state.Unreadable(); bad != nil {
+			err = bad
+		}
 		return 0, fmt.Errorf("recover: %w", err)
 	}
 	o.Logger.Error("RECOVERED: this node is now the only voter of its cluster; the lost nodes must never start again with their data",

@@ -4,7 +4,8 @@
 //
 // It is small and deterministic on purpose. Apply decodes a versioned
 // command, validates it, applies it and returns a typed Result; a command
-// it does not understand is rejected, never half-applied. The high-water
+// it does not understand is rejected, never half-applied, and reported
+// (Unreadable), since the node must not serve without it. The high-water
 // mark only moves up: Reserve sets it to max(old, proposed), so a stale or
 // repeated reservation can never lower it.
 package fsm
@@ -39,6 +40,9 @@ var (
 	// ErrLayoutMismatch means an init names a layout or group other than
 	// the one the cluster was created with.
 	ErrLayoutMismatch = errors.New("layout mismatch")
+	// ErrUnreadable means a committed log entry could not be decoded (see
+	// FSM.Unreadable); it wraps the Decode error.
+	ErrUnreadable = errors.New("a committed log entry this node cannot read (written by a newer Ordo, or damaged); upgrade this node or restore it")
 )
 
 // endOfTime is later than any epoch.
@@ -204,15 +208,37 @@ type State struct {
 type FSM struct {
 	mu    sync.RWMutex
 	state State
+	// unreadable is the first entry Apply could not decode since the
+	// state was last restored, nil if none (see Unreadable).
+	unreadable error
 	// onInit, if set, is called with the layout whenever it becomes known
 	// (applied or restored), so a node can refuse to serve a cluster whose
 	// layout differs from its own configuration.
 	onInit func(layout.Layout, uint64)
+	// onUnreadable, if set, is called when Apply meets the first entry it
+	// cannot decode, so a node can refuse to serve at once.
+	onUnreadable func(error)
 }
 
-// New returns an empty FSM. onInit may be nil.
-func New(onInit func(layout.Layout, uint64)) *FSM {
-	return &FSM{state: State{Nodes: map[string]string{}}, onInit: onInit}
+// New returns an empty FSM. onInit and onUnreadable may be nil.
+func New(onInit func(layout.Layout, uint64), onUnreadable func(error)) *FSM {
+	return &FSM{state: State{Nodes: map[string]string{}}, onInit: onInit, onUnreadable: onUnreadable}
+}
+
+// Unreadable returns the first committed entry Apply could not decode
+// since the state was last restored, as an ErrUnreadable error naming its
+// index, or nil. Every node applies the same entries, so one it cannot
+// read was written by a newer Ordo (a rolling upgrade that changed the
+// format) or damaged. Apply skips it, as Raft needs it to, but the state
+// then lacks what the entry did, perhaps a reservation: a node that led
+// from that state could hand out IDs below the cluster's high-water mark.
+// So a node that holds such an entry must not serve, and Snapshot
+// refuses, so that no snapshot leaves the entry behind: a node that is
+// upgraded, or restored, replays it.
+func (f *FSM) Unreadable() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.unreadable
 }
 
 // State returns a copy of the current state.
@@ -254,13 +280,23 @@ func (f *FSM) NodeAddr(id string) (string, bool) {
 func (f *FSM) Apply(l *raft.Log) any {
 	c, err := Decode(l.Data)
 	if err != nil {
+		err = fmt.Errorf("%w: entry %d of term %d: %w", ErrUnreadable, l.Index, l.Term, err)
 		// Nothing changes, but the Result still reports the mark, as it
 		// does for every other command: a zero here would read as a mark
 		// that went down to 0.
-		f.mu.RLock()
-		defer f.mu.RUnlock()
+		f.mu.Lock()
+		first := f.unreadable == nil
+		if first {
+			f.unreadable = err
+		}
 		hw := f.state.HighWater
-		return Result{Err: err, Prev: hw, HighWater: hw, ClockHigh: f.state.ClockHigh, PrevClock: f.state.MarkClock, Term: l.Term}
+		r := Result{Err: err, Prev: hw, HighWater: hw, ClockHigh: f.state.ClockHigh, PrevClock: f.state.MarkClock, Term: l.Term}
+		onUnreadable := f.onUnreadable
+		f.mu.Unlock()
+		if first && onUnreadable != nil {
+			onUnreadable(err)
+		}
+		return r
 	}
 	c.Clock = clockOf(l.Extensions)
 	return f.apply(c, l.Term)
@@ -311,8 +347,12 @@ func (f *FSM) apply(c Command, term uint64) Result {
 	return r
 }
 
-// Snapshot implements raft.FSM.
+// Snapshot implements raft.FSM. It refuses while an entry is unreadable
+// (see Unreadable).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if err := f.Unreadable(); err != nil {
+		return nil, fmt.Errorf("no snapshot may leave behind an entry not applied: %w", err)
+	}
 	b, err := json.Marshal(f.State())
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot: %w", err)
@@ -322,7 +362,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // Restore implements raft.FSM. A snapshot that does not decode is an
 // error, not an empty state: an empty state would lower the high-water
-// mark.
+// mark. A restored state came from a node that read every entry it covers,
+// so it clears Unreadable.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	var sp *State // a pointer, so that a null snapshot is caught
@@ -337,7 +378,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		s.Nodes = map[string]string{}
 	}
 	f.mu.Lock()
-	f.state = s
+	f.state, f.unreadable = s, nil
 	onInit := f.onInit
 	f.mu.Unlock()
 	if s.Layout != nil && onInit != nil {

@@ -126,7 +126,7 @@ func snapshotBytes(t testing.TB, f *FSM) []byte {
 // populated returns an FSM with a layout, a high-water mark and two nodes.
 func populated(t testing.TB) *FSM {
 	t.Helper()
-	f := New(nil)
+	f := New(nil, nil)
 	l := layout.MustPreset("default")
 	applyOK(t, f, Command{Op: OpInit, Layout: &l, Group: 7}, 1)
 	applyOK(t, f, Command{Op: OpReserve, UpTo: 123456, Clock: 120000}, 1)
@@ -139,7 +139,7 @@ func populated(t testing.TB) *FSM {
 
 func TestApplyEveryOp(t *testing.T) {
 	l := layout.MustPreset("default")
-	f := New(nil)
+	f := New(nil, nil)
 	steps := []struct {
 		name      string
 		cmd       Command
@@ -181,7 +181,7 @@ func TestApplyEveryOp(t *testing.T) {
 }
 
 func TestHighWaterNeverGoesDown(t *testing.T) {
-	f := New(nil)
+	f := New(nil, nil)
 	seq := []struct {
 		upTo, prev, hw uint64
 	}{
@@ -208,7 +208,7 @@ func TestHighWaterNeverGoesDown(t *testing.T) {
 }
 
 func TestResultTermIsLogTerm(t *testing.T) {
-	f := New(nil)
+	f := New(nil, nil)
 	for _, term := range []uint64{0, 1, 2, 99, 1 << 40, ^uint64(0)} {
 		for _, c := range []Command{
 			{Op: OpDeleteNode, NodeID: "gone"},
@@ -230,7 +230,7 @@ func TestInit(t *testing.T) {
 	def := layout.MustPreset("default")
 	tw := layout.MustPreset("twitter")
 	calls := &initCalls{}
-	f := New(calls.record)
+	f := New(calls.record, nil)
 	applyOK(t, f, Command{Op: OpReserve, UpTo: 77}, 1)
 
 	r := applyOK(t, f, Command{Op: OpInit, Layout: &def, Group: 5}, 1)
@@ -284,7 +284,7 @@ func TestInit(t *testing.T) {
 // pointer nor a State() copy may alias it.
 func TestInitLayoutNotAliased(t *testing.T) {
 	l := layout.MustPreset("default")
-	f := New(nil)
+	f := New(nil, nil)
 	if r := f.apply(Command{Op: OpInit, Layout: &l}, 1); r.Err != nil {
 		t.Fatal(r.Err)
 	}
@@ -302,16 +302,16 @@ func TestInitLayoutNotAliased(t *testing.T) {
 }
 
 func TestNilOnInit(t *testing.T) {
-	f := New(nil)
+	f := New(nil, nil)
 	l := layout.MustPreset("default")
 	applyOK(t, f, Command{Op: OpInit, Layout: &l}, 1)
-	if err := New(nil).Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+	if err := New(nil, nil).Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
 		t.Fatalf("Restore with nil onInit: %v", err)
 	}
 }
 
 func TestNodes(t *testing.T) {
-	f := New(nil)
+	f := New(nil, nil)
 	if _, ok := f.NodeAddr("a"); ok {
 		t.Fatal("NodeAddr on empty FSM found a node")
 	}
@@ -346,7 +346,7 @@ func TestSnapshotRestore(t *testing.T) {
 	data := snapshotBytes(t, src)
 
 	calls := &initCalls{}
-	dst := New(calls.record)
+	dst := New(calls.record, nil)
 	if err := dst.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
@@ -396,7 +396,7 @@ func TestClockTravelsInExtensions(t *testing.T) {
 	if d, err := Decode(e.Data); err != nil || d.Clock != 0 {
 		t.Errorf("Decode(Data) = %+v, %v; want the command without its clock", d, err)
 	}
-	f := New(nil)
+	f := New(nil, nil)
 	steps := []struct {
 		name      string
 		log       raft.Log
@@ -449,12 +449,12 @@ func mustEntry(t testing.TB, c Command) raft.Log {
 
 func TestSnapshotRestoreEmpty(t *testing.T) {
 	calls := &initCalls{}
-	dst := New(calls.record)
+	dst := New(calls.record, nil)
 	applyOK(t, dst, Command{Op: OpSetNode, NodeID: "old", GRPCAddr: "x"}, 1)
-	if err := dst.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, New(nil))))); err != nil {
+	if err := dst.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, New(nil, nil))))); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
-	if got := dst.State(); !reflect.DeepEqual(got, New(nil).State()) {
+	if got := dst.State(); !reflect.DeepEqual(got, New(nil, nil).State()) {
 		t.Errorf("restored empty state = %+v", got)
 	}
 	if n := len(calls.get()); n != 0 {
@@ -465,7 +465,7 @@ func TestSnapshotRestoreEmpty(t *testing.T) {
 }
 
 func TestRestoreWithoutNodesField(t *testing.T) {
-	f := New(nil)
+	f := New(nil, nil)
 	if err := f.Restore(io.NopCloser(strings.NewReader(`{"high_water":9,"group":0}`))); err != nil {
 		t.Fatalf("Restore: %v", err)
 	}
@@ -667,6 +667,12 @@ func TestRejectMalformed(t *testing.T) {
 			if n := len(calls.get()); n != 0 {
 				t.Errorf("rejected command called onInit %d times", n)
 			}
+			if err := f.Unreadable(); !errors.Is(err, ErrUnreadable) || !errors.Is(err, tt.want) {
+				t.Errorf("after Apply(%q), Unreadable() = %v, want ErrUnreadable and %v", tt.data, err, tt.want)
+			}
+			if _, err := f.Snapshot(); !errors.Is(err, ErrUnreadable) {
+				t.Errorf("Snapshot after Apply(%q) = %v, want ErrUnreadable", tt.data, err)
+			}
 		})
 	}
 
@@ -675,6 +681,46 @@ func TestRejectMalformed(t *testing.T) {
 	if _, err := Decode([]byte(validNeighbour)); err != nil {
 		t.Errorf("Decode(%s): %v", validNeighbour, err)
 	}
+}
+
+// TestUnreadableEntryHoldsBackSnapshots: the first entry Apply cannot
+// read is reported once, by index, and kept: later entries still apply,
+// but no snapshot is taken until a restored state replaces what the
+// entry was missing from.
+func TestUnreadableEntryHoldsBackSnapshots(t *testing.T) {
+	var reported []error
+	f := New(nil, func(err error) { reported = append(reported, err) })
+	applyOK(t, f, Command{Op: OpReserve, UpTo: 100}, 1)
+	snapshotBytes(t, f) // a control: snapshots work before
+	newer := []byte(`{"v":2,"op":"reserve","up_to":500}`)
+	for i, index := range []uint64{7, 9} {
+		r, _ := f.Apply(&raft.Log{Index: index, Term: 2, Type: raft.LogCommand, Data: newer}).(Result)
+		if !errors.Is(r.Err, ErrUnreadable) || !errors.Is(r.Err, ErrUnknownVersion) {
+			t.Fatalf("entry %d: Apply = %v, want ErrUnreadable and ErrUnknownVersion", i, r.Err)
+		}
+	}
+	if len(reported) != 1 || !strings.Contains(reported[0].Error(), "entry 7 of term 2") {
+		t.Fatalf("reported %v, want the first unreadable entry, 7, once", reported)
+	}
+	if err := f.Unreadable(); err != reported[0] {
+		t.Fatalf("Unreadable() = %v, want what was reported, %v", err, reported[0])
+	}
+	applyOK(t, f, Command{Op: OpReserve, UpTo: 200}, 2)
+	if hw := f.HighWater(); hw != 200 {
+		t.Fatalf("high-water %d after a later reservation, want 200", hw)
+	}
+	if _, err := f.Snapshot(); !errors.Is(err, ErrUnreadable) {
+		t.Fatalf("Snapshot with an unreadable entry = %v, want ErrUnreadable", err)
+	}
+	other := New(nil, nil)
+	applyOK(t, other, Command{Op: OpReserve, UpTo: 500}, 2)
+	if err := f.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, other)))); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Unreadable(); err != nil {
+		t.Fatalf("Unreadable() after a restore = %v, want nil", err)
+	}
+	snapshotBytes(t, f)
 }
 
 // Apply must answer a raft.Log that carries no command (nil Data, as a
@@ -802,7 +848,7 @@ func FuzzDecode(f *testing.F) {
 		for _, fsm := range []struct {
 			name string
 			f    *FSM
-		}{{"fresh FSM", New(nil)}, {"FSM with a mark", populated(t)}} {
+		}{{"fresh FSM", New(nil, nil)}, {"FSM with a mark", populated(t)}} {
 			before := fsm.f.State()
 			r := apply(t, fsm.f, data, 7)
 			after := fsm.f.State()
@@ -814,8 +860,10 @@ func FuzzDecode(f *testing.F) {
 					fsm.name, data, r.Prev, r.HighWater, before.HighWater, after.HighWater)
 			case after.HighWater < before.HighWater:
 				t.Fatalf("%s: Apply(%q) lowered the mark from %d to %d", fsm.name, data, before.HighWater, after.HighWater)
-			case err != nil && (r.Err == nil || r.Err.Error() != err.Error()):
-				t.Fatalf("%s: Apply(%q).Err = %v, want Decode's %v", fsm.name, data, r.Err, err)
+			case err != nil && (!errors.Is(r.Err, ErrUnreadable) || !strings.HasSuffix(r.Err.Error(), err.Error())):
+				t.Fatalf("%s: Apply(%q).Err = %v, want ErrUnreadable with Decode's %v", fsm.name, data, r.Err, err)
+			case (err != nil) != (fsm.f.Unreadable() != nil):
+				t.Fatalf("%s: after Apply(%q), with Decode's %v, Unreadable() = %v", fsm.name, data, err, fsm.f.Unreadable())
 			case err == nil && r.Err != nil && (before.Layout == nil || c.Op != OpInit || !errors.Is(r.Err, ErrLayoutMismatch)):
 				// Only an init can meet a mismatch, and only once a
 				// layout is recorded.

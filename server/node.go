@@ -197,7 +197,7 @@ func (n *Node) openRaft() error {
 	if n.cfg.TestHooks.UnsafeTrustReservation {
 		n.logger.Error("UNSAFE: IDs are handed out without confirming leadership and can go out of order; tests only")
 	}
-	n.fsm = fsm.New(n.checkLayout)
+	n.fsm = fsm.New(n.checkLayout, n.refuse)
 	rc := *n.cfg.Raft
 	notify := make(chan bool, 8)
 	rc.NotifyCh = notify

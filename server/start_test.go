@@ -7,10 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/backup"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/internal/freeaddr"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/startup"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // TestCheckClusterRefusesAnotherClustersData: a data dir is read without
@@ -196,5 +200,53 @@ func TestLeaderlessMemberNamesItsCluster(t *testing.T) {
 	alone.Close()
 	if err := backup.CheckBackupAlive(ctx, b, nil); err != nil {
 		t.Fatalf("restore check with every old member down: %v, want nil", err)
+	}
+}
+
+// TestUnreadableEntryStopsTheNode: a committed entry this version cannot
+// read (here a newer format's reservation) makes the node refuse to serve
+// at once, and its data dir does not open again: a state without what the
+// entry did may lack a reservation, and a leader serving from it could
+// hand out IDs below the cluster's mark.
+func TestUnreadableEntryStopsTheNode(t *testing.T) {
+	cfg := testConfig(t, "n1", t.TempDir())
+	n := mustBootstrap(t, cfg)
+	conn := grpctest.Dial(t, n.GRPCAddr())
+	mustNextVia(t, conn, 1)
+	newer := []byte(`{"v":2,"op":"reserve","up_to":1}`)
+	if err := n.raft.Apply(newer, seqTestWait).Error(); err != nil {
+		t.Fatalf("commit an entry of a newer format: %v", err)
+	}
+	select {
+	case err := <-n.Fatal():
+		if !errors.Is(err, fsm.ErrUnreadable) || !errors.Is(err, fsm.ErrUnknownVersion) {
+			t.Fatalf("the node refused with %v, want fsm.ErrUnreadable for an unknown version", err)
+		}
+	case <-time.After(seqTestWait):
+		t.Fatal("the node did not refuse after an entry it cannot read")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
+	defer cancel()
+	if _, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: 1}); status.Code(err) != codes.Unavailable {
+		t.Fatalf("Next from the refusing node: %v, want Unavailable", err)
+	}
+	recoverAs := cfg // recover needs the addresses the node served at
+	recoverAs.RaftAddr, recoverAs.GRPCAddr = n.RaftAddr(), n.GRPCAddr()
+	n.Close()
+	again, err := Open(cfg)
+	if err == nil {
+		again.Close()
+		t.Fatal("a data dir with an entry this version cannot read opened again")
+	}
+	if !errors.Is(err, fsm.ErrUnreadable) {
+		t.Fatalf("reopen: %v, want fsm.ErrUnreadable", err)
+	}
+	// Nor can it be recovered from: the recovered mark would be measured
+	// from the same state.
+	if _, err := Recover(recoverAs, backup.DefaultRecoverJump); !errors.Is(err, fsm.ErrUnreadable) {
+		t.Fatalf("recover: %v, want fsm.ErrUnreadable", err)
+	}
+	if _, err := startup.StoredState(cfg.DataDir); !errors.Is(err, fsm.ErrUnreadable) {
+		t.Fatalf("after the refused recovery, the data dir reads %v, want fsm.ErrUnreadable still", err)
 	}
 }

@@ -140,7 +140,7 @@ func TestWideLayoutCluster(t *testing.T) {
 // layout and group the cluster recorded, as the Layout RPC answers, not
 // with this node's flags.
 func TestHTTPLayoutIsTheClusters(t *testing.T) {
-	n := &Node{cfg: Config{Layout: layout.MustPreset("default"), Group: 1}, fsm: fsm.New(nil)}
+	n := &Node{cfg: Config{Layout: layout.MustPreset("default"), Group: 1}, fsm: fsm.New(nil, nil)}
 	recorded := layout.MustPreset("ulid")
 	data, err := fsm.Encode(fsm.Command{Op: fsm.OpInit, Layout: &recorded, Group: 7, ClusterID: "c"})
 	if err != nil {

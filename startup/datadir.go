@@ -249,14 +249,15 @@ func HasState(dataDir string) (bool, error) {
 
 // StoredState replays what dataDir holds, the latest snapshot and the log
 // after it, into a scratch FSM, without starting Raft: which cluster the
-// data belongs to, and its members' gRPC addresses.
+// data belongs to, and its members' gRPC addresses. A log entry this
+// version cannot read is an error (fsm.ErrUnreadable).
 func StoredState(dataDir string) (fsm.State, error) {
 	store, snaps, err := OpenStores(dataDir, hclog.NewNullLogger())
 	if err != nil {
 		return fsm.State{}, err
 	}
 	defer store.Close()
-	scratch := fsm.New(nil)
+	scratch := fsm.New(nil, nil)
 	var after uint64
 	if metas, err := snaps.List(); err != nil {
 		return fsm.State{}, fmt.Errorf("list snapshots: %w", err)
@@ -287,6 +288,11 @@ func StoredState(dataDir string) (fsm.State, error) {
 		if l.Type == raft.LogCommand {
 			scratch.Apply(&l) // a command it refuses changes nothing, as in Raft
 		}
+	}
+	// A state without what an unreadable entry did may lack a
+	// reservation: nothing may be decided from it.
+	if err := scratch.Unreadable(); err != nil {
+		return fsm.State{}, fmt.Errorf("replay %s: %w", dataDir, err)
 	}
 	return scratch.State(), nil
 }
