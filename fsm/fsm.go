@@ -40,7 +40,7 @@ var (
 	// ErrLayoutMismatch means an init names a layout or group other than
 	// the one the cluster was created with.
 	ErrLayoutMismatch = errors.New("layout mismatch")
-	// ErrUnreadable means a committed log entry could not be decoded (see
+	// ErrUnreadable means a committed log entry could not be read (see
 	// FSM.Unreadable); it wraps the Decode error.
 	ErrUnreadable = errors.New("a committed log entry this node cannot read (written by a newer Ordo, or damaged); upgrade this node or restore it")
 )
@@ -65,6 +65,10 @@ const (
 	OpSetNode Op = "set_node"
 	// OpDeleteNode forgets a node's address after it is removed.
 	OpDeleteNode Op = "delete_node"
+	// opConfirm changes nothing. Versions before the term round committed
+	// one for every confirmed read; it is still read, as a no-op, so that
+	// their logs replay (an op this FSM does not know stops the node).
+	opConfirm Op = "confirm"
 )
 
 // Command is one log entry's payload.
@@ -174,6 +178,7 @@ func Decode(b []byte) (Command, error) {
 		if c.NodeID == "" {
 			return Command{}, fmt.Errorf("%w: delete_node needs node_id", ErrInvalid)
 		}
+	case opConfirm:
 	default:
 		return Command{}, fmt.Errorf("%w: %q", ErrUnknownOp, c.Op)
 	}
@@ -225,21 +230,30 @@ func New(onInit func(layout.Layout, uint64), onUnreadable func(error)) *FSM {
 	return &FSM{state: State{Nodes: map[string]string{}}, onInit: onInit, onUnreadable: onUnreadable}
 }
 
-// Unreadable returns the first committed entry Apply could not decode
-// since the state was last restored, as an ErrUnreadable error naming its
-// index, or nil. Every node applies the same entries, so one it cannot
-// read was written by a newer Ordo (a rolling upgrade that changed the
-// format) or damaged. Apply skips it, as Raft needs it to, but the state
+// Unreadable returns the first committed entry Apply could not read since
+// the state was last restored, as an ErrUnreadable error naming its index,
+// or nil. Unreadable means malformed (it does not decode strictly: damage,
+// or a field a newer Ordo added), of another Version, or of an op this
+// FSM does not know. Apply skips it, as Raft needs it to, but the state
 // then lacks what the entry did, perhaps a reservation: a node that led
 // from that state could hand out IDs below the cluster's high-water mark.
 // So a node that holds such an entry must not serve, and Snapshot
 // refuses, so that no snapshot leaves the entry behind: a node that is
-// upgraded, or restored, replays it.
+// upgraded replays it. A known command with a bad field (ErrInvalid) is
+// not unreadable: every version that knows the op rejects it alike, as
+// the one that wrote it did, and skipping it is what every node does.
 func (f *FSM) Unreadable() error {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.unreadable
 }
+
+// unreadable reports whether a Decode error makes an entry unreadable
+// (see Unreadable).
+func unreadable(err error) bool {
+	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnknownVersion) || errors.Is(err, ErrUnknownOp)
+}
+
 
 // State returns a copy of the current state.
 func (f *FSM) State() State {
@@ -280,12 +294,15 @@ func (f *FSM) NodeAddr(id string) (string, bool) {
 func (f *FSM) Apply(l *raft.Log) any {
 	c, err := Decode(l.Data)
 	if err != nil {
-		err = fmt.Errorf("%w: entry %d of term %d: %w", ErrUnreadable, l.Index, l.Term, err)
+		stop := unreadable(err)
+		if stop {
+			err = fmt.Errorf("%w: entry %d of term %d: %w", ErrUnreadable, l.Index, l.Term, err)
+		}
 		// Nothing changes, but the Result still reports the mark, as it
 		// does for every other command: a zero here would read as a mark
 		// that went down to 0.
 		f.mu.Lock()
-		first := f.unreadable == nil
+		first := stop && f.unreadable == nil
 		if first {
 			f.unreadable = err
 		}

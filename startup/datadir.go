@@ -249,8 +249,10 @@ func HasState(dataDir string) (bool, error) {
 
 // StoredState replays what dataDir holds, the latest snapshot and the log
 // after it, into a scratch FSM, without starting Raft: which cluster the
-// data belongs to, and its members' gRPC addresses. A log entry this
-// version cannot read is an error (fsm.ErrUnreadable).
+// data belongs to, and its members' gRPC addresses. It replays the whole
+// log, entries Raft has not committed yet included, so an entry it cannot
+// read (fsm.Unreadable) is no reason to refuse here: the node refuses
+// once Raft applies such an entry as committed.
 func StoredState(dataDir string) (fsm.State, error) {
 	store, snaps, err := OpenStores(dataDir, hclog.NewNullLogger())
 	if err != nil {
@@ -288,11 +290,6 @@ func StoredState(dataDir string) (fsm.State, error) {
 		if l.Type == raft.LogCommand {
 			scratch.Apply(&l) // a command it refuses changes nothing, as in Raft
 		}
-	}
-	// A state without what an unreadable entry did may lack a
-	// reservation: nothing may be decided from it.
-	if err := scratch.Unreadable(); err != nil {
-		return fsm.State{}, fmt.Errorf("replay %s: %w", dataDir, err)
 	}
 	return scratch.State(), nil
 }
