@@ -236,6 +236,20 @@ func TestUnreadableEntryStopsTheNode(t *testing.T) {
 	mustRefuseUnreadable(t, mustOpen(t, cfg))
 }
 
+// TestUnreadableEntryStopsEveryNode: followers meet the entry by
+// replication and refuse as the leader does, so no node of this version
+// serves from a state without it.
+func TestUnreadableEntryStopsEveryNode(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	if err := leader.raft.Apply([]byte(`{"v":2,"op":"reserve","up_to":1}`), seqTestWait).Error(); err != nil {
+		t.Fatalf("commit an entry of a newer format: %v", err)
+	}
+	for _, n := range nodes {
+		mustRefuseUnreadable(t, n)
+	}
+}
+
 // mustRefuseUnreadable waits until n refuses to serve for an entry it
 // cannot read.
 func mustRefuseUnreadable(t *testing.T, n *Node) {
