@@ -304,7 +304,19 @@ const InFlight = "in flight"
 // completion is later, and Unknown operations impose no constraint anyway.
 func (r *Recorder) Ops() []Op {
 	now := time.Since(r.origin)
-	var out []Op
+	// Sized once: appending millions of operations would leave copies of
+	// the growing slice behind, each as large as the history.
+	n := 0
+	r.logs.Range(func(_, l any) bool {
+		log := l.(*clientLog)
+		log.mu.Lock()
+		defer log.mu.Unlock()
+		for _, chunk := range log.slots {
+			n += len(chunk)
+		}
+		return true
+	})
+	out := make([]Op, 0, n)
 	r.logs.Range(func(_, l any) bool {
 		log := l.(*clientLog)
 		log.mu.Lock()
