@@ -213,15 +213,15 @@ type State struct {
 type FSM struct {
 	mu    sync.RWMutex
 	state State
-	// unreadable is the first entry Apply could not decode since the
-	// state was last restored, nil if none (see Unreadable).
+	// unreadable is the first entry Apply could not read since the state
+	// was last restored, nil if none (see Unreadable).
 	unreadable error
 	// onInit, if set, is called with the layout whenever it becomes known
 	// (applied or restored), so a node can refuse to serve a cluster whose
 	// layout differs from its own configuration.
 	onInit func(layout.Layout, uint64)
 	// onUnreadable, if set, is called when Apply meets the first entry it
-	// cannot decode, so a node can refuse to serve at once.
+	// cannot read, so a node can refuse to serve at once.
 	onUnreadable func(error)
 }
 
@@ -253,7 +253,6 @@ func (f *FSM) Unreadable() error {
 func unreadable(err error) bool {
 	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnknownVersion) || errors.Is(err, ErrUnknownOp)
 }
-
 
 // State returns a copy of the current state.
 func (f *FSM) State() State {
