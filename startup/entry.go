@@ -15,33 +15,47 @@ package startup
 // restart empties until a leader commits. When the answer cannot be
 // known, the node refuses to start and says what the operator can do.
 //
-// The cases, in the order DecideStart checks them:
+// The cases, in the order DecideStart checks them (entryPath chooses the
+// question from the command line, bootstrapRule and joinRule decide from
+// the answers; model_test.go runs them against every small cluster):
 //
-//	data dir     --bootstrap      what the others say                --join  start
-//	-----------  ---------------  ---------------------------------  ------  ------------------------------------------
-//	holds state  (ignored)        a recorded member: another cluster   any   refuse (ErrOtherCluster)
-//	holds state  (ignored)        otherwise                            any   restart from the data dir
-//	empty        --force-bootstrap                                     any   bootstrap without asking (disaster only)
-//	empty        names this node  every listed peer: no state          any   bootstrap, after BootstrapSettle
-//	empty        names this node  a listed peer holds state            none  refuse (ErrClusterExists)
-//	empty        names this node  a listed peer holds state            given as for a node the list does not name
-//	empty        names this node  a peer cannot be asked, none holds   any   keep asking; at the deadline refuse
-//	                              state                                      (ErrClusterUnknown)
-//	empty        does not name    a leader lists this node             given refuse (ErrNodeExists): remove it first
-//	empty        does not name    a leader lists its members, not it   given join
-//	empty        does not name    no leader can be asked               given keep asking; at the deadline refuse
-//	                                                                         (ErrClusterUnknown)
-//	empty        does not name                                         none  refuse (usage)
+//	data dir     --bootstrap        what the others say                      --join  start
+//	-----------  -----------------  ---------------------------------------  ------  ----------------------------------------
+//	holds state  (ignored)          a recorded member: another cluster         any   refuse (ErrOtherCluster)
+//	holds state  (ignored)          otherwise                                  any   restart from the data dir
+//	empty        --force-bootstrap                                             any   bootstrap without asking (one-shot)
+//	empty        names only it                                                 none  refuse (usage): --force-bootstrap once
+//	empty        names only it      (asks the leader, as below)               given as for a node the list does not name
+//	empty        names it and more  every other peer and --join address:      any   bootstrap, after BootstrapSettle
+//	                                answered, no state
+//	empty        names it and more  a peer or --join address holds state       none  refuse (ErrClusterExists)
+//	empty        names it and more  a peer or --join address holds state      given as for a node the list does not name
+//	empty        names it and more  one cannot be asked, none holds state      any   keep asking; at the deadline refuse
+//	                                                                                 (ErrClusterUnknown)
+//	empty        does not name      a leader lists this node                  given refuse (ErrNodeExists): remove it first
+//	empty        does not name      a leader lists its members, not it        given join
+//	empty        does not name      no leader can be asked                    given keep asking; at the deadline refuse
+//	                                                                                 (ErrClusterUnknown)
+//	empty        does not name                                                 none  refuse (usage)
 //
 // A listed peer counts as "no state" only when the node at its address
-// answers under its id and reports no Raft state; "cannot be asked"
-// covers a peer that is down, one that answers under another id, and a
-// node of an older version whose answer does not say. A node that lost
-// its data while every other member is down therefore waits, and is
-// refused once they are back (they hold state). A node whose whole list
-// lost its data is indistinguishable from a new cluster: that is a new
-// cluster, and only a restore from a backup keeps its IDs above the old
-// ones.
+// answers under its id and reports no Raft state; a --join address, which
+// may be a service in front of several nodes, counts under any id but
+// this node's own (a --join list of every member names this node too).
+// "Cannot be asked" covers a peer that is down, one that answers under
+// another id, and a node of an older version whose answer does not say.
+// A node that lost its data while every other member is down therefore
+// waits, and is refused once they are back (they hold state). A node
+// whose every peer and --join address lost its data is indistinguishable
+// from a new cluster: that is a new cluster, and only a restore from a
+// backup keeps its IDs above the old ones.
+//
+// A list that names only this node never bootstraps from a standing
+// command line (issue 22): a founder that bootstrapped alone and was then
+// joined by others could otherwise lose its data dir and create a second
+// cluster beside the first, with a high-water mark of 0. Creating such a
+// cluster is the one-shot --force-bootstrap; afterwards the same list
+// with --join takes the join path, which a leader answers.
 //
 // Nodes answer these questions before Raft starts too (startResponder),
 // so the nodes of a new cluster, all checking at once, can see each
@@ -181,15 +195,16 @@ func DecideStart(ctx context.Context, cfg Self, e Entry) (Start, error) {
 	if has {
 		return StartRestart, checkCluster(ctx, cfg.ID, cfg.DataDir, stored, e.ClusterID, cfg.TLS)
 	}
-	listed := slices.ContainsFunc(e.Bootstrap, func(p Peer) bool { return p.ID == cfg.ID })
-	switch {
-	case e.ForceBootstrap && !listed:
-		return 0, fmt.Errorf("%w: --force-bootstrap needs a --bootstrap list that names this node %q", ErrBadConfig, cfg.ID)
-	case e.ForceBootstrap:
-		cfg.Logger.Warn("bootstrapping without asking the peers of the list (--force-bootstrap): if they hold a cluster's state, both clusters hand out the same IDs")
+	p, err := entryPath(cfg.ID, e)
+	if err != nil {
+		return 0, err
+	}
+	switch p {
+	case pathForce:
+		cfg.Logger.Warn("bootstrapping without asking anyone whether the cluster exists (--force-bootstrap): if it does, both clusters hand out the same IDs")
 		return StartBootstrap, nil
-	case listed:
-		err := checkBootstrap(ctx, cfg.ID, e.Bootstrap, cfg.TLS, cfg.Logger)
+	case pathBootstrap:
+		err := checkBootstrap(ctx, cfg.ID, e, cfg.TLS, cfg.Logger)
 		if err == nil {
 			return StartBootstrap, nil
 		}
@@ -197,18 +212,12 @@ func DecideStart(ctx context.Context, cfg Self, e Entry) (Start, error) {
 			return 0, err
 		}
 		cfg.Logger.Info("the cluster of the bootstrap list exists: asking it whether this node is a member", "reason", err)
-	case len(e.Join) == 0 && len(e.Bootstrap) > 0:
-		return 0, fmt.Errorf("%w: --bootstrap does not name this node %q: give --join to join the cluster", ErrBadConfig, cfg.ID)
-	case len(e.Join) == 0:
-		return 0, fmt.Errorf("%w: the data dir is empty: give --bootstrap to create a cluster or --join to join one", ErrBadConfig)
 	}
-	ask := slices.Clone(e.Join)
-	for _, p := range e.Bootstrap {
-		if p.ID != cfg.ID {
-			ask = append(ask, p.GRPCAddr)
-		}
+	hint := ""
+	if len(e.Bootstrap) == 1 && e.Bootstrap[0].ID == cfg.ID {
+		hint = "; to create the cluster of a --bootstrap list that names only this node, start it once with --force-bootstrap"
 	}
-	return StartJoin, checkJoin(ctx, cfg.ID, ask, cfg.TLS)
+	return StartJoin, checkJoin(ctx, cfg.ID, joinAddrs(cfg.ID, e), cfg.TLS, hint)
 }
 
 // PeerHasState reports whether a NodeStatus answer says the node holds
@@ -219,52 +228,63 @@ func PeerHasState(info *api.NodeInfo) bool {
 		info.HighWater > 0 || info.ClusterId != ""
 }
 
-// checkBootstrap asks every other peer of the bootstrap list, until each
-// has answered or ctx ends, whether it holds Raft state: nil when none
-// does (then it waits BootstrapSettle), ErrClusterExists when one does,
-// ErrClusterUnknown when some could not be asked by the end.
-func checkBootstrap(ctx context.Context, self string, peers []Peer, t *secure.TLS, logger hclog.Logger) error {
+// checkBootstrap asks every other address node self was given, the other
+// peers of its bootstrap list and its --join addresses, until each has
+// answered or ctx ends, whether it holds Raft state, and decides by
+// bootstrapRule: nil when none does (then it waits BootstrapSettle),
+// ErrClusterExists when one does, ErrClusterUnknown when some could not
+// be asked by the end.
+func checkBootstrap(ctx context.Context, self string, e Entry, t *secure.TLS, logger hclog.Logger) error {
 	ask := NewAsker(t)
 	defer ask.Close()
-	pending := map[string]Peer{}
-	for _, p := range peers {
-		if p.ID != self {
-			pending[p.ID] = p
-		}
+	pending := map[string]source{}
+	for _, s := range bootstrapSources(self, e) {
+		pending[s.key] = s
 	}
-	problems := map[string]string{} // why each pending peer could not be counted, last round
-	for len(pending) > 0 {
-		var holder string
+	problems := map[string]string{} // why each pending source could not be counted, last round
+	var sources []heard
+	for {
 		addrs := map[string]string{}
-		for id, p := range pending {
-			addrs[id] = p.GRPCAddr
+		for k, s := range pending {
+			addrs[k] = s.addr
 		}
-		for id, a := range ask.NodeStatuses(ctx, addrs) {
-			switch {
-			case a.Err != nil:
-				problems[id] = a.Err.Error()
-			case a.Info.Id != id:
-				problems[id] = fmt.Sprintf("the node at %s is %q", addrs[id], a.Info.Id)
-			case PeerHasState(a.Info):
-				holder = fmt.Sprintf("%s at %s (cluster %q, term %d)", id, addrs[id], a.Info.ClusterId, a.Info.Term)
-			default:
-				delete(pending, id)
-				delete(problems, id)
+		holder := ""
+		for k, a := range ask.NodeStatuses(ctx, addrs) {
+			h := hear(self, pending[k].want, a)
+			switch h {
+			case heardNothing:
+				problems[k] = unheard(a, addrs[k])
+				continue
+			case heardState:
+				holder = fmt.Sprintf("%s at %s (cluster %q, term %d)", a.Info.Id, addrs[k], a.Info.ClusterId, a.Info.Term)
 			}
+			sources = append(sources, h)
+			delete(pending, k)
+			delete(problems, k)
 		}
-		if holder != "" {
-			return fmt.Errorf("%w: peer %s holds Raft state, but this node's data dir is empty; "+
+		round := slices.Clone(sources)
+		for range pending {
+			round = append(round, heardNothing)
+		}
+		switch bootstrapRule(round) {
+		case verdictExists:
+			return fmt.Errorf("%w: node %s holds Raft state, but this node's data dir is empty; "+
 				"if this node lost its data, it must not come back as the member it was: remove it (ordo remove --id %s) and start it with --join",
 				ErrClusterExists, holder, self)
-		}
-		if len(pending) == 0 {
-			break
+		case verdictBootstrap:
+			logger.Info("no node asked holds Raft state: bootstrapping", "asked", len(sources), "settle", BootstrapSettle)
+			select {
+			case <-ctx.Done():
+				return fmt.Errorf("%w: %w", ErrClusterUnknown, ctx.Err())
+			case <-time.After(BootstrapSettle):
+			}
+			return nil
 		}
 		select {
 		case <-ctx.Done():
 			var why []string
-			for id, p := range problems {
-				why = append(why, id+": "+p)
+			for k, p := range problems {
+				why = append(why, k+": "+p)
 			}
 			slices.Sort(why)
 			return fmt.Errorf("%w: cannot tell whether the cluster of the bootstrap list exists, and this node's data dir is empty (%s). "+
@@ -274,28 +294,29 @@ func checkBootstrap(ctx context.Context, self string, peers []Peer, t *secure.TL
 		case <-time.After(startPoll):
 		}
 	}
-	if len(peers) > 1 {
-		logger.Info("no peer of the bootstrap list holds Raft state: bootstrapping", "settle", BootstrapSettle)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: %w", ErrClusterUnknown, ctx.Err())
-		case <-time.After(BootstrapSettle):
-		}
+}
+
+// unheard says why answer a from addr proves nothing.
+func unheard(a NodeAnswer, addr string) string {
+	if a.Err != nil {
+		return a.Err.Error()
 	}
-	return nil
+	return fmt.Sprintf("the node at %s is %q", addr, a.Info.Id)
 }
 
 // checkJoin asks the cluster, through addrs, whether self is already a
-// member: a member with an empty data dir lost its data and must be
-// removed first. It fails closed: until one of addrs answers with the
-// members (which takes a leader), it keeps asking, and when ctx ends
+// member (joinRule): a member with an empty data dir lost its data and
+// must be removed first. It fails closed: until one of addrs answers with
+// the members (which takes a leader), it keeps asking, and when ctx ends
 // first it refuses, because a node that cannot tell must not start Raft.
-func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS) error {
+// hint is added to that refusal.
+func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS, hint string) error {
 	ask := NewAsker(t)
 	defer ask.Close()
 	var last error
 	for {
-		for _, addr := range addrs {
+		answers := make([]*api.StatusResponse, len(addrs))
+		for i, addr := range addrs {
 			st, err := ask.status(ctx, addr)
 			if err == nil && st.LeaderId == "" {
 				err = errors.New("no leader known")
@@ -304,18 +325,20 @@ func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS) 
 				last = fmt.Errorf("%s: %w", addr, err)
 				continue
 			}
-			for _, m := range st.Nodes {
-				if m.Id == self {
-					return fmt.Errorf("%w: %q is already a member at %s, but its data dir is empty; "+
-						"if it lost its data, remove it first (ordo remove --id %s), then join again", ErrNodeExists, self, m.RaftAddr, self)
-				}
-			}
+			answers[i] = st
+			break // the first leader's answer decides
+		}
+		switch v, m := joinRule(self, answers); v {
+		case joinMember:
+			return fmt.Errorf("%w: %q is already a member at %s, but its data dir is empty; "+
+				"if it lost its data, remove it first (ordo remove --id %s), then join again", ErrNodeExists, self, m.RaftAddr, self)
+		case joinNew:
 			return nil
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: cannot ask the cluster whether %q is already a member, so it must not start with an empty data dir (last error: %v)",
-				ErrClusterUnknown, self, last)
+			return fmt.Errorf("%w: cannot ask the cluster whether %q is already a member, so it must not start with an empty data dir (last error: %v)%s",
+				ErrClusterUnknown, self, last, hint)
 		case <-time.After(startPoll):
 		}
 	}

@@ -32,9 +32,10 @@ func (w testWriter) Write(p []byte) (int, error) {
 
 // TestDecideStart runs the table at the top of entry.go, one row at a
 // time, against fake peers: a node with an empty data dir bootstraps only
-// when every listed peer answers, under its own id, that it holds no Raft
-// state, and joins only when a leader says it is not a member; whenever it
-// cannot tell, it refuses. A data dir that holds state: server's
+// when every listed peer answers, under its own id, and every --join
+// address answers that it holds no Raft state (a list of itself alone
+// needs --force-bootstrap), and joins only when a leader says it is not
+// a member; whenever it cannot tell, it refuses. A data dir that holds state: server's
 // TestDecideStartRestartsOnState. Real processes: cluster_test's
 // TestLostDataDir and the lost-data tests.
 func TestDecideStart(t *testing.T) {
@@ -60,6 +61,11 @@ func TestDecideStart(t *testing.T) {
 		return answering(id, &startuptest.Admin{Info: &api.NodeInfo{Id: "x", Role: "starting"}})
 	}
 	self := func() Peer { return dead("a") }
+	// A member that holds state and leads members.
+	memberLeads := func(id string, members ...string) string {
+		info := &api.NodeInfo{Id: id, Role: "leader", HasState: true, ClusterId: "c1"}
+		return startuptest.Serve(t, &startuptest.Admin{Info: info, Members: append([]string{id}, members...), Leader: id})
+	}
 	leaderSays := func(members ...string) []string {
 		return []string{startuptest.Serve(t, &startuptest.Admin{Members: members, Leader: members[0]})}
 	}
@@ -74,7 +80,13 @@ func TestDecideStart(t *testing.T) {
 		text    string
 	}{
 		{"listed, every peer without state", Entry{Bootstrap: []Peer{self(), empty("b"), empty("c")}}, StartBootstrap, nil, ""},
-		{"listed alone", Entry{Bootstrap: []Peer{self()}}, StartBootstrap, nil, ""},
+		{"listed alone", Entry{Bootstrap: []Peer{self()}}, 0, ErrBadConfig, "--force-bootstrap"},
+		{"listed alone, forced", Entry{Bootstrap: []Peer{self()}, ForceBootstrap: true}, StartBootstrap, nil, ""},
+		{"listed alone, --join: a leader says a member", Entry{Bootstrap: []Peer{self()}, Join: leaderSays("b", "a")}, 0, ErrNodeExists, "remove it first"},
+		{"listed alone, --join: no leader", Entry{Bootstrap: []Peer{self()}, Join: noLeader}, 0, ErrClusterUnknown, "start it once with --force-bootstrap"},
+		{"listed, peers without state, a --join address holds state and leads", Entry{Bootstrap: []Peer{self(), empty("b")}, Join: []string{memberLeads("c", "a")}}, 0, ErrNodeExists, "remove it first"},
+		{"listed, peers without state, a --join address down", Entry{Bootstrap: []Peer{self(), empty("b")}, Join: deadJoin}, 0, ErrClusterUnknown, "join "},
+		{"listed, peers and --join addresses without state", Entry{Bootstrap: []Peer{self(), empty("b")}, Join: []string{empty("c").GRPCAddr, empty("d").GRPCAddr}}, StartBootstrap, nil, ""},
 		{"listed, every peer down", Entry{Bootstrap: []Peer{self(), dead("b"), dead("c")}, Join: deadJoin}, 0, ErrClusterUnknown, "cannot tell"},
 		{"listed, one peer down, one without state", Entry{Bootstrap: []Peer{self(), dead("b"), empty("c")}}, 0, ErrClusterUnknown, "b:"},
 		{"listed, another node at a peer's address", Entry{Bootstrap: []Peer{self(), imposter("b"), empty("c")}}, 0, ErrClusterUnknown, `is "x"`},
