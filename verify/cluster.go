@@ -163,6 +163,12 @@ func StartCluster(ctx context.Context, cfg ClusterConfig) (*Cluster, error) {
 			n.Args = append(c.everyStartArgs(cfg.JoinTimeout), n.Args...)
 			first = nil
 		}
+		if len(c.Nodes) == 1 {
+			// A list of one has no one to ask whether its cluster
+			// exists: creating it is the one-shot --force-bootstrap,
+			// on the first start only.
+			first = append(first, "--force-bootstrap")
+		}
 		if err := c.start(n, first...); err != nil {
 			c.Stop()
 			return nil, err

@@ -28,9 +28,12 @@ Runs one node of an Ordo cluster. The first start needs --bootstrap (create
 the cluster; give every initial node the same list) or --join (join an
 existing one); later starts need neither, the data dir holds the state.
 With both, a node named in --bootstrap creates the cluster with the others
-only when every other node of the list answers that it holds no Raft
-state; when one does, it joins through --join, like any node the list does
-not name: one command line for every node of a StatefulSet. A node that is
+only when every other node of the list, and every --join address, answers
+that it holds no Raft state; when one does, it joins through --join, like
+any node the list does not name: one command line for every node of a
+StatefulSet. A list that names only this node creates nothing without
+--force-bootstrap, given once: nothing could tell its first start from a
+start after a lost data dir. A node that is
 still a member but lost its data is refused either way (remove it with
 ordo remove, and start it again), and so is one that cannot tell, after
 --join-timeout.
@@ -158,7 +161,7 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		bootstrap:      fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state; with --join, a node it does not name joins)"),
 		join:           fs.String("join", "", "join the cluster on first start through these gRPC addresses (members or a service in front of them; comma-separated, tried in turn)"),
 		joinTimeout:    fs.Duration("join-timeout", time.Minute, "how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join"),
-		forceBootstrap: fs.Bool("force-bootstrap", false, "DISASTER RECOVERY: with an empty data dir, bootstrap the --bootstrap list without asking its peers whether they hold the cluster's state; only if no listed node ever held it, or it is gone for good (see docs/operations.md)"),
+		forceBootstrap: fs.Bool("force-bootstrap", false, "ONE-SHOT, command line only: with an empty data dir, bootstrap the --bootstrap list without asking anyone whether its cluster exists: the first start of a list of this node alone, or disaster recovery when no listed node ever held the cluster's state or it is gone for good; never on a node's usual command line (see docs/operations.md)"),
 		recoverAlone:   fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see docs/operations.md)"),
 		recoverJump:    fs.Duration("recover-jump", backup.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out"),
 		layoutSpec:     fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]"),
