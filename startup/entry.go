@@ -217,7 +217,7 @@ func DecideStart(ctx context.Context, cfg Self, e Entry) (Start, error) {
 	if len(e.Bootstrap) == 1 && e.Bootstrap[0].ID == cfg.ID {
 		hint = "; to create the cluster of a --bootstrap list that names only this node, start it once with --force-bootstrap"
 	}
-	return StartJoin, checkJoin(ctx, cfg.ID, joinAddrs(cfg.ID, e), cfg.TLS, hint)
+	return StartJoin, checkJoin(ctx, cfg.ID, joinAddrs(cfg.ID, e), cfg.TLS, cfg.Logger, hint)
 }
 
 // PeerHasState reports whether a NodeStatus answer says the node holds
@@ -242,6 +242,7 @@ func checkBootstrap(ctx context.Context, self string, e Entry, t *secure.TLS, lo
 		pending[s.key] = s
 	}
 	problems := map[string]string{} // why each pending source could not be counted, last round
+	waiting := waitLog{logger: logger}
 	var sources []heard
 	for {
 		addrs := map[string]string{}
@@ -280,13 +281,14 @@ func checkBootstrap(ctx context.Context, self string, e Entry, t *secure.TLS, lo
 			}
 			return nil
 		}
+		var why []string
+		for k, p := range problems {
+			why = append(why, k+": "+p)
+		}
+		slices.Sort(why)
+		waiting.log("waiting for every peer and --join address to answer before bootstrapping", "unanswered", strings.Join(why, "; "))
 		select {
 		case <-ctx.Done():
-			var why []string
-			for k, p := range problems {
-				why = append(why, k+": "+p)
-			}
-			slices.Sort(why)
 			return fmt.Errorf("%w: cannot tell whether the cluster of the bootstrap list exists, and this node's data dir is empty (%s). "+
 				"If the cluster exists and this node lost its data, it must not bootstrap: start the other nodes, and it will be told to rejoin. "+
 				"If the cluster is new, start every listed node. Only if no listed node ever held this cluster's data, give --force-bootstrap",
@@ -294,6 +296,30 @@ func checkBootstrap(ctx context.Context, self string, e Entry, t *secure.TLS, lo
 		case <-time.After(startPoll):
 		}
 	}
+}
+
+// waitLogEvery spaces out the lines a starting node logs while it waits
+// for answers: every wait longer than a second says what it waits for.
+const waitLogEvery = 5 * time.Second
+
+// waitLog logs what a starting node waits for, first after a second,
+// then every waitLogEvery.
+type waitLog struct {
+	logger hclog.Logger
+	start  time.Time
+	next   time.Time
+}
+
+func (w *waitLog) log(msg string, args ...any) {
+	now := time.Now()
+	if w.start.IsZero() {
+		w.start, w.next = now, now.Add(time.Second)
+	}
+	if now.Before(w.next) {
+		return
+	}
+	w.next = now.Add(waitLogEvery)
+	w.logger.Info(msg, append(args, "waited", now.Sub(w.start).Round(time.Second))...)
 }
 
 // unheard says why answer a from addr proves nothing.
@@ -310,10 +336,11 @@ func unheard(a NodeAnswer, addr string) string {
 // the members (which takes a leader), it keeps asking, and when ctx ends
 // first it refuses, because a node that cannot tell must not start Raft.
 // hint is added to that refusal.
-func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS, hint string) error {
+func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS, logger hclog.Logger, hint string) error {
 	ask := NewAsker(t)
 	defer ask.Close()
 	var last error
+	waiting := waitLog{logger: logger}
 	for {
 		answers := make([]*api.StatusResponse, len(addrs))
 		for i, addr := range addrs {
@@ -335,6 +362,7 @@ func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS, 
 		case joinNew:
 			return nil
 		}
+		waiting.log("waiting for a leader to say whether this node is already a member", "addrs", strings.Join(addrs, ","), "last_error", last)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%w: cannot ask the cluster whether %q is already a member, so it must not start with an empty data dir (last error: %v)%s",
