@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // A fault breaks something and returns how to mend it.
@@ -50,6 +51,8 @@ var faults = map[string]fault{
 	"grow-shrink":      {1, growShrink},
 	// A lost disk in a whole-cluster restart (issue 12).
 	"lose-data-restart": {3, withLeader(loseDataRestart)},
+	// A founder with a one-entry --bootstrap list loses its disk (issue 22).
+	"lose-data-founder": {3, withLeader(loseDataFounder)},
 }
 
 // FaultNames lists every fault kind, sorted.
@@ -615,4 +618,64 @@ func removeMember(ctx context.Context, c *Cluster, n *Node) error {
 		_, err := a.Remove(ctx, &api.RemoveRequest{Id: n.Name}, opts...)
 		return err
 	})
+}
+
+// loseDataFounder is issue 22's first hole as a fault: a node that founded
+// the cluster alone, with a one-entry --bootstrap list (itself) and --join
+// with every node's address, loses its data dir and starts again with that
+// line while the others serve. A follower is picked, killed, wiped, and
+// started with that founder's line, while the clients keep calling. Its
+// list names no peer to ask, but its --join addresses are members that
+// hold the cluster's state and list it: it must not bootstrap a cluster of
+// its own, which would hand out IDs from its clock beside the cluster's,
+// but refuse, exiting non-zero by itself. The heal is the operator's
+// remedy, as in lose-data-restart: remove it through the cluster, then
+// start it with an empty data dir and --join; the fault is over when it is
+// back in the cluster.
+func loseDataFounder(_ context.Context, c *Cluster, _ *Node, fs []*Node, rng *rand.Rand) (string, func(context.Context) error, error) {
+	f := fs[rng.IntN(len(fs))]
+	if err := c.Kill(f); err != nil {
+		return "", nil, err
+	}
+	if err := os.RemoveAll(f.DataDir); err != nil {
+		return "", nil, fmt.Errorf("wipe %s: %w", f.Name, err)
+	}
+	self := fmt.Sprintf("%s=%s@%s", f.Name, f.Advertise, f.GRPCAddr)
+	line := []string{"--bootstrap", self, "--join", strings.Join(c.Addrs(), ","), "--join-timeout", lostJoinTimeout.String()}
+	if err := c.start(f, line...); err != nil {
+		return "", nil, err
+	}
+	var others []string
+	for _, n := range c.Nodes {
+		if n != f {
+			others = append(others, n.GRPCAddr)
+		}
+	}
+	return f.Name + " wiped, started as a founder", func(ctx context.Context) error {
+		var refusal error
+		switch code, exited := f.WaitExit(lostJoinTimeout + 5*time.Second); {
+		case !exited:
+			refusal = fmt.Errorf("%s, started with an empty data dir and a one-entry --bootstrap list, was not refused: it still runs", f.Name)
+		case code == 0:
+			refusal = fmt.Errorf("%s, started with an empty data dir and a one-entry --bootstrap list, exited 0; want a refusal (non-zero)", f.Name)
+		default:
+			c.cfg.Logf("%s refused to start with an empty data dir: %s", f.Name, lastLine(f.LogFile))
+		}
+		if err := removeMember(ctx, c, f); err != nil {
+			return errors.Join(refusal, err)
+		}
+		if err := c.Kill(f); err != nil { // reaps the refused process
+			return errors.Join(refusal, err)
+		}
+		if has, err := startup.HasState(f.DataDir); err != nil || has {
+			refusal = errors.Join(refusal, fmt.Errorf("%s ran Raft with an empty data dir: its data dir holds Raft state (%v, %v)", f.Name, has, err))
+		}
+		if err := os.RemoveAll(f.DataDir); err != nil {
+			return errors.Join(refusal, fmt.Errorf("wipe %s: %w", f.Name, err))
+		}
+		if err := c.start(f, "--join", strings.Join(others, ",")); err != nil {
+			return errors.Join(refusal, err)
+		}
+		return errors.Join(refusal, waitInCluster(ctx, c, f, 20*time.Second))
+	}, nil
 }
