@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -728,6 +729,9 @@ func (n *Node) becomeReady(ctx context.Context) error {
 	if err := n.registerAddrs(st.Nodes); err != nil {
 		return err
 	}
+	if err := n.forgetRemoved(); err != nil {
+		return err
+	}
 	// The bootstrap list is registered once: a peer removed later must
 	// not come back with this node's next term.
 	n.mu.Lock()
@@ -759,6 +763,47 @@ func (n *Node) registerAddrs(known map[string]string) error {
 		known[p.ID] = p.GRPCAddr
 	}
 	return nil
+}
+
+// forgetRemoved deletes the address entries of nodes that are not servers
+// of the Raft configuration. A leader that removes itself steps down
+// before it can delete its own entry, so the next leader does; left
+// behind, the address would still be asked as a member's (a follower's
+// removal check, a backup's members), and whatever listens there later,
+// a node of another cluster, would seem to speak for this one. It holds
+// membershipMu: under it the configuration read is committed, and a join
+// records its address only after its server is in the configuration.
+func (n *Node) forgetRemoved() error {
+	n.membershipMu.Lock()
+	defer n.membershipMu.Unlock()
+	servers, err := n.servers()
+	if err != nil {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	for _, id := range strayAddrs(n.fsm.State().Nodes, servers) {
+		if _, err := n.apply(fsm.Command{Op: fsm.OpDeleteNode, NodeID: id}); err != nil {
+			return fmt.Errorf("forget the address of removed node %s: %w", id, err)
+		}
+		n.logger.Info("forgot the address of a node that is no longer a member", "id", id)
+	}
+	return nil
+}
+
+// strayAddrs returns, sorted, the ids of nodes that have an address entry
+// but are not servers of the configuration. An empty configuration says
+// nothing about who is a member, so nothing is stray then.
+func strayAddrs(nodes map[string]string, servers []raft.Server) []string {
+	if len(servers) == 0 {
+		return nil
+	}
+	var stray []string
+	for id := range nodes {
+		if !slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+			stray = append(stray, id)
+		}
+	}
+	slices.Sort(stray)
+	return stray
 }
 
 // apply commits a command and returns the FSM's result.
