@@ -2,10 +2,19 @@ package server
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
+
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/startup"
 
 	"github.com/seed-e8569b35/ordo/internal/eventually"
 )
@@ -70,5 +79,107 @@ func TestStrayAddrs(t *testing.T) {
 		if got := strayAddrs(tc.nodes, tc.servers); !slices.Equal(got, tc.want) {
 			t.Errorf("%s: strayAddrs = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+// TestNodeOfAnotherClusterHandsOver: a member whose state names another
+// cluster than the other voters hold (here its snapshot was rewritten to
+// name one, as a bug or a copied data dir could leave it) must never
+// lead: elected, its round finds a majority of the voters refusing it as
+// nodes of another cluster, and it refuses to serve and hands leadership
+// over, so that the cluster serves again. Before, it kept leading, every
+// round failing for good.
+func TestNodeOfAnotherClusterHandsOver(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	odd := followerOf(nodes, leader)
+	own := odd.clusterID()
+	// Raft takes none until the newest configuration is applied.
+	eventually.True(t, seqTestWait, "a snapshot of "+odd.ID(), func() bool { return odd.raft.Snapshot().Error() == nil })
+	cfg := odd.cfg
+	cfg.RaftAddr, cfg.GRPCAddr = odd.RaftAddr(), odd.GRPCAddr() // the member's addresses stay
+	if err := odd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	mustRenameCluster(t, cfg.DataDir, "another-cluster")
+	odd = mustOpen(t, cfg)
+	if got := odd.clusterID(); got != "another-cluster" {
+		t.Fatalf("%s restarted holding cluster %q, want another-cluster", odd.ID(), got)
+	}
+	eventually.True(t, seqTestWait, odd.ID()+" to follow the leader again", func() bool {
+		id, _ := odd.leader()
+		return id == leader.ID() && odd.raft.AppliedIndex() >= leader.raft.AppliedIndex()
+	})
+
+	if err := leader.transferLeader(odd.ID()); err != nil {
+		t.Fatalf("transfer leadership to %s: %v", odd.ID(), err)
+	}
+	eventually.True(t, seqTestWait, odd.ID()+" to refuse as a node of another cluster", func() bool {
+		return errors.Is(odd.refusal(), startup.ErrOtherCluster)
+	})
+	err := odd.refusal()
+	for _, want := range []string{"cluster another-cluster", "cluster " + own, "ordo remove --id " + odd.ID()} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the refusal %q does not say %q", err, want)
+		}
+	}
+	var rest []*Node
+	for _, n := range nodes {
+		if n.ID() != odd.ID() {
+			rest = append(rest, n)
+		}
+	}
+	next := mustLeader(t, rest)
+	mustNext(t, next.GRPCAddr(), 10)
+	if odd.isLeader() {
+		t.Errorf("%s still leads", odd.ID())
+	}
+}
+
+// mustRenameCluster rewrites the latest snapshot in the closed data dir
+// dir so that its state names cluster id, keeping its index, term and
+// configuration: the node restores it, and the log after it names no
+// cluster.
+func mustRenameCluster(t *testing.T, dir, id string) {
+	t.Helper()
+	store, snaps, err := startup.OpenStores(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	metas, err := snaps.List()
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("snapshots in %s: %v, %v", dir, metas, err)
+	}
+	meta := metas[0]
+	_, rc, err := snaps.Open(meta.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st fsm.State
+	err = json.NewDecoder(rc).Decode(&st)
+	rc.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.ClusterID = id
+	data, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, trans := raft.NewInmemTransport("")
+	defer trans.Close()
+	sink, err := snaps.Create(meta.Version, meta.Index, meta.Term, meta.Configuration, meta.ConfigurationIndex, trans)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sink.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if err := sink.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(dir, "snapshots", meta.ID)); err != nil {
+		t.Fatal(err)
 	}
 }

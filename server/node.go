@@ -659,7 +659,8 @@ func (n *Node) lead(ctx context.Context) {
 				sleepCtx(ctx, time.Second)
 			}
 		} else if !n.seq.Serving() {
-			if err := n.becomeReady(ctx); err != nil && ctx.Err() == nil {
+			// A refusal was logged as one, and is handed over next.
+			if err := n.becomeReady(ctx); err != nil && ctx.Err() == nil && n.refusal() == nil {
 				n.logger.Warn("not ready to serve yet", "error", err)
 			}
 		} else {
@@ -692,7 +693,7 @@ func (n *Node) changeMembership(ctx context.Context, change func() raft.Future) 
 	n.membershipMu.Lock()
 	defer n.membershipMu.Unlock()
 	n.seq.DropLease()
-	if _, err := n.confirmer.Confirm(ctx, false); err != nil {
+	if _, err := n.confirm(ctx, false); err != nil {
 		return fmt.Errorf("confirm leadership before changing membership: %w", err)
 	}
 	return change().Error()
@@ -730,6 +731,13 @@ func (n *Node) becomeReady(ctx context.Context) error {
 		return err
 	}
 	if err := n.forgetRemoved(); err != nil {
+		return err
+	}
+	// A round before serving, so that a leader whose voters hold another
+	// cluster refuses even if no client reaches it but through them
+	// (they forward naming their cluster, which it refuses). Any other
+	// failure is left to the rounds of the first requests, as before.
+	if _, err := n.confirm(ctx, false); errors.Is(err, leadership.ErrOtherCluster) {
 		return err
 	}
 	// The bootstrap list is registered once: a peer removed later must
@@ -834,6 +842,22 @@ func (n *Node) applyCtx(ctx context.Context, c fsm.Command) (fsm.Result, error) 
 	return res, res.Err
 }
 
+// confirm runs a confirmation round (leadership.Confirmer.Confirm). A
+// round that a majority of the voters refused as nodes of another cluster
+// means this node's state names another cluster than the members it
+// leads: it refuses to serve, and lead hands leadership over. It would
+// otherwise keep winning elections it cannot serve in, its rounds failing
+// for good.
+func (n *Node) confirm(ctx context.Context, askLease bool) (sequencer.Confirmation, error) {
+	c, err := n.confirmer.Confirm(ctx, askLease)
+	if errors.Is(err, leadership.ErrOtherCluster) {
+		n.refuse(fmt.Errorf("%w: %w. This node's data dir is another cluster's: stop it, move the data dir aside, "+
+			"remove it from the cluster (ordo remove --id %s), and start it with an empty data dir and --join",
+			startup.ErrOtherCluster, err, n.cfg.ID))
+	}
+	return c, err
+}
+
 // raftLog is the Sequencer's view of Raft.
 type raftLog struct{ n *Node }
 
@@ -846,7 +870,7 @@ func (l raftLog) Reserve(ctx context.Context, upTo, clock uint64) (sequencer.Res
 
 func (l raftLog) Confirm(ctx context.Context, askLease bool) (sequencer.Confirmation, error) {
 	start := time.Now()
-	c, err := l.n.confirmer.Confirm(ctx, askLease)
+	c, err := l.n.confirm(ctx, askLease)
 	l.n.metrics.Confirmed(time.Since(start), err)
 	return c, err
 }
