@@ -20,8 +20,9 @@ package startup
 //	data dir     --bootstrap      what the others say                --join  start
 //	-----------  ---------------  ---------------------------------  ------  ------------------------------------------
 //	holds state  (ignored)        (--cluster-id names another)         any   refuse (ErrOtherCluster)
-//	holds state  (ignored)        a majority of the other voters: one  any   refuse (ErrOtherCluster)
-//	                              other cluster, none this one
+//	holds state  (ignored)        a majority of the other voters       any   refuse (ErrOtherCluster)
+//	                              answer for one other cluster, none
+//	                              for this one
 //	holds state  (ignored)        otherwise                            any   restart from the data dir
 //	empty        --force-bootstrap                                     any   bootstrap without asking (disaster only)
 //	empty        names this node  every listed peer: no state          any   bootstrap, after BootstrapSettle
