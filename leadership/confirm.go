@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -88,6 +89,9 @@ func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confi
 			c.terms.silent(id, time.Since(at))
 		}
 	}()
+	// foreign holds, by voter, the other cluster each voter that refused
+	// the round as a node of another cluster named.
+	foreign := map[string]string{}
 	asked := 0
 	askNext := func() {
 		id := order[asked]
@@ -117,6 +121,9 @@ func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confi
 			}
 			c.terms.answered(a.id, time.Since(sentAt[a.id]), ok, ask > 0, p > 0)
 			delete(sentAt, a.id)
+			if !ok && a.cluster != "" && a.cluster != cluster && cluster != "" {
+				foreign[a.id] = a.cluster
+			}
 			if ok {
 				have++
 				if p > 0 {
@@ -150,7 +157,29 @@ func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confi
 	if have >= need {
 		return result(), nil
 	}
+	if other, ids := foreignMajority(foreign, need); other != "" {
+		return sequencer.Confirmation{}, fmt.Errorf("%w: %w: %d of %d voters (%s) answered as nodes of cluster %s, this node holds cluster %s",
+			sequencer.ErrNotLeader, ErrOtherCluster, len(ids), voters, strings.Join(ids, ", "), other, cluster)
+	}
 	return sequencer.Confirmation{}, fmt.Errorf("%w: only %d of %d voters are still in term %d", sequencer.ErrNotLeader, have, voters, term)
+}
+
+// foreignMajority returns the cluster that at least need voters of
+// foreign (each voter's other cluster) named, and those voters, sorted;
+// "" when none did. Each voter is counted once, for the one cluster it
+// named, so at most one cluster can reach a majority.
+func foreignMajority(foreign map[string]string, need int) (string, []string) {
+	by := map[string][]string{}
+	for id, cluster := range foreign {
+		by[cluster] = append(by[cluster], id)
+	}
+	for cluster, ids := range by {
+		if len(ids) >= need {
+			slices.Sort(ids)
+			return cluster, ids
+		}
+	}
+	return "", nil
 }
 
 // probeEvery is how often a round asks every voter, not only those it
@@ -292,10 +321,12 @@ func (c *Confirmer) Release() {
 }
 
 // termAnswer is voter id's answer to one round; resp is nil when the voter
-// could not be asked or its stream broke.
+// could not be asked or its stream broke. cluster is the cluster id the
+// voter's side named when it ended the stream, "" if none.
 type termAnswer struct {
-	id   string
-	resp *api.TermResponse
+	id      string
+	resp    *api.TermResponse
+	cluster string
 }
 
 // askTerm sends req to voter id, and not to some other process at its

@@ -17,6 +17,12 @@ var (
 	// cluster than the one that got it: it was sent to a stale address,
 	// and whatever listens there must not answer for the voter.
 	ErrMisdirected = errors.New("term request meant for another node")
+	// ErrOtherCluster means a round failed because a majority of the
+	// voters refused it as nodes of one other cluster: this node's state
+	// names another cluster than the voters of its Raft configuration
+	// hold, and it must not lead them. It comes wrapped with
+	// sequencer.ErrNotLeader, as every failed round.
+	ErrOtherCluster = errors.New("a majority of the voters belong to another cluster")
 )
 
 // Raft is what rounds need of this node's Raft. Package server implements

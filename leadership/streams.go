@@ -2,7 +2,9 @@ package leadership
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -44,6 +46,11 @@ type termStream struct {
 	once   sync.Once
 
 	mu sync.Mutex
+	// cluster is the cluster id the voter's side named in the header of a
+	// stream that ended, "" if none: a voter of another cluster refuses
+	// the stream at once, naming its own (grpcapi.Auth), and that is how
+	// a round tells such a refusal from a voter that is down.
+	cluster string
 	// waiting holds, by round, where the answer to each request sent and
 	// not yet answered goes. A healthy voter answers every request, in
 	// order, so it holds at most the rounds in flight; a voter that stops
@@ -151,9 +158,10 @@ func (t *termStreams) close() {
 func (ts *termStream) ask(req *api.TermRequest, answers chan<- termAnswer) {
 	ts.mu.Lock()
 	if ts.killed || len(ts.queue) >= maxQueuedTerms || len(ts.waiting) >= maxUnanswered {
+		cluster := ts.cluster
 		ts.mu.Unlock()
 		ts.kill()
-		answers <- termAnswer{id: req.NodeId}
+		answers <- termAnswer{id: req.NodeId, cluster: cluster}
 		return
 	}
 	ts.waiting[req.Round] = termWaiter{id: req.NodeId, answers: answers}
@@ -167,13 +175,26 @@ func (ts *termStream) ask(req *api.TermRequest, answers chan<- termAnswer) {
 		reqs := ts.queue
 		ts.queue = nil
 		ts.mu.Unlock()
+		var err error
 		for _, r := range reqs {
-			if err := ts.st.Send(r); err != nil {
-				ts.kill() // answers every round still waiting
+			if err = ts.st.Send(r); err != nil {
 				break
 			}
 		}
 		ts.mu.Lock()
+		if errors.Is(err, io.EOF) {
+			// The voter ended the stream: receive is about to read why,
+			// and the cluster the voter named, and then answers every
+			// round still waiting. Killing it here first would lose the
+			// cluster.
+			ts.queue = nil
+			break
+		}
+		if err != nil {
+			ts.mu.Unlock()
+			ts.kill() // answers every round still waiting
+			ts.mu.Lock()
+		}
 	}
 	ts.sending = false
 	ts.mu.Unlock()
@@ -192,12 +213,21 @@ func (ts *termStream) deliver(round uint64, resp *api.TermResponse) {
 }
 
 // receive hands each answer to the round that asked, until the stream
-// breaks.
+// breaks; then it keeps the cluster the voter's side named, for the
+// rounds the stream fails.
 func (ts *termStream) receive() {
 	defer ts.kill()
 	for {
 		resp, err := ts.st.Recv()
 		if err != nil {
+			// The stream has ended, so Header does not wait.
+			if md, err := ts.st.Header(); err == nil {
+				if v := md.Get(api.ClusterIDKey); len(v) > 0 {
+					ts.mu.Lock()
+					ts.cluster = v[0]
+					ts.mu.Unlock()
+				}
+			}
 			return
 		}
 		ts.deliver(resp.Round, resp) // a second answer to a round finds no entry
@@ -205,18 +235,18 @@ func (ts *termStream) receive() {
 }
 
 // kill gives the stream up: it ends the call, and every round still
-// waiting on it gets a nil answer.
+// waiting on it gets a nil answer, with the cluster the voter named.
 func (ts *termStream) kill() {
 	ts.once.Do(func() {
 		ts.cancel()
 		close(ts.dead)
 		ts.mu.Lock()
 		ts.killed = true
-		waiting := ts.waiting
+		waiting, cluster := ts.waiting, ts.cluster
 		ts.waiting = map[uint64]termWaiter{}
 		ts.mu.Unlock()
 		for _, w := range waiting {
-			w.answers <- termAnswer{id: w.id}
+			w.answers <- termAnswer{id: w.id, cluster: cluster}
 		}
 	})
 }

@@ -132,7 +132,8 @@ func (n *Node) removeMember(ctx context.Context, id string) error {
 	}
 	if id == n.cfg.ID {
 		// The leader removed itself and has stepped down, so it cannot
-		// commit more; its address entry stays, unused.
+		// commit more: the next leader forgets its address
+		// (forgetRemoved).
 		return nil
 	}
 	if _, err := n.apply(fsm.Command{Op: fsm.OpDeleteNode, NodeID: id}); err != nil {

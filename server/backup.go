@@ -36,7 +36,7 @@ func (n *Node) backup(ctx context.Context) (*api.BackupResponse, error) {
 	if st.Layout == nil {
 		return nil, grpcapi.ErrNotReady
 	}
-	confirmed, err := n.confirmer.Confirm(ctx, false)
+	confirmed, err := n.confirm(ctx, false)
 	if err != nil {
 		return nil, fmt.Errorf("confirm leadership: %w", err)
 	}

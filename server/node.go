@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -658,7 +659,8 @@ func (n *Node) lead(ctx context.Context) {
 				sleepCtx(ctx, time.Second)
 			}
 		} else if !n.seq.Serving() {
-			if err := n.becomeReady(ctx); err != nil && ctx.Err() == nil {
+			// A refusal was logged as one, and is handed over next.
+			if err := n.becomeReady(ctx); err != nil && ctx.Err() == nil && n.refusal() == nil {
 				n.logger.Warn("not ready to serve yet", "error", err)
 			}
 		} else {
@@ -691,7 +693,7 @@ func (n *Node) changeMembership(ctx context.Context, change func() raft.Future) 
 	n.membershipMu.Lock()
 	defer n.membershipMu.Unlock()
 	n.seq.DropLease()
-	if _, err := n.confirmer.Confirm(ctx, false); err != nil {
+	if _, err := n.confirm(ctx, false); err != nil {
 		return fmt.Errorf("confirm leadership before changing membership: %w", err)
 	}
 	return change().Error()
@@ -728,6 +730,16 @@ func (n *Node) becomeReady(ctx context.Context) error {
 	if err := n.registerAddrs(st.Nodes); err != nil {
 		return err
 	}
+	if err := n.forgetRemoved(); err != nil {
+		return err
+	}
+	// A round before serving, so that a leader whose voters hold another
+	// cluster refuses even if no client reaches it but through them
+	// (they forward naming their cluster, which it refuses). Any other
+	// failure is left to the rounds of the first requests, as before.
+	if _, err := n.confirm(ctx, false); errors.Is(err, leadership.ErrOtherCluster) {
+		return err
+	}
 	// The bootstrap list is registered once: a peer removed later must
 	// not come back with this node's next term.
 	n.mu.Lock()
@@ -761,6 +773,47 @@ func (n *Node) registerAddrs(known map[string]string) error {
 	return nil
 }
 
+// forgetRemoved deletes the address entries of nodes that are not servers
+// of the Raft configuration. A leader that removes itself steps down
+// before it can delete its own entry, so the next leader does; left
+// behind, the address would still be asked as a member's (a follower's
+// removal check, a backup's members), and whatever listens there later,
+// a node of another cluster, would seem to speak for this one. It holds
+// membershipMu: under it the configuration read is committed, and a join
+// records its address only after its server is in the configuration.
+func (n *Node) forgetRemoved() error {
+	n.membershipMu.Lock()
+	defer n.membershipMu.Unlock()
+	servers, err := n.servers()
+	if err != nil {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	for _, id := range strayAddrs(n.fsm.State().Nodes, servers) {
+		if _, err := n.apply(fsm.Command{Op: fsm.OpDeleteNode, NodeID: id}); err != nil {
+			return fmt.Errorf("forget the address of removed node %s: %w", id, err)
+		}
+		n.logger.Info("forgot the address of a node that is no longer a member", "id", id)
+	}
+	return nil
+}
+
+// strayAddrs returns, sorted, the ids of nodes that have an address entry
+// but are not servers of the configuration. An empty configuration says
+// nothing about who is a member, so nothing is stray then.
+func strayAddrs(nodes map[string]string, servers []raft.Server) []string {
+	if len(servers) == 0 {
+		return nil
+	}
+	var stray []string
+	for id := range nodes {
+		if !slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }) {
+			stray = append(stray, id)
+		}
+	}
+	slices.Sort(stray)
+	return stray
+}
+
 // apply commits a command and returns the FSM's result.
 func (n *Node) apply(c fsm.Command) (fsm.Result, error) {
 	return n.applyCtx(context.Background(), c)
@@ -789,6 +842,22 @@ func (n *Node) applyCtx(ctx context.Context, c fsm.Command) (fsm.Result, error) 
 	return res, res.Err
 }
 
+// confirm runs a confirmation round (leadership.Confirmer.Confirm). A
+// round that a majority of the voters refused as nodes of another cluster
+// means this node's state names another cluster than the members it
+// leads: it refuses to serve, and lead hands leadership over. It would
+// otherwise keep winning elections it cannot serve in, its rounds failing
+// for good.
+func (n *Node) confirm(ctx context.Context, askLease bool) (sequencer.Confirmation, error) {
+	c, err := n.confirmer.Confirm(ctx, askLease)
+	if errors.Is(err, leadership.ErrOtherCluster) {
+		n.refuse(fmt.Errorf("%w: %w. This node's data dir is another cluster's: stop it, move the data dir aside, "+
+			"remove it from the cluster (ordo remove --id %s), and start it with an empty data dir and --join",
+			startup.ErrOtherCluster, err, n.cfg.ID))
+	}
+	return c, err
+}
+
 // raftLog is the Sequencer's view of Raft.
 type raftLog struct{ n *Node }
 
@@ -801,7 +870,7 @@ func (l raftLog) Reserve(ctx context.Context, upTo, clock uint64) (sequencer.Res
 
 func (l raftLog) Confirm(ctx context.Context, askLease bool) (sequencer.Confirmation, error) {
 	start := time.Now()
-	c, err := l.n.confirmer.Confirm(ctx, askLease)
+	c, err := l.n.confirm(ctx, askLease)
 	l.n.metrics.Confirmed(time.Since(start), err)
 	return c, err
 }

@@ -293,3 +293,57 @@ func StoredState(dataDir string) (fsm.State, error) {
 	}
 	return scratch.State(), nil
 }
+
+// StoredConfiguration returns the latest Raft configuration dataDir holds,
+// read without starting Raft, as Raft would on its start: the newest
+// configuration entry of the log after the latest snapshot, or else that
+// snapshot's configuration. Like Raft, it takes the newest entry whether
+// or not it was committed. Empty when the data dir holds none.
+func StoredConfiguration(dataDir string) (raft.Configuration, error) {
+	store, snaps, err := OpenStores(dataDir, hclog.NewNullLogger())
+	if err != nil {
+		return raft.Configuration{}, err
+	}
+	defer store.Close()
+	var conf raft.Configuration
+	var after uint64
+	metas, err := snaps.List()
+	if err != nil {
+		return raft.Configuration{}, fmt.Errorf("list snapshots: %w", err)
+	}
+	if len(metas) > 0 {
+		conf, after = metas[0].Configuration, metas[0].Index
+	}
+	first, err := store.FirstIndex()
+	if err != nil {
+		return raft.Configuration{}, fmt.Errorf("read raft log: %w", err)
+	}
+	last, err := store.LastIndex()
+	if err != nil {
+		return raft.Configuration{}, fmt.Errorf("read raft log: %w", err)
+	}
+	// From the newest entry down: the first configuration found is the
+	// latest, and the log before it need not be read.
+	for i := last; first > 0 && i >= max(first, after+1); i-- {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return raft.Configuration{}, fmt.Errorf("read raft log entry %d: %w", i, err)
+		}
+		if l.Type == raft.LogConfiguration {
+			return decodeConfiguration(dataDir, i, l.Data)
+		}
+	}
+	return conf, nil
+}
+
+// decodeConfiguration decodes the configuration entry at index of
+// dataDir's log. Raft's decoder panics on bytes it cannot read; such an
+// entry is a damaged log, which Raft itself would stop on.
+func decodeConfiguration(dataDir string, index uint64, data []byte) (conf raft.Configuration, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = corrupt(filepath.Join(dataDir, LogStoreFile), fmt.Errorf("configuration entry %d: %v", index, r))
+		}
+	}()
+	return raft.DecodeConfiguration(data), nil
+}

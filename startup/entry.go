@@ -21,7 +21,9 @@ package startup
 //
 //	data dir     --bootstrap        what the others say                      --join  start
 //	-----------  -----------------  ---------------------------------------  ------  ----------------------------------------
-//	holds state  (ignored)          a recorded member: another cluster         any   refuse (ErrOtherCluster)
+//	holds state  (ignored)          (--cluster-id names another)               any   refuse (ErrOtherCluster)
+//	holds state  (ignored)          a majority of the other voters answer      any   refuse (ErrOtherCluster)
+//	                                for one other cluster, none for this one
 //	holds state  (ignored)          otherwise                                  any   restart from the data dir
 //	empty        --force-bootstrap                                             any   bootstrap without asking (one-shot)
 //	empty        names only it                                                 none  refuse (usage): --force-bootstrap once
@@ -37,6 +39,14 @@ package startup
 //	empty        does not name      no leader can be asked                    given keep asking; at the deadline refuse
 //	                                                                                 (ErrClusterUnknown)
 //	empty        does not name                                                 none  refuse (usage)
+//
+// For a data dir that holds state, "the others" are the other voters of
+// its latest Raft configuration, asked at their recorded gRPC addresses
+// (checkCluster); an answer counts only under the voter's own id, and any
+// answer for this data dir's cluster shows it alive, making the rest
+// stale addresses, which are logged (judgeCluster). Voters that do not
+// answer prove nothing: a member restarting while the others are down
+// starts.
 //
 // A listed peer counts as "no state" only when the node at its address
 // answers under its id and reports no Raft state; a --join address, which
@@ -193,7 +203,7 @@ func DecideStart(ctx context.Context, cfg Self, e Entry) (Start, error) {
 	}
 	defer stop()
 	if has {
-		return StartRestart, checkCluster(ctx, cfg.ID, cfg.DataDir, stored, e.ClusterID, cfg.TLS)
+		return StartRestart, checkCluster(ctx, cfg.ID, cfg.DataDir, stored, e.ClusterID, cfg.TLS, cfg.Logger)
 	}
 	p, err := entryPath(cfg.ID, e)
 	if err != nil {
@@ -394,12 +404,15 @@ func CheckJoinRequest(servers []raft.Server, req *api.JoinRequest) error {
 
 // checkCluster refuses to start on a data dir that belongs to another
 // cluster: one whose recorded cluster id (in st, read from dataDir)
-// differs from expected (when given), or from the id any of its recorded
-// members reports. A node started on another cluster's data could
-// otherwise take part in this cluster's elections with that cluster's
-// log, and its high-water mark. Members that do not answer, or have no id
-// yet, prove nothing.
-func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, expected string, t *secure.TLS) error {
+// differs from expected (when given), or one that the other voters of its
+// latest Raft configuration, asked at their recorded gRPC addresses, show
+// to be another cluster's (judgeCluster). A node started on another
+// cluster's data could otherwise take part in this cluster's elections
+// with that cluster's log, and its high-water mark. Only the voters of the
+// configuration are asked: the address map also holds entries of nodes
+// removed long ago, where anything may listen now. What judgeCluster
+// found stale is logged.
+func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, expected string, t *secure.TLS, logger hclog.Logger) error {
 	if st.ClusterID == "" {
 		return nil // the first leader has not recorded one yet
 	}
@@ -407,26 +420,121 @@ func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, expec
 		return fmt.Errorf("%w: the data dir %s holds cluster %s, this node is configured for cluster %s",
 			ErrOtherCluster, dataDir, st.ClusterID, expected)
 	}
-	ask := NewAsker(t)
-	defer ask.Close()
-	others := maps.Clone(st.Nodes)
-	delete(others, self)
-	for id, a := range ask.NodeStatuses(ctx, others) {
-		if a.Err == nil && a.Info.ClusterId != "" && a.Info.ClusterId != st.ClusterID {
-			return fmt.Errorf("%w: the data dir %s holds cluster %s, but member %s at %s reports cluster %s; was the data dir copied from another cluster?",
-				ErrOtherCluster, dataDir, st.ClusterID, id, others[id], a.Info.ClusterId)
+	conf, err := StoredConfiguration(dataDir)
+	if err != nil {
+		return err
+	}
+	addrs := map[string]string{}
+	for _, srv := range conf.Servers {
+		if id := string(srv.ID); srv.Suffrage == raft.Voter && id != self {
+			addrs[id] = st.Nodes[id] // "" when none is recorded: not asked
 		}
 	}
-	return nil
+	ask := NewAsker(t)
+	defer ask.Close()
+	got := ask.NodeStatuses(ctx, addrs)
+	answers := make([]voterAnswer, 0, len(addrs))
+	for _, id := range slices.Sorted(maps.Keys(addrs)) {
+		answers = append(answers, voterAnswer{ID: id, Addr: addrs[id], Info: got[id].Info})
+	}
+	stale, err := judgeCluster(self, dataDir, st.ClusterID, answers)
+	for _, s := range stale {
+		logger.Warn(s.Why, "member", s.Member, "addr", s.Addr, "answered_as", s.AnsweredAs, "its_cluster", s.Cluster, "this_cluster", st.ClusterID)
+	}
+	return err
+}
+
+// voterAnswer is what the recorded gRPC address of one other voter of a
+// data dir's configuration answered when asked who it is.
+type voterAnswer struct {
+	// ID is the voter, Addr its recorded gRPC address ("" when none).
+	ID, Addr string
+	// Info is the answer; nil when nothing answered.
+	Info *api.NodeInfo
+}
+
+// staleAnswer is an answer judgeCluster does not take as the voter's
+// word: why, and who answered for whom.
+type staleAnswer struct {
+	// Why is the log message.
+	Why string
+	// Member is the voter asked, at Addr; AnsweredAs is the id that
+	// answered there, of cluster Cluster.
+	Member, Addr, AnsweredAs, Cluster string
+}
+
+// judgeCluster is the rule behind checkCluster, apart from the asking:
+// may node self start on dataDir, which holds cluster own, given what the
+// other voters of its configuration answered (answers, one per voter)?
+//
+// It refuses (ErrOtherCluster) only when a majority of the other voters
+// answered, each under its own id, for one and the same other cluster,
+// and no answer named own. That is a data dir copied from, or left over
+// by, another cluster whose members now answer where this one's are
+// recorded. Everything else starts:
+//
+//   - An answer under another id is not that voter's: the address is
+//     stale (the voter moved, and something else listens there). It is
+//     logged and ignored.
+//   - Any answer naming own, under whatever id, shows this cluster alive:
+//     the answers for another cluster came from stale addresses, logged.
+//   - Answers for another cluster from fewer than a majority, or for
+//     several, prove nothing; they are logged.
+//   - Voters that do not answer, or answer without a cluster id (no state
+//     yet, an older version), prove nothing either: a node restarting
+//     while the others are down must start.
+//
+// A node whose data dir is another cluster's but whose recorded voters do
+// not answer thus starts; the Raft transport's handshake catches it then.
+func judgeCluster(self, dataDir, own string, answers []voterAnswer) ([]staleAnswer, error) {
+	var stale, foreign []staleAnswer
+	ownAlive := false
+	byCluster := map[string][]staleAnswer{}
+	for _, a := range answers {
+		if a.Info == nil || a.Info.ClusterId == "" {
+			continue
+		}
+		s := staleAnswer{Member: a.ID, Addr: a.Addr, AnsweredAs: a.Info.Id, Cluster: a.Info.ClusterId}
+		ownAlive = ownAlive || s.Cluster == own
+		switch {
+		case s.AnsweredAs != a.ID:
+			s.Why = "stale address: another node answers at this member's recorded gRPC address; ignoring it"
+			stale = append(stale, s)
+		case s.Cluster != own:
+			foreign = append(foreign, s)
+			byCluster[s.Cluster] = append(byCluster[s.Cluster], s)
+		}
+	}
+	need := len(answers)/2 + 1
+	for _, cluster := range slices.Sorted(maps.Keys(byCluster)) {
+		if said := byCluster[cluster]; !ownAlive && len(said) >= need {
+			var who []string
+			for _, s := range said {
+				who = append(who, s.Member+" at "+s.Addr)
+			}
+			return stale, fmt.Errorf("%w: the data dir %s holds cluster %s, but %d of the %d other voters of its Raft configuration answer for cluster %s (%s), and none for cluster %s: "+
+				"this data dir is another cluster's. Move it aside, remove this node from the cluster (ordo remove --id %s), and start it with an empty data dir and --join",
+				ErrOtherCluster, dataDir, own, len(said), len(answers), cluster, strings.Join(who, ", "), own, self)
+		}
+	}
+	for _, s := range foreign {
+		if ownAlive {
+			s.Why = "stale address: a node of another cluster answers at this member's recorded gRPC address, while members answer for this node's cluster; starting"
+		} else {
+			s.Why = "a member's recorded gRPC address answers for another cluster, but not a majority of the voters do: starting"
+		}
+		stale = append(stale, s)
+	}
+	return stale, nil
 }
 
 // CheckCluster is checkCluster on what dataDir holds: see DecideStart.
-func CheckCluster(ctx context.Context, self, dataDir, expected string, t *secure.TLS) error {
+func CheckCluster(ctx context.Context, self, dataDir, expected string, t *secure.TLS, logger hclog.Logger) error {
 	st, err := StoredState(dataDir)
 	if err != nil {
 		return err
 	}
-	return checkCluster(ctx, self, dataDir, st, expected, t)
+	return checkCluster(ctx, self, dataDir, st, expected, t, logger)
 }
 
 // NodeStatusTimeout bounds asking one node for its status (server's
