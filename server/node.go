@@ -20,7 +20,8 @@
 // applied an init) is let through by everyone: its log holds no
 // reservation, because the init is the first entry a leader commits, so
 // it has no high-water mark to impose; a node with state but no cluster
-// id is one whose cluster never committed its init.
+// id is one whose cluster never committed its init (or was created before
+// cluster ids existed: then only node ids are checked).
 package server
 
 import (
