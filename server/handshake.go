@@ -20,6 +20,10 @@ package server
 //	answer (acceptor → dialer):  "ORDO" | version u8 | length u16 | body
 //	       body, version 1:      verdict u8 | cluster id | node id | reason
 //
+// The verdict is 0 to accept, else a refusal: 1 another cluster, 2 not in
+// the configuration, 3 an unreadable hello (a later version may add more;
+// any but 0 refuses).
+//
 // The magic's first byte, 'O', is no hashicorp/raft rpc type (0 to 4):
 // an acceptor tells a peer of an older Ordo, which sends none, by its
 // first byte, and an older acceptor reads a hello as an unknown rpc type
@@ -115,7 +119,8 @@ type answer struct {
 // tests) is of no cluster, has no id and an empty configuration.
 type raftIdentity struct {
 	nodeID string
-	// clusterID is read per connection (nil: none).
+	// clusterID is read per connection, as it goes from "" to the
+	// cluster's when the FSM applies the init (nil: none).
 	clusterID func() string
 	members   memberCache
 	answers   peerAnswers
