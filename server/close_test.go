@@ -27,10 +27,17 @@ func TestStreamLayerCloseEndsItsConnections(t *testing.T) {
 			accepted <- c
 		}
 	}()
-	dialed, err := l.Dial(raft.ServerAddress(l.Addr().String()), 5*time.Second)
-	if err != nil {
-		t.Fatal(err)
+	// The dial waits for the accepted side's handshake, which runs on
+	// that side's first read.
+	type dial struct {
+		c   net.Conn
+		err error
 	}
+	dialed := make(chan dial, 1)
+	go func() {
+		c, err := l.Dial(raft.ServerAddress(l.Addr().String()), 5*time.Second)
+		dialed <- dial{c, err}
+	}()
 	var in net.Conn
 	select {
 	case in = <-accepted:
@@ -39,7 +46,7 @@ func TestStreamLayerCloseEndsItsConnections(t *testing.T) {
 	}
 	ended := make(chan string, 2)
 	var wg sync.WaitGroup
-	for name, c := range map[string]net.Conn{"dialed": dialed, "accepted": in} {
+	read := func(name string, c net.Conn) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -47,13 +54,27 @@ func TestStreamLayerCloseEndsItsConnections(t *testing.T) {
 			ended <- name
 		}()
 	}
+	read("accepted", in)
+	var out net.Conn
+	select {
+	case d := <-dialed:
+		if d.err != nil {
+			in.Close()
+			t.Fatal(d.err)
+		}
+		out = d.c
+	case <-time.After(10 * time.Second):
+		in.Close()
+		t.Fatal("the dial did not return")
+	}
+	read("dialed", out)
 	l.Close()
 	deadline := time.After(10 * time.Second)
 	for range 2 {
 		select {
 		case <-ended:
 		case <-deadline:
-			dialed.Close()
+			out.Close()
 			in.Close()
 			t.Fatal("a read on a Raft connection still blocks after the layer closed")
 		}

@@ -2,11 +2,15 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -15,8 +19,10 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
+	"github.com/seed-e8569b35/ordo/startup"
 	"github.com/seed-e8569b35/ordo/startup/startuptest"
 )
 
@@ -148,4 +154,196 @@ func TestOwnCallsNameTheirCluster(t *testing.T) {
 			t.Fatalf("a refuses: %v", err)
 		}
 	})
+}
+
+// TestRaftRefusesAnotherCluster: a Raft RPC from a node of another
+// cluster never reaches Raft, whichever end dials: here AppendEntries with
+// a term that would depose any leader, from each of two one-node clusters
+// to the other. Both ends log the refusal naming both clusters.
+func TestRaftRefusesAnotherCluster(t *testing.T) {
+	logs := &logBuffer{}
+	single := func(id string) *Node {
+		cfg := testConfig(t, id, t.TempDir())
+		cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: io.MultiWriter(logs, testWriter{t})})
+		n := mustBootstrap(t, cfg)
+		mustNext(t, n.GRPCAddr(), 1)
+		return n
+	}
+	a, b := single("a1"), single("b1")
+	const intruderTerm = 1 << 40
+	for _, tt := range []struct{ from, to *Node }{{a, b}, {b, a}} {
+		last := tt.to.raft.LastIndex()
+		req := &raft.AppendEntriesRequest{
+			RPCHeader: raft.RPCHeader{ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(tt.from.ID()), Addr: []byte(tt.from.RaftAddr())},
+			Term:      intruderTerm, PrevLogEntry: last, PrevLogTerm: tt.to.raft.CurrentTerm(), LeaderCommitIndex: last + 1,
+			Entries: []*raft.Log{{Index: last + 1, Term: intruderTerm, Type: raft.LogNoop}},
+		}
+		var resp raft.AppendEntriesResponse
+		err := tt.from.transport.AppendEntries(raft.ServerID(tt.to.ID()), raft.ServerAddress(tt.to.RaftAddr()), req, &resp)
+		if !errors.Is(err, startup.ErrOtherCluster) {
+			t.Errorf("AppendEntries from %s to %s: %v (%+v), want startup.ErrOtherCluster", tt.from.ID(), tt.to.ID(), err, resp)
+		}
+		if term := tt.to.raft.CurrentTerm(); term >= intruderTerm {
+			t.Fatalf("%s took the term of another cluster's AppendEntries", tt.to.ID())
+		}
+		for i := last + 1; i <= tt.to.raft.LastIndex(); i++ {
+			var e raft.Log
+			if err := tt.to.store.GetLog(i, &e); err == nil && e.Term == intruderTerm {
+				t.Fatalf("%s's log holds another cluster's entry %d", tt.to.ID(), i)
+			}
+		}
+		if !tt.to.isLeader() {
+			t.Fatalf("%s no longer leads its own cluster", tt.to.ID())
+		}
+	}
+	for _, line := range []string{
+		"cluster_id=" + a.clusterID() + " peer_cluster_id=" + b.clusterID(),
+		"cluster_id=" + b.clusterID() + " peer_cluster_id=" + a.clusterID(),
+	} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("no refusal logged with %q:\n%s", line, logs)
+		}
+	}
+	mustNext(t, a.GRPCAddr(), 1)
+	mustNext(t, b.GRPCAddr(), 1)
+}
+
+// TestWrongDataDirCannotTakeOver is the wrong-volume case: A's node n3 is
+// restarted, under its own id and addresses, on the data dir of another
+// cluster X. X's log has a higher last term than A's, and its
+// configuration names A's members at A's addresses, as the disk of a
+// cluster with the same names and addresses would (another environment's,
+// or an older incarnation of this one). Raft alone lets n3 win A's
+// elections with X's log and overwrite A's committed state. With the
+// cluster handshake, n3 never leads, A's members keep their cluster and
+// high-water mark and go on serving, and n3 refuses, naming both clusters.
+func TestWrongDataDirCannotTakeOver(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	idA := leader.clusterID()
+	a3 := nodes[2]
+
+	// X: a one-node cluster of a node also named n3, restarted until its
+	// term (that of its last entries: each new leader writes one) is well
+	// above A's.
+	cfgX := testConfig(t, "n3", t.TempDir())
+	x := mustBootstrap(t, cfgX)
+	mustNext(t, x.GRPCAddr(), 1)
+	idX := x.clusterID()
+	for i := 0; x.raft.CurrentTerm() <= leader.raft.CurrentTerm()+3; i++ {
+		if i == 20 {
+			t.Fatalf("X's term %d after 20 restarts, not above A's %d", x.raft.CurrentTerm(), leader.raft.CurrentTerm())
+		}
+		x.Close()
+		x = mustOpen(t, cfgX)
+		mustNext(t, x.GRPCAddr(), 1)
+	}
+	termX := x.raft.CurrentTerm()
+	x.Close()
+	var servers []raft.Server
+	for _, n := range nodes {
+		servers = append(servers, raft.Server{Suffrage: raft.Voter, ID: raft.ServerID(n.ID()), Address: raft.ServerAddress(n.RaftAddr())})
+	}
+	rewriteConfiguration(t, cfgX.DataDir, "n3", servers)
+
+	conn := grpctest.Dial(t, leader.GRPCAddr())
+	last := mustIncrease(t, 0, mustNextVia(t, conn, 100))
+	var hwA uint64
+	for _, n := range nodes {
+		hwA = max(hwA, n.fsm.HighWater())
+	}
+	if term := leader.raft.CurrentTerm(); term >= termX {
+		t.Fatalf("A's term %d reached X's %d: the test would show nothing", term, termX)
+	}
+	cfg3 := testConfig(t, "n3", cfgX.DataDir)
+	cfg3.RaftAddr, cfg3.GRPCAddr = a3.RaftAddr(), a3.GRPCAddr()
+	if err := a3.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n3 := mustOpen(t, cfg3)
+	led := make(chan raft.Observation, 1)
+	n3.raft.RegisterObserver(raft.NewObserver(led, false, func(o *raft.Observation) bool {
+		s, ok := o.Data.(raft.RaftState)
+		return ok && s == raft.Leader
+	}))
+
+	// Every few milliseconds, until the end: what must never happen.
+	var (
+		mu         sync.Mutex
+		violations []string
+	)
+	stop, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		seen := map[string]bool{}
+		for {
+			for _, n := range nodes[:2] {
+				for what, bad := range map[string]bool{
+					fmt.Sprintf("%s took cluster %q", n.ID(), n.fsm.ClusterID()):   n.fsm.ClusterID() != idA,
+					fmt.Sprintf("%s's high-water mark went below %d", n.ID(), hwA): n.fsm.HighWater() < hwA,
+				} {
+					if bad && !seen[what] {
+						seen[what] = true
+						mu.Lock()
+						violations = append(violations, what)
+						mu.Unlock()
+					}
+				}
+			}
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+	}()
+	defer func() {
+		close(stop)
+		<-stopped
+		select {
+		case <-led:
+			t.Errorf("n3 on X's data dir won an election among A's members")
+		default:
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		for _, v := range violations {
+			t.Error(v)
+		}
+	}()
+
+	eventually.True(t, seqTestWait, "n3 to refuse to serve on another cluster's data dir", func() bool { return n3.refusal() != nil })
+	err := n3.refusal()
+	if !errors.Is(err, startup.ErrOtherCluster) {
+		t.Fatalf("n3 refused with %v, want startup.ErrOtherCluster", err)
+	}
+	for _, want := range []string{"holds cluster " + idX, "n1, n2 are of cluster " + idA, "ordo remove --id n3", "--join"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("n3's refusal %q does not say %q", err, want)
+		}
+	}
+	// Refused, n3's Raft still runs and campaigns: A must go on serving,
+	// above every ID it handed out, over many of n3's election timeouts
+	// (a property held over time, which no wait on state can show).
+	for end := time.Now().Add(15 * cfg3.Raft.ElectionTimeout); time.Now().Before(end); {
+		last = mustIncrease(t, last, mustNextVia(t, conn, 100))
+	}
+}
+
+// rewriteConfiguration makes servers the Raft configuration of the data
+// dir dir, offline (hashicorp/raft's RecoverCluster), as node id.
+func rewriteConfiguration(t *testing.T, dir, id string, servers []raft.Server) {
+	t.Helper()
+	store, snaps, err := startup.OpenStores(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	_, trans := raft.NewInmemTransport("")
+	defer trans.Close()
+	rc := testRaftConfig()
+	rc.LocalID = raft.ServerID(id)
+	if err := raft.RecoverCluster(rc, fsm.New(nil, nil), store, store, snaps, trans, raft.Configuration{Servers: servers}); err != nil {
+		t.Fatalf("rewrite the configuration of %s: %v", dir, err)
+	}
 }

@@ -4,6 +4,8 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // clusterID is the id of the cluster this node belongs to: the FSM's once
@@ -23,4 +25,34 @@ func newClusterID() (string, error) {
 		return "", fmt.Errorf("make a cluster id: %w", err)
 	}
 	return hex.EncodeToString(b), nil
+}
+
+// refreshMembers copies Raft's latest configuration for the Raft
+// handshake (see memberCache for why a copy, and why a stale one is safe).
+func (n *Node) refreshMembers() {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return
+	}
+	n.raftIdentity.members.set(f.Configuration().Servers)
+}
+
+// checkOtherCluster refuses to serve when a majority of this node's other
+// voters answered the Raft handshake for another cluster than the one its
+// data dir holds (decideOtherCluster): the data dir is then the odd one
+// out, most likely another cluster's volume. Its connections are refused
+// anyway; refusing to serve stops it, and its error names the fix, where
+// otherwise only the peers' logs would show which node is wrong.
+func (n *Node) checkOtherCluster() {
+	if n.refusal() != nil {
+		return
+	}
+	own := n.clusterID()
+	v := decideOtherCluster(own, n.raftIdentity.members.otherVoters(n.cfg.ID), n.raftIdentity.answers.snapshot())
+	if !v.refuse {
+		return
+	}
+	n.refuse(fmt.Errorf("%w: this node's data dir holds cluster %s but members %s: the data dir is another cluster's; "+
+		"stop this node, move the data dir aside, `ordo remove --id %s` from the cluster and start it empty with --join",
+		startup.ErrOtherCluster, own, describeOthers(v.others), n.cfg.ID))
 }

@@ -9,6 +9,19 @@
 //
 // Lifecycle: Open → Bootstrap or Join → serve → Close. Close hands over
 // leadership first when this node leads.
+//
+// Every Raft connection starts with a cluster handshake (handshake.go),
+// because Raft itself knows no cluster: a node on another cluster's data
+// dir could win this cluster's elections with that cluster's log and
+// overwrite its committed history. Both ends name their cluster and node;
+// two clusters, or a dialer the configuration does not list, are refused,
+// and a node whose voters answer, by a majority, for another cluster than
+// its own refuses to serve. A node without a cluster id (its FSM has not
+// applied an init) is let through by everyone: its log holds no
+// reservation, because the init is the first entry a leader commits, so
+// it has no high-water mark to impose; a node with state but no cluster
+// id is one whose cluster never committed its init (or was created before
+// cluster ids existed: then only node ids are checked).
 package server
 
 import (
@@ -92,6 +105,9 @@ type Node struct {
 	// node can name its cluster before a leader is elected and the FSM
 	// applies the log (see clusterID).
 	storedClusterID string
+	// raftIdentity is what the Raft stream layer's cluster handshake
+	// says and checks, and what peers answered it.
+	raftIdentity *raftIdentity
 
 	// auth decides who may call what (package grpcapi), from Config's
 	// TLS, AdminToken and AdminSubjects.
@@ -169,10 +185,15 @@ func (n *Node) openRaft() error {
 	if n.confirmer, err = n.openConfirmer(store); err != nil {
 		return err
 	}
+	// Before the stream layer: its handshake reads the cluster id, so the
+	// FSM, from the first connection on.
+	n.fsm = fsm.New(n.checkLayout, n.refuse)
 	stream, err := newStreamLayer(n.cfg.RaftAddr, n.cfg.RaftAdvertise)
 	if err != nil {
 		return err
 	}
+	n.raftIdentity = newRaftIdentity(n.cfg.ID, n.clusterID, n.logger.Named("transport"))
+	stream.identity = n.raftIdentity
 	// Peers hold a few connections each (Raft pools them); more from one
 	// host is a leak or an attack.
 	stream.Listener = hostlimit.Wrap(stream.Listener, maxRaftConnsPerHost, n.logger.Named("transport"))
@@ -198,7 +219,6 @@ func (n *Node) openRaft() error {
 	if n.cfg.TestHooks.UnsafeTrustReservation {
 		n.logger.Error("UNSAFE: IDs are handed out without confirming leadership and can go out of order; tests only")
 	}
-	n.fsm = fsm.New(n.checkLayout, n.refuse)
 	rc := *n.cfg.Raft
 	notify := make(chan bool, 8)
 	rc.NotifyCh = notify
@@ -206,6 +226,9 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
+	// NewRaft has read the configuration from the data dir: the handshake
+	// checks peers against it from now on.
+	n.refreshMembers()
 	n.wg.Add(1)
 	go n.watchLeadership(notify)
 	return nil
@@ -589,6 +612,9 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 // And a member that restarted on another gRPC address registers it with
 // the leader (a leader records its own when it wins): until then the
 // leader's term rounds and other nodes' forwarding dial the old one.
+//
+// It also keeps the Raft handshake's copy of the configuration fresh, and
+// stops a node whose voters answer the handshake for another cluster.
 func (n *Node) watchMembership() {
 	defer n.wg.Done()
 	check := time.NewTicker(200 * time.Millisecond)
@@ -601,6 +627,8 @@ func (n *Node) watchMembership() {
 			return
 		case <-check.C:
 		}
+		n.refreshMembers()
+		n.checkOtherCluster()
 		member, known := n.isMember(n.cfg.ID)
 		switch {
 		case n.raft.State() == raft.Shutdown:

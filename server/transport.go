@@ -2,7 +2,9 @@ package server
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"sync"
 	"time"
@@ -20,7 +22,10 @@ import (
 //
 // With TLS, every connection is mutual TLS between node certificates: a
 // peer that cannot present one is refused before Raft reads a byte from
-// it, so it can neither replicate, vote nor ask for votes.
+// it, so it can neither replicate, vote nor ask for votes. Then, with or
+// without TLS, every connection starts with the cluster handshake
+// (handshake.go): a peer of another cluster, or one the Raft
+// configuration does not list, is refused before Raft reads a byte too.
 //
 // It keeps the connections it dialed and accepted, and Close closes them
 // too: Raft's transport closes only the listener, and a replication or
@@ -32,8 +37,12 @@ type streamLayer struct {
 	dialer    net.Dialer
 	// serverTLS and clientTLS are nil for plaintext.
 	serverTLS, clientTLS *tls.Config
-	// handshakeTimeout bounds an accepted connection's TLS handshake.
+	// handshakeTimeout bounds an accepted connection's handshakes, TLS's
+	// and the cluster's.
 	handshakeTimeout time.Duration
+	// identity is who this layer says it is in the cluster handshake; set
+	// before the transport starts accepting.
+	identity *raftIdentity
 
 	mu     sync.Mutex
 	conns  map[*trackedConn]struct{}
@@ -86,53 +95,77 @@ func (l *streamLayer) Close() error {
 // connections) and client (for dialed ones).
 func (l *streamLayer) useTLS(server, client *tls.Config) {
 	l.serverTLS, l.clientTLS = server, client
-	l.handshakeTimeout = grpcapi.HandshakeTimeout
 }
 
-// Accept implements net.Listener. The handshake runs on the connection's
+// Accept implements net.Listener. The handshakes run on the connection's
 // first read or write, in Raft's goroutine for it, so a slow or hostile
-// peer does not hold up the accept loop; and it is bounded, because Raft
-// sets no deadline on what it reads from an incoming connection: a peer
-// that connects and sends nothing would otherwise hold it for good.
+// peer does not hold up the accept loop; and they are bounded, because
+// Raft sets no deadline on what it reads from an incoming connection: a
+// peer that connects and sends nothing would otherwise hold it for good.
 func (l *streamLayer) Accept() (net.Conn, error) {
 	c, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	if c, err = l.track(c); err != nil || l.serverTLS == nil {
-		return c, err
+	if c, err = l.track(c); err != nil {
+		return nil, err
 	}
-	return &boundedHandshake{Conn: tls.Server(c, l.serverTLS), timeout: l.handshakeTimeout}, nil
+	b := &boundedHandshake{Conn: c, timeout: l.handshakeTimeout, identity: l.identity}
+	if l.serverTLS != nil {
+		b.tls = tls.Server(c, l.serverTLS)
+		b.Conn = b.tls
+	}
+	return b, nil
 }
 
-// boundedHandshake is a server-side TLS connection whose handshake must
-// finish within timeout.
+// boundedHandshake is an accepted connection whose handshakes, TLS's (when
+// tls is set) then the cluster's, must finish within timeout.
 type boundedHandshake struct {
-	*tls.Conn
-	timeout time.Duration
-	once    sync.Once
-	err     error
+	net.Conn
+	tls      *tls.Conn
+	identity *raftIdentity
+	timeout  time.Duration
+	once     sync.Once
+	err      error
 }
 
 func (c *boundedHandshake) handshake() error {
 	c.once.Do(func() {
 		_ = c.Conn.SetDeadline(time.Now().Add(c.timeout))
-		c.err = c.Conn.Handshake()
+		if c.tls != nil {
+			if c.err = c.tls.Handshake(); c.err != nil {
+				return
+			}
+		}
+		if c.err = c.identity.acceptHandshake(c.Conn); c.err != nil {
+			return
+		}
 		_ = c.Conn.SetDeadline(time.Time{})
 	})
 	return c.err
 }
 
+// readErr is what Raft reads from a connection whose handshake failed. A
+// refusal reads as the end of the connection: the handshake logged it,
+// once a minute per peer, and Raft would log every refused connection of
+// a peer that redials at each heartbeat.
+func (c *boundedHandshake) readErr(err error) error {
+	if errors.Is(err, ErrPeerRefused) {
+		return io.EOF
+	}
+	return err
+}
+
 func (c *boundedHandshake) Read(b []byte) (int, error) {
 	if err := c.handshake(); err != nil {
-		return 0, err
+		return 0, c.readErr(err)
 	}
 	return c.Conn.Read(b)
 }
 
 func (c *boundedHandshake) Write(b []byte) (int, error) {
 	if err := c.handshake(); err != nil {
-		return 0, err
+		return 0, c.readErr(err)
 	}
 	return c.Conn.Write(b)
 }
@@ -144,7 +177,10 @@ func newStreamLayer(bind, advertise string) (*streamLayer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("listen for raft: %w", err)
 	}
-	l := &streamLayer{Listener: lis, advertise: lis.Addr(), conns: map[*trackedConn]struct{}{}}
+	l := &streamLayer{
+		Listener: lis, advertise: lis.Addr(), conns: map[*trackedConn]struct{}{},
+		handshakeTimeout: grpcapi.HandshakeTimeout, identity: newRaftIdentity("", nil, nil),
+	}
 	if advertise != "" {
 		a, err := net.ResolveTCPAddr("tcp", advertise)
 		if err != nil || a.IP == nil || a.IP.IsUnspecified() || a.Port == 0 {
@@ -175,28 +211,36 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 	if err != nil {
 		return nil, err
 	}
-	if c, err = l.track(c); err != nil || l.clientTLS == nil {
-		return c, err
+	if c, err = l.track(c); err != nil {
+		return nil, err
 	}
-	host, _, err := net.SplitHostPort(string(address))
-	if err != nil {
-		c.Close()
-		return nil, fmt.Errorf("raft peer address %q: %w", address, err)
-	}
-	cfg := l.clientTLS.Clone()
-	cfg.ServerName = host
-	tc := tls.Client(c, cfg)
-	// The handshake is bounded like the dial, so a peer that accepts but
+	// The handshakes are bounded like the dial, so a peer that accepts but
 	// never answers costs one timeout, not a stuck replication goroutine.
-	if timeout > 0 {
-		_ = tc.SetDeadline(time.Now().Add(timeout))
+	if timeout <= 0 {
+		timeout = l.handshakeTimeout
 	}
-	if err := tc.Handshake(); err != nil {
+	_ = c.SetDeadline(time.Now().Add(timeout))
+	if l.clientTLS != nil {
+		host, _, err := net.SplitHostPort(string(address))
+		if err != nil {
+			c.Close()
+			return nil, fmt.Errorf("raft peer address %q: %w", address, err)
+		}
+		cfg := l.clientTLS.Clone()
+		cfg.ServerName = host
+		tc := tls.Client(c, cfg)
+		if err := tc.Handshake(); err != nil {
+			c.Close()
+			return nil, fmt.Errorf("TLS handshake with raft peer %s: %w", address, err)
+		}
+		c = tc
+	}
+	if err := l.identity.dialHandshake(c, string(address)); err != nil {
 		c.Close()
-		return nil, fmt.Errorf("TLS handshake with raft peer %s: %w", address, err)
+		return nil, err
 	}
-	_ = tc.SetDeadline(time.Time{})
-	return tc, nil
+	_ = c.SetDeadline(time.Time{})
+	return c, nil
 }
 
 // namedAddr is an advertised address kept as it was written.

@@ -11,7 +11,7 @@ import (
 )
 
 func TestStreamLayerDialsFromItsOwnIP(t *testing.T) {
-	target, err := net.Listen("tcp", "127.0.0.1:0")
+	target, err := newStreamLayer("127.0.0.1:0", "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,15 +29,20 @@ func TestStreamLayerDialsFromItsOwnIP(t *testing.T) {
 			return
 		}
 		accepted <- c.RemoteAddr()
+		// Answers the handshake, then waits for the dialer to close.
+		_, _ = c.Read(make([]byte, 1))
 		c.Close()
 	}()
-	c, err := l.Dial(raft.ServerAddress("127.0.0.1:"+portOf(t, target.Addr())), time.Second)
+	c, err := l.Dial(raft.ServerAddress("127.0.0.1:"+portOf(t, target.Addr())), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
 	select {
 	case a := <-accepted:
+		if a == nil {
+			t.Fatal("the target accepted no connection")
+		}
 		if ip := a.(*net.TCPAddr).IP.String(); ip != "127.0.0.2" {
 			t.Fatalf("connection came from %s, want 127.0.0.2", ip)
 		}
