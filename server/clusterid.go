@@ -34,7 +34,7 @@ func (n *Node) refreshMembers() {
 	if f.Error() != nil {
 		return
 	}
-	n.raftIdentity.members.set(f.Configuration().Servers)
+	n.raftIdentity.members.set(f.Configuration().Servers, f.Index())
 }
 
 // checkOtherCluster refuses to serve when a majority of this node's other

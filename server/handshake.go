@@ -16,7 +16,7 @@ package server
 // Wire format (integers big-endian; a string is a u16 length and bytes):
 //
 //	hello  (dialer → acceptor):  "ORDO" | version u8 | length u16 | body
-//	       body, version 1:      cluster id | node id
+//	       body, version 1:      cluster id | node id | configuration index u64
 //	answer (acceptor → dialer):  "ORDO" | version u8 | length u16 | body
 //	       body, version 1:      verdict u8 | cluster id | node id | reason
 //
@@ -49,7 +49,13 @@ package server
 //     the restored node start with empty data dirs, so they match.
 //   - Node: the acceptor refuses a dialer whose node id is not in its
 //     Raft configuration, when that is not empty (a joiner's is: the
-//     leader that adds it dials it first); the dialer refuses an acceptor
+//     leader that adds it dials it first) and the dialer's configuration
+//     is not newer than its own. A newer one may list the dialer: a
+//     member that was down while a node was added must take that node's
+//     entries when it leads, or it could never catch up. A node whose
+//     configuration an operator replaced (--recover) keeps the lost
+//     members out, as their configurations are older than the
+//     replacement, which sits at the end of the survivor's log. The dialer refuses an acceptor
 //     whose node id is not the one its configuration lists for the
 //     address it dialed, when it lists the address.
 //   - Version: a peer that sends no hello runs an older Ordo and is
@@ -104,8 +110,12 @@ const (
 	verdictUnreadable
 )
 
-// hello is what one end of a connection says it is.
-type hello struct{ clusterID, nodeID string }
+// hello is what one end of a connection says it is: its cluster and node
+// ids, and (a dialer's) the index of its latest Raft configuration.
+type hello struct {
+	clusterID, nodeID string
+	configIndex       uint64
+}
 
 // answer is the acceptor's reply to a hello.
 type answer struct {
@@ -133,7 +143,7 @@ func newRaftIdentity(nodeID string, clusterID func() string, logger hclog.Logger
 }
 
 func (id *raftIdentity) self() hello {
-	h := hello{nodeID: id.nodeID}
+	h := hello{nodeID: id.nodeID, configIndex: id.members.index()}
 	if id.clusterID != nil {
 		h.clusterID = id.clusterID()
 	}
@@ -263,7 +273,7 @@ func (id *raftIdentity) judgeDialer(own, peer hello) (verdict, string) {
 	if otherClusters(own.clusterID, peer.clusterID) {
 		return verdictOtherCluster, fmt.Sprintf("node %q is of cluster %s, the dialer of cluster %s", own.nodeID, own.clusterID, peer.clusterID)
 	}
-	if member, known := id.members.has(peer.nodeID); known && !member {
+	if member, known := id.members.has(peer.nodeID); known && !member && peer.configIndex <= id.members.index() {
 		return verdictNotMember, fmt.Sprintf("node %q is not in the raft configuration of node %q", peer.nodeID, own.nodeID)
 	}
 	return verdictAccept, ""
@@ -297,19 +307,32 @@ func otherClusters(a, b string) bool { return a != "" && b != "" && a != b }
 // handling of removed nodes applies as before. The cluster check, the one
 // that keeps another cluster's log out, does not read the copy.
 type memberCache struct {
-	servers atomic.Pointer[[]raft.Server]
+	c atomic.Pointer[cachedConfiguration]
 }
 
-func (m *memberCache) set(servers []raft.Server) {
-	s := slices.Clone(servers)
-	m.servers.Store(&s)
+// cachedConfiguration is a Raft configuration and the index of its entry.
+type cachedConfiguration struct {
+	servers []raft.Server
+	index   uint64
+}
+
+func (m *memberCache) set(servers []raft.Server, index uint64) {
+	m.c.Store(&cachedConfiguration{slices.Clone(servers), index})
 }
 
 func (m *memberCache) get() []raft.Server {
-	if s := m.servers.Load(); s != nil {
-		return *s
+	if c := m.c.Load(); c != nil {
+		return c.servers
 	}
 	return nil
+}
+
+// index is the index of the cached configuration's entry (0: none).
+func (m *memberCache) index() uint64 {
+	if c := m.c.Load(); c != nil {
+		return c.index
+	}
+	return 0
 }
 
 // has reports whether id is in the configuration, and whether that has
@@ -481,7 +504,7 @@ func appendString(b []byte, s string) []byte {
 }
 
 func encodeHello(h hello) []byte {
-	return appendString(appendString(nil, h.clusterID), h.nodeID)
+	return binary.BigEndian.AppendUint64(appendString(appendString(nil, h.clusterID), h.nodeID), h.configIndex)
 }
 
 func encodeAnswer(a answer) []byte {
@@ -504,6 +527,16 @@ func (r *bodyReader) byte() byte {
 	c := r.b[0]
 	r.b = r.b[1:]
 	return c
+}
+
+func (r *bodyReader) uint64() uint64 {
+	if r.err != nil || len(r.b) < 8 {
+		r.fail()
+		return 0
+	}
+	v := binary.BigEndian.Uint64(r.b)
+	r.b = r.b[8:]
+	return v
 }
 
 func (r *bodyReader) string() string {
@@ -530,6 +563,7 @@ func (r *bodyReader) fail() {
 func decodeHello(body []byte) (hello, error) {
 	r := bodyReader{b: body}
 	h := hello{clusterID: r.string(), nodeID: r.string()}
+	h.configIndex = r.uint64()
 	return h, r.err
 }
 

@@ -30,7 +30,7 @@ func testLayer(t *testing.T, id, cluster string, members []raft.Server, tl *secu
 		l.useTLS(tl.ServerConfig(nil, true), tl.ClientConfig())
 	}
 	l.identity = newRaftIdentity(id, func() string { return cluster }, hclog.New(&hclog.LoggerOptions{Name: id, Level: hclog.Warn, Output: logs}))
-	l.identity.members.set(members)
+	l.identity.members.set(members, 1)
 	return l
 }
 
@@ -96,6 +96,7 @@ func TestHandshakeRules(t *testing.T) {
 		acceptorMembers           []raft.Server
 		dialerID, dialerClust     string
 		dialerMembers             at
+		dialerIndex               uint64 // the index of the dialer's configuration; 0: as the acceptor's
 		want                      string // "" for accepted, else in the dialer's error
 		otherCluster              bool
 	}{
@@ -113,6 +114,9 @@ func TestHandshakeRules(t *testing.T) {
 			dialerID: "n1", dialerClust: "B", dialerMembers: none, want: "is of cluster A, this node of cluster B", otherCluster: true},
 		{name: "dialer not in the configuration", acceptorID: "n2", acceptorClust: "A", acceptorMembers: voters("n1", "n2"),
 			dialerID: "n9", dialerClust: "A", dialerMembers: listing("n2"), want: `node "n9" is not in the raft configuration`},
+		// A member that was down while n9 was added, and n9 leads.
+		{name: "dialer not in an older configuration", acceptorID: "n2", acceptorClust: "A", acceptorMembers: voters("n1", "n2"),
+			dialerID: "n9", dialerClust: "A", dialerMembers: listing("n2"), dialerIndex: 2},
 		{name: "acceptor is not the node listed at its address", acceptorID: "n9", acceptorClust: "A", acceptorMembers: voters("n1", "n9"),
 			dialerID: "n1", dialerClust: "A", dialerMembers: listing("n2"), want: `answers as node "n9", but the raft configuration lists "n2"`},
 	} {
@@ -126,6 +130,9 @@ func TestHandshakeRules(t *testing.T) {
 				alogs, dlogs := &logBuffer{}, &logBuffer{}
 				acceptor := testLayer(t, tt.acceptorID, tt.acceptorClust, tt.acceptorMembers, tls, alogs)
 				dialer := testLayer(t, tt.dialerID, tt.dialerClust, tt.dialerMembers(acceptor.Addr().String()), tls, dlogs)
+				if tt.dialerIndex > 0 {
+					dialer.identity.members.set(dialer.identity.members.get(), tt.dialerIndex)
+				}
 				reads := serveFirstReads(acceptor)
 				c, err := dialer.Dial(raft.ServerAddress(acceptor.Addr().String()), 5*time.Second)
 				if tt.want == "" {

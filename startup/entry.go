@@ -225,7 +225,8 @@ func DecideStart(ctx context.Context, cfg Self, e Entry) (Start, error) {
 	}
 	hint := ""
 	if len(e.Bootstrap) == 1 && e.Bootstrap[0].ID == cfg.ID {
-		hint = "; to create the cluster of a --bootstrap list that names only this node, start it once with --force-bootstrap"
+		hint = "; if this node lost its data dir, start the other members and it is told to rejoin; " +
+			"only if no node ever held this cluster's data, create it by starting this node once with --force-bootstrap"
 	}
 	return StartJoin, checkJoin(ctx, cfg.ID, joinAddrs(cfg.ID, e), cfg.TLS, cfg.Logger, hint)
 }

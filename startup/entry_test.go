@@ -83,7 +83,7 @@ func TestDecideStart(t *testing.T) {
 		{"listed alone", Entry{Bootstrap: []Peer{self()}}, 0, ErrBadConfig, "--force-bootstrap"},
 		{"listed alone, forced", Entry{Bootstrap: []Peer{self()}, ForceBootstrap: true}, StartBootstrap, nil, ""},
 		{"listed alone, --join: a leader says a member", Entry{Bootstrap: []Peer{self()}, Join: leaderSays("b", "a")}, 0, ErrNodeExists, "remove it first"},
-		{"listed alone, --join: no leader", Entry{Bootstrap: []Peer{self()}, Join: noLeader}, 0, ErrClusterUnknown, "start it once with --force-bootstrap"},
+		{"listed alone, --join: no leader", Entry{Bootstrap: []Peer{self()}, Join: noLeader}, 0, ErrClusterUnknown, "starting this node once with --force-bootstrap"},
 		{"listed, peers without state, a --join address holds state and leads", Entry{Bootstrap: []Peer{self(), empty("b")}, Join: []string{memberLeads("c", "a")}}, 0, ErrNodeExists, "remove it first"},
 		{"listed, peers without state, a --join address down", Entry{Bootstrap: []Peer{self(), empty("b")}, Join: deadJoin}, 0, ErrClusterUnknown, "join "},
 		{"listed, peers and --join addresses without state", Entry{Bootstrap: []Peer{self(), empty("b")}, Join: []string{empty("c").GRPCAddr, empty("d").GRPCAddr}}, StartBootstrap, nil, ""},
