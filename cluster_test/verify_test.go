@@ -5,6 +5,7 @@ package cluster_test
 import (
 	"context"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -28,13 +29,15 @@ func TestVerifyEveryFault(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Duration+2*time.Minute)
 	defer cancel()
+	var res verify.Result
+	defer explainVerifyFailure(t, &res, cfg.Dir)
 	res, err := verify.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log(res)
 	if !res.OK() {
-		t.Fatalf("verification failed:\n%s", res)
+		t.Fatal("verification failed; see the report above")
 	}
 	seen := map[string]bool{}
 	for _, f := range res.Faults {
@@ -70,13 +73,15 @@ func TestVerifyLease(t *testing.T) {
 // fault ran.
 func mustVerifyEach(t *testing.T, cfg verify.Config) {
 	t.Helper()
+	var res verify.Result
+	defer explainVerifyFailure(t, &res, cfg.Dir)
 	res, err := verify.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Log(res)
 	if !res.OK() || len(res.Faults) != len(cfg.Faults) {
-		t.Fatalf("verification failed or incomplete (%d faults ran):\n%s", len(res.Faults), res)
+		t.Fatalf("verification failed or incomplete (%d of %d faults ran); see the report above", len(res.Faults), len(cfg.Faults))
 	}
 }
 
@@ -119,6 +124,7 @@ func TestVerifyCatchesStaleLeader(t *testing.T) {
 // and refuses faults it cannot inject there.
 func TestVerifyClientOnly(t *testing.T) {
 	c := mustNewCluster(t, clusterOpts{})
+	defer explainVerifyFailure(t, nil, filepath.Dir(c.Nodes[0].LogFile))
 	res := runOrdoFor(t, time.Minute, "verify", "--addrs", c.addrList(), "--duration", "2s", "--clients", "4")
 	if res.Code != 0 || !strings.Contains(res.Stdout, "verdict: PASS") {
 		t.Fatalf("ordo verify --addrs: exit %d\nstdout: %s\nstderr: %s", res.Code, res.Stdout, res.Stderr)

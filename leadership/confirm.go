@@ -37,8 +37,11 @@ func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confi
 	}
 	round := c.rounds.Add(1)
 	// This node counts itself only once no promise to another leader
-	// holds: it may have made one as a voter, or before a restart.
-	self, err := c.promises.confirm(ctx, c.id, term, round, ask)
+	// holds: it may have made one as a voter, or before a restart. As a
+	// voter's, its own promise is given only if it still leads in term
+	// when that wait ends.
+	stillLeads := func() bool { return c.raft.Leads() && c.raft.CurrentTerm() == term }
+	self, err := c.promises.confirm(ctx, c.id, term, round, ask, stillLeads)
 	if err != nil {
 		return sequencer.Confirmation{}, fmt.Errorf("%w: wait for this node's promise to another leader to run out: %w", sequencer.ErrNotLeader, err)
 	}

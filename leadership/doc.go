@@ -73,15 +73,17 @@
 //     whose majorities overlap any newer leader's.
 //
 // Who may make or undo a promise: a voter promises only the leader it
-// knows, in its own term, so a deposed leader cannot keep renewing one and
-// hold the next leader back; a release must come from a member (see
+// knows, in its own term, as it stands when the promise is made (after any
+// wait for another's to run out), so a deposed leader cannot keep renewing
+// one and hold the next leader back; a release must come from a member (see
 // Node.MayRelease), and one sent before a round of the same leader does
 // not undo that round's promise, nor does that round, arriving after the
 // release, get one.
 //
 // A leader that hands over leadership, or steps down, gives its lease up
-// first (sequencer.Sequencer.EndLease) and then releases the promises
-// (Confirmer.Release), so the next leader need not wait them out; a leader
+// first (sequencer.Sequencer.EndLease, which also waits for the rounds
+// that asked for one) and then releases the promises (Confirmer.Release),
+// so the next leader need not wait them out; a leader
 // that cannot release them (paused, cut off) makes the next one wait up to
 // Lease.
 package leadership

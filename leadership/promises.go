@@ -56,13 +56,22 @@ func newPromises(clock func() time.Duration, lease, restartHold time.Duration) *
 // round it asked in (term, round), and returns that promise (0: none).
 // The promise starts before the caller answers, so it never ends before
 // the leader's count of it does. It gives up when ctx ends.
-func (p *promises) confirm(ctx context.Context, leader string, term, round uint64, ask time.Duration) (time.Duration, error) {
+//
+// stillLeads is asked again at the moment of the promise, not only when
+// the caller decided to ask for one: the wait can last a lease, and a node
+// that left leader's term meanwhile must not promise it, or the leader of
+// the newer term would wait that promise out. Promising less is always
+// safe: a promise only restrains this node.
+func (p *promises) confirm(ctx context.Context, leader string, term, round uint64, ask time.Duration, stillLeads func() bool) (time.Duration, error) {
 	for {
 		p.mu.Lock()
 		now := p.clock()
 		if now >= p.until || (p.to == leader && leader != "") {
 			granted := min(ask, p.lease)
 			if r := p.released; leader == r.leader && (term < r.term || (term == r.term && round < r.round)) {
+				granted = 0
+			}
+			if granted > 0 && !stillLeads() {
 				granted = 0
 			}
 			if granted > 0 {

@@ -3,6 +3,7 @@ package leadership
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -23,11 +24,15 @@ func goConfirm(p *promises, leader string, term, round uint64, ask time.Duration
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testWait)
 		defer cancel()
-		g, err := p.confirm(ctx, leader, term, round, ask)
+		g, err := p.confirm(ctx, leader, term, round, ask, stillLeads)
 		out <- confirmed{granted: g, at: p.clock(), err: err}
 	}()
 	return out
 }
+
+// stillLeads is the asker's standing for tests of promises alone: the
+// leader asking still leads in the term it asks in.
+func stillLeads() bool { return true }
 
 type confirmed struct {
 	granted, at time.Duration
@@ -114,7 +119,7 @@ func TestPromiseAfterRestartHoldsEveryone(t *testing.T) {
 	p := newPromises(LeaseClock, time.Second, time.Hour)
 	for _, leader := range []string{"self", "other", ""} {
 		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-		_, err := p.confirm(ctx, leader, 1, 1, time.Second)
+		_, err := p.confirm(ctx, leader, 1, 1, time.Second, stillLeads)
 		cancel()
 		if !errors.Is(err, context.DeadlineExceeded) {
 			t.Fatalf("leader %q was confirmed during the restart hold: err %v", leader, err)
@@ -124,7 +129,7 @@ func TestPromiseAfterRestartHoldsEveryone(t *testing.T) {
 	p.release("self", 99, 99)
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	if _, err := p.confirm(ctx, "self", 1, 1, 0); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := p.confirm(ctx, "self", 1, 1, 0, stillLeads); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("a release ended the restart hold: err %v", err)
 	}
 }
@@ -358,4 +363,138 @@ func TestRoundCountsItselfOnlyOnceItsOwnPromiseRanOut(t *testing.T) {
 		endRestartHold(leader)
 		mustConfirmNow(t, leader)
 	})
+}
+
+// turningRaft is a fakeRaft that moves on to a newer term, led by n3, as
+// soon as each read named in after has happened once: what the asker was
+// checked against changes right after the check.
+type turningRaft struct {
+	*fakeRaft
+	mu     sync.Mutex
+	after  map[string]bool // reads still to come before the turn; nil once turned
+	turned chan struct{}
+}
+
+func newTurningRaft(leads bool, after ...string) *turningRaft {
+	r := &turningRaft{
+		fakeRaft: &fakeRaft{term: testTerm, leads: leads, leader: testVoters[0], voters: testVoters},
+		after:    map[string]bool{},
+		turned:   make(chan struct{}),
+	}
+	for _, a := range after {
+		r.after[a] = true
+	}
+	return r
+}
+
+func (r *turningRaft) read(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.after == nil {
+		return
+	}
+	delete(r.after, name)
+	if len(r.after) == 0 {
+		r.after = nil
+		r.fakeRaft.mu.Lock()
+		r.fakeRaft.term, r.fakeRaft.leads, r.fakeRaft.leader = testTerm+1, false, testVoters[2]
+		r.fakeRaft.mu.Unlock()
+		close(r.turned)
+	}
+}
+
+func (r *turningRaft) CurrentTerm() uint64 {
+	t := r.fakeRaft.CurrentTerm()
+	r.read("CurrentTerm")
+	return t
+}
+
+func (r *turningRaft) Leads() bool {
+	l := r.fakeRaft.Leads()
+	r.read("Leads")
+	return l
+}
+
+func (r *turningRaft) Leader() string {
+	l := r.fakeRaft.Leader()
+	r.read("Leader")
+	return l
+}
+
+// TestNoPromiseAfterLeavingTheAskersTerm: a node that waits out its
+// promise to another leader before it answers n1 (as a voter, or as n1
+// itself counting itself) may leave n1's term meanwhile; it must then
+// not promise n1, or n3, the leader of the newer term, would wait that
+// promise out for up to a lease. What n1 was checked against changes
+// right after the check, while the answer waits; the old promise is then
+// released, and the answer may go on.
+func TestNoPromiseAfterLeavingTheAskersTerm(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		id   string
+		// reads are what the node reads of Raft to decide to promise n1.
+		reads []string
+		// ask starts n1's question to c in the background; the channel
+		// is closed when c has answered.
+		ask func(t *testing.T, c *Confirmer, node *fakeNode) <-chan struct{}
+	}{
+		{"voter", "n2", []string{"Leader", "CurrentTerm"}, func(t *testing.T, c *Confirmer, _ *fakeNode) <-chan struct{} {
+			conn := newFakeNode(t, "").mustConn(t, mustServeVoter(t, c))
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				ctx, cancel := context.WithTimeout(context.Background(), testWait)
+				defer cancel()
+				leadershiptest.AskTerm(ctx, conn, &api.TermRequest{NodeId: "n2", ClusterId: testCluster,
+					LeaderId: "n1", Term: testTerm, Round: 1, LeaseMs: uint32(time.Hour.Milliseconds())})
+			}()
+			return done
+		}},
+		{"leader counting itself", "n1", []string{"CurrentTerm", "Leads"}, func(t *testing.T, c *Confirmer, node *fakeNode) <-chan struct{} {
+			// Unreachable voters: only n1's own promise is looked at.
+			node.pointAt("n2", "127.0.0.1:1")
+			node.pointAt("n3", "127.0.0.1:1")
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				ctx, cancel := context.WithTimeout(context.Background(), testWait)
+				defer cancel()
+				c.Confirm(ctx, true)
+			}()
+			return done
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newTurningRaft(tt.id == "n1", tt.reads...)
+			node := newFakeNode(t, "self-of-"+tt.id)
+			c, err := Open(Config{ID: tt.id, Lease: time.Hour, Timeout: testWait, Raft: r, Node: node, Store: raft.NewInmemStore(), Logger: hclog.NewNullLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(c.Close)
+			c.promises.mu.Lock()
+			c.promises.to, c.promises.until = "n0", c.promises.clock()+time.Hour
+			c.promises.term, c.promises.round = testTerm-1, 1
+			c.promises.mu.Unlock()
+
+			done := tt.ask(t, c, node)
+			select {
+			case <-r.turned:
+			case <-time.After(testWait):
+				t.Fatal("n1's question never read Raft")
+			}
+			c.promises.release("n0", testTerm-1, 2)
+			select {
+			case <-done:
+			case <-time.After(testWait):
+				t.Fatal("no answer to n1 after n0's promise was released")
+			}
+			c.promises.mu.Lock()
+			to, left := c.promises.to, c.promises.until-c.promises.clock()
+			c.promises.mu.Unlock()
+			if to != "" {
+				t.Fatalf("promised %q for %s after leaving its term %d for term %d led by n3: n3 would wait it out", to, left, testTerm, testTerm+1)
+			}
+		})
+	}
 }

@@ -31,14 +31,19 @@ func (c *Confirmer) AnswerTerms(stream grpc.BidiStreamingServer[api.TermRequest,
 			// A promise goes only to the leader this voter knows, in its
 			// own term: a deposed leader cannot keep renewing one and
 			// hold the next leader back, and nobody else can get one.
+			known := func() bool {
+				leader := c.raft.Leader()
+				return req.Term == c.raft.CurrentTerm() && leader == req.LeaderId
+			}
 			var ask time.Duration
-			if leader := c.raft.Leader(); req.Term == c.raft.CurrentTerm() && leader == req.LeaderId {
+			if known() {
 				ask = time.Duration(req.LeaseMs) * time.Millisecond
 			}
 			// While this node has promised another leader, the answer
-			// waits: an answer is a confirmation.
+			// waits: an answer is a confirmation. The wait may outlast
+			// req.Term, so confirm asks known again before it promises.
 			var err error
-			if granted, err = c.promises.confirm(stream.Context(), req.LeaderId, req.Term, req.Round, ask); err != nil {
+			if granted, err = c.promises.confirm(stream.Context(), req.LeaderId, req.Term, req.Round, ask, known); err != nil {
 				return err
 			}
 		}

@@ -20,6 +20,12 @@ type fakeLeaseClock struct{ now atomic.Int64 }
 func (c *fakeLeaseClock) read() time.Duration { return time.Duration(c.now.Load()) }
 func (c *fakeLeaseClock) add(d time.Duration) { c.now.Add(int64(d)) }
 
+func (h *seqHarness) leaseEpoch() uint64 {
+	h.s.mu.Lock()
+	defer h.s.mu.Unlock()
+	return h.s.leaseEpoch
+}
+
 func (h *seqHarness) confirms() int {
 	_, c := h.log.calls()
 	return c
@@ -124,10 +130,23 @@ func TestSequencerDroppedLeaseIgnoresEarlierRounds(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			h, _ := mustLeaseHarness(t)
 			gate, first := h.holdFirstRound()
-			tt.drop(h)
+			epoch := h.leaseEpoch()
+			dropped := make(chan struct{})
+			go func() {
+				defer close(dropped)
+				tt.drop(h)
+			}()
+			// EndLease returns only after the held round; it drops the
+			// lease before it waits.
+			eventually.True(t, seqTestWait, "the lease to be dropped", func() bool { return h.leaseEpoch() != epoch })
 			release(t, gate)
 			if r := await(t, first); r.err != nil {
 				t.Fatal(r.err)
+			}
+			select {
+			case <-dropped:
+			case <-time.After(seqTestWait):
+				t.Fatalf("%s still waits after the round ended", tt.name)
 			}
 			h.log.set(func(f *seqFakeLog) { f.confirm.gate = nil })
 			h.next(1)
@@ -172,4 +191,47 @@ func TestSequencerRenewsBeforeTheLeaseRunsOut(t *testing.T) {
 	if r := h.confirms(); r != 2 {
 		t.Fatalf("%d rounds, want 2: the request is served from the renewed lease", r)
 	}
+}
+
+// TestSequencerEndLeaseWaitsForRoundsAskingForALease: a round decides to
+// ask for a lease before Log.Confirm numbers it. A hand-over (EndLease,
+// then the release of the voters' promises, numbered as rounds are) that
+// comes in between must not leave that round numbered after the release:
+// the voters, who refuse only rounds numbered before a release, would
+// promise it, and the next leader would wait the promises out.
+func TestSequencerEndLeaseWaitsForRoundsAskingForALease(t *testing.T) {
+	h, _ := mustLeaseHarness(t)
+	// The round has decided to ask, and waits before it is numbered.
+	gate, first := h.holdFirstRound()
+	handedOver := make(chan uint64, 1)
+	go func() {
+		h.s.EndLease()
+		handedOver <- h.log.releaseLease()
+	}()
+	// A look, not a wait: EndLease that returns at once is numbered before
+	// the round; one that waits for the round shows up only after it. A
+	// slow look can only let the bug slip by, never fail a correct run.
+	var released uint64
+	select {
+	case released = <-handedOver:
+	case <-time.After(100 * time.Millisecond):
+	}
+	release(t, gate)
+	if r := await(t, first); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if released == 0 {
+		select {
+		case released = <-handedOver:
+		case <-time.After(seqTestWait):
+			t.Fatal("EndLease still waits after the round ended")
+		}
+	}
+	h.log.set(func(f *seqFakeLog) {
+		for _, n := range f.leaseRounds {
+			if n > released {
+				t.Errorf("round %d asked for a lease after the release (%d) of a hand-over: the next leader would wait its promises out", n, released)
+			}
+		}
+	})
 }

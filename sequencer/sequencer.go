@@ -142,9 +142,14 @@ type Sequencer struct {
 	leaseUntil time.Duration
 	leaseEpoch uint64
 	leaseEnded bool
-	kick       chan struct{}
-	stop       chan struct{}
-	wg         sync.WaitGroup
+	// leaseRounds counts the rounds in flight that ask for a lease, and
+	// leaseRoundsIdle, when EndLease waits for them, is closed once none
+	// is left.
+	leaseRounds     int
+	leaseRoundsIdle chan struct{}
+	kick            chan struct{}
+	stop            chan struct{}
+	wg              sync.WaitGroup
 }
 
 type confirmBatch struct {
@@ -562,11 +567,30 @@ func (s *Sequencer) DropLease() {
 // EndLease ends the lease and asks for none until the next Lead: the
 // leader calls it before it hands leadership over, and then releases the
 // voters' promises. It keeps serving, with a round per request.
+//
+// It returns only once every round that asks for a lease has ended. A
+// round decides to ask before Log.Confirm numbers it, so without the wait
+// one could be numbered after the caller's release, and the voters, who
+// refuse only rounds numbered before a release, would promise it: the
+// next leader would wait those promises out. The wait is as long as a
+// round, which ends by itself (see Log). It is safe: the lease ends
+// before it, so nothing is served from memory meanwhile, and a round
+// that ends after it cannot bring the lease back (extendLease).
 func (s *Sequencer) EndLease() {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.dropLeaseLocked()
 	s.leaseEnded = true
+	var idle chan struct{}
+	if s.leaseRounds > 0 {
+		if s.leaseRoundsIdle == nil {
+			s.leaseRoundsIdle = make(chan struct{})
+		}
+		idle = s.leaseRoundsIdle
+	}
+	s.mu.Unlock()
+	if idle != nil {
+		<-idle
+	}
 }
 
 // ResumeLease undoes EndLease when the hand-over failed and this node
@@ -654,12 +678,25 @@ func (s *Sequencer) confirm(b *confirmBatch) {
 	if b.askLease {
 		sent = s.leaseClock() // before any promise was made
 		// A lease ended since the batch was taken is not asked for
-		// again: its promises would hold the next leader back.
+		// again: its promises would hold the next leader back. A round
+		// that asks is counted until it ends, for EndLease.
 		s.mu.Lock()
 		b.askLease = !s.leaseEnded && s.leaseEpoch == b.leaseEpoch
+		if b.askLease {
+			s.leaseRounds++
+		}
 		s.mu.Unlock()
 	}
 	c, err := s.log.Confirm(context.Background(), b.askLease)
+	if b.askLease {
+		s.mu.Lock()
+		s.leaseRounds--
+		if s.leaseRounds == 0 && s.leaseRoundsIdle != nil {
+			close(s.leaseRoundsIdle)
+			s.leaseRoundsIdle = nil
+		}
+		s.mu.Unlock()
+	}
 	switch {
 	case err != nil:
 		b.err = fmt.Errorf("%w: confirm leadership: %w", ErrNotLeader, err)

@@ -44,6 +44,11 @@ type seqFakeLog struct {
 	// leaseAsks counts the rounds that asked.
 	lease     time.Duration
 	leaseAsks int
+	// numbered numbers rounds and releases, as package leadership's
+	// Confirmer does, once a round is past the gate; leaseRounds are the
+	// numbers of the rounds that asked for a lease.
+	numbered    uint64
+	leaseRounds []uint64
 	// clockHigh is the highest clock reading Reserve was given, and
 	// markClock the reading that came with the current hw, as the FSM
 	// keeps them.
@@ -135,11 +140,23 @@ func (f *seqFakeLog) Confirm(ctx context.Context, askLease bool) (Confirmation, 
 	}
 	defer f.mu.Unlock()
 	c := Confirmation{Term: f.term}
+	f.numbered++
 	if askLease {
+		f.leaseRounds = append(f.leaseRounds, f.numbered)
 		f.leaseAsks++
 		c.Lease = f.lease
 	}
 	return c, nil
+}
+
+// releaseLease numbers a release of the voters' promises after the rounds
+// numbered so far, as leadership.Confirmer.Release does, and returns its
+// number.
+func (f *seqFakeLog) releaseLease() uint64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.numbered++
+	return f.numbered
 }
 
 func (f *seqFakeLog) set(fn func(f *seqFakeLog)) {

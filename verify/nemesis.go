@@ -548,7 +548,7 @@ func passMark(ctx context.Context, c *Cluster, w *Workload, l *Node, mark uint64
 		var last uint64
 		err = c.onNode(ctx, l, func(ctx context.Context, conn *grpc.ClientConn) error {
 			next := nodeNext(api.NewSequencerClient(conn), w.lay, w.group)
-			_, err := caller.Call(func() ([]uint64, []string, error) {
+			_, err := w.call(caller, func() ([]uint64, []string, error) {
 				ids, rendered, err := next(ctx, count)
 				if len(ids) > 0 {
 					last = ids[len(ids)-1]

@@ -64,6 +64,8 @@ type Config struct {
 type FaultRecord struct {
 	Kind   string `json:"kind"`
 	Target string `json:"target"`
+	// Round counts the times this kind has run, from 1.
+	Round int `json:"round"`
 	// Start, Healed and End are offsets from the start of the run; End is
 	// the next fault's start or the end of the run.
 	Start  time.Duration `json:"start"`
@@ -94,6 +96,13 @@ type Result struct {
 	// run ended (verify stops nodes only to restart them), with how: a
 	// node that crashed, or failed to rejoin after remove-readd.
 	Exited []string `json:"exited,omitempty"`
+	// Findings say what a failing run found wrong: each check that
+	// failed, with a few calls that show it and the fault they happened
+	// during. Empty when the run passed.
+	Findings []Finding `json:"findings,omitempty"`
+	// Logs are the ends of the nodes' logs, when the run failed and
+	// started its own cluster.
+	Logs []NodeLog `json:"logs,omitempty"`
 }
 
 // OK reports whether the run found nothing wrong: a valid history, no
@@ -138,6 +147,21 @@ func (r Result) String() string {
 	}
 	for _, e := range r.Exited {
 		fmt.Fprintf(&b, "node exited by itself: %s\n", e)
+	}
+	if len(r.Findings) > 0 {
+		fmt.Fprintf(&b, "what failed:\n")
+	}
+	for _, f := range r.Findings {
+		fmt.Fprintf(&b, "  %s: %s\n", f.Check, f.Detail)
+		if f.When != "" {
+			fmt.Fprintf(&b, "    when: %s\n", f.When)
+		}
+		for _, c := range f.Calls {
+			fmt.Fprintf(&b, "    call: %s\n", c)
+		}
+	}
+	for _, l := range r.Logs {
+		b.WriteString(l.String())
 	}
 	return b.String()
 }
@@ -221,7 +245,27 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	okCount, _, _, ids := w.Counts()
 	res.OpsPerSec = float64(okCount) / elapsed.Seconds()
 	res.IDsPerSec = float64(ids) / elapsed.Seconds()
+	// The history's clock started before the run's: count both from the
+	// run's start, as the faults are, so that calls and faults line up.
+	shift := rec.Offset(start)
+	for i := range ops {
+		ops[i].Start -= shift
+		ops[i].End -= shift
+	}
+	bad := w.bad.list()
+	for i := range bad {
+		bad[i].Start -= shift
+		bad[i].End -= shift
+	}
 	measureGaps(ops, res.Faults, elapsed)
+	res.Findings = diagnose(res, ops, bad, elapsed)
+	if !res.OK() && cluster != nil {
+		var files []string
+		for _, n := range slices.Concat(cluster.Nodes, cluster.extra) {
+			files = append(files, n.LogFile)
+		}
+		res.Logs = TailLogs(files, logTailLines)
+	}
 	return res, nil
 }
 
@@ -284,7 +328,7 @@ func runNemesis(ctx context.Context, c *Cluster, w *Workload, cfg Config, start 
 			return records
 		}
 		kind := cfg.Faults[i%len(cfg.Faults)]
-		rec := FaultRecord{Kind: kind, Start: time.Since(start)}
+		rec := FaultRecord{Kind: kind, Round: i/len(cfg.Faults) + 1, Start: time.Since(start)}
 		target, healFn, err := faults[kind].start(ctx, c, rng)
 		rec.Target = target
 		if err != nil {

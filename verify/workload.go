@@ -48,6 +48,8 @@ type Workload struct {
 	// nextClient is the history's number of the next client to record:
 	// the nemesis's requests are recorded under numbers of their own.
 	nextClient atomic.Int64
+	// bad are the first answers withheld, for a failing run's report.
+	bad badCalls
 }
 
 // WorkloadConfig says who sends what.
@@ -232,6 +234,18 @@ func (w *Workload) nemesisCaller() history.Caller {
 	return history.Caller{Rec: w.rec, Tally: &w.nemesisTally, Client: int(w.nextClient.Add(1) - 1), Judge: judge}
 }
 
+// call makes one attempt through c, as c.Call does, and keeps a withheld
+// answer for the report with its times: the history records it only as
+// an unknown operation.
+func (w *Workload) call(c history.Caller, call func() ([]uint64, []string, error)) (history.Ending, error) {
+	start := w.rec.Offset(time.Now())
+	end, err := c.Call(call)
+	if end == history.BadAnswer {
+		w.bad.add(Call{Client: c.Client, Start: start, End: w.rec.Offset(time.Now()), Outcome: "withheld", Err: err.Error()})
+	}
+	return end, err
+}
+
 // dial connects to one node, with TLS when cfg is set.
 func dial(addr string, cfg *tls.Config) (*grpc.ClientConn, error) {
 	creds := insecure.NewCredentials()
@@ -256,7 +270,7 @@ func (w *Workload) spawn(id, maxCount int, next nextFunc, closeFn func()) {
 			}
 			n := 1 + rng.IntN(maxCount)
 			ctx, cancel := context.WithTimeout(context.Background(), opTimeout)
-			end, _ := c.Call(func() ([]uint64, []string, error) { return next(ctx, n) })
+			end, _ := w.call(c, func() ([]uint64, []string, error) { return next(ctx, n) })
 			cancel()
 			if end == history.Uncertain {
 				// A client whose node is down must not spin.

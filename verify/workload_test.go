@@ -3,6 +3,7 @@ package verify
 import (
 	"context"
 	"net"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -99,6 +100,22 @@ func TestPassMarkCountsABadAnswer(t *testing.T) {
 		t.Errorf("history holds %d unknown and %d acknowledged operations of %d IDs from %d; want the bad answer (unknown) and the good one",
 			unknown, acked, markCount, farID)
 	}
+	mustKeepBadCalls(t, w, 1)
+}
+
+// mustKeepBadCalls fails unless w kept want withheld answers for the
+// report, each with its error and its times.
+func mustKeepBadCalls(t *testing.T, w *Workload, want int) {
+	t.Helper()
+	bad := w.bad.list()
+	if len(bad) != want {
+		t.Fatalf("%d withheld answers kept for the report, want %d: %+v", len(bad), want, bad)
+	}
+	for _, c := range bad {
+		if !strings.Contains(c.Err, "bad response") || c.End < c.Start || c.Start <= 0 {
+			t.Errorf("withheld answer kept as %+v; want its error and times", c)
+		}
+	}
 }
 
 // TestWorkloadCountsBadAnswersApart: a client's bad answer is recorded as
@@ -125,4 +142,5 @@ func TestWorkloadCountsBadAnswersApart(t *testing.T) {
 	if int64(rep.Unknown) != bad || rep.Failed != 0 {
 		t.Errorf("history: %d unknown, %d failed; want the %d bad answers as unknown", rep.Unknown, rep.Failed, bad)
 	}
+	mustKeepBadCalls(t, w, int(min(bad, findingCalls)))
 }
