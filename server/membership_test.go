@@ -82,14 +82,19 @@ func TestStrayAddrs(t *testing.T) {
 	}
 }
 
-// TestNodeOfAnotherClusterHandsOver: a member whose state names another
+// TestNodeOfAnotherClusterNeverLeads: a member whose state names another
 // cluster than the other voters hold (here its snapshot was rewritten to
 // name one, as a bug or a copied data dir could leave it) must never
-// lead: elected, its round finds a majority of the voters refusing it as
-// nodes of another cluster, and it refuses to serve and hands leadership
-// over, so that the cluster serves again. Before, it kept leading, every
-// round failing for good.
-func TestNodeOfAnotherClusterHandsOver(t *testing.T) {
+// lead. The Raft handshake refuses its connections both ways, so it can
+// neither follow nor be elected, not even by a transfer; it refuses to
+// serve once its voters have answered for their cluster, naming both
+// clusters and the fix; and the cluster serves without it. (Elected all
+// the same, by a path the handshake misses, its first round would find a
+// majority refusing it as a node of another cluster, and it would hand
+// leadership over: leadership's TestForeignMajority and Node.confirm.)
+// Before issue 22 it followed, was elected, and kept leading, every round
+// failing for good.
+func TestNodeOfAnotherClusterNeverLeads(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
 	odd := followerOf(nodes, leader)
@@ -106,19 +111,14 @@ func TestNodeOfAnotherClusterHandsOver(t *testing.T) {
 	if got := odd.clusterID(); got != "another-cluster" {
 		t.Fatalf("%s restarted holding cluster %q, want another-cluster", odd.ID(), got)
 	}
-	eventually.True(t, seqTestWait, odd.ID()+" to follow the leader again", func() bool {
-		id, _ := odd.leader()
-		return id == leader.ID() && odd.raft.AppliedIndex() >= leader.raft.AppliedIndex()
-	})
-
-	if err := leader.transferLeader(odd.ID()); err != nil {
-		t.Fatalf("transfer leadership to %s: %v", odd.ID(), err)
+	if err := leader.transferLeader(odd.ID()); err == nil && odd.isLeader() {
+		t.Errorf("leadership was transferred to %s, a node of another cluster", odd.ID())
 	}
 	eventually.True(t, seqTestWait, odd.ID()+" to refuse as a node of another cluster", func() bool {
 		return errors.Is(odd.refusal(), startup.ErrOtherCluster)
 	})
 	err := odd.refusal()
-	for _, want := range []string{"cluster another-cluster", "cluster " + own, "ordo remove --id " + odd.ID()} {
+	for _, want := range []string{"cluster another-cluster", own, "ordo remove --id " + odd.ID()} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not say %q", err, want)
 		}
@@ -132,7 +132,7 @@ func TestNodeOfAnotherClusterHandsOver(t *testing.T) {
 	next := mustLeader(t, rest)
 	mustNext(t, next.GRPCAddr(), 10)
 	if odd.isLeader() {
-		t.Errorf("%s still leads", odd.ID())
+		t.Errorf("%s leads", odd.ID())
 	}
 }
 
