@@ -34,7 +34,35 @@ func (n *Node) refreshMembers() {
 	if f.Error() != nil {
 		return
 	}
-	n.raftIdentity.members.set(f.Configuration().Servers, f.Index())
+	n.raftIdentity.members.set(f.Configuration().Servers)
+}
+
+// admitListed lets into the Raft handshake the dialers of this cluster
+// that it refused as not in this node's configuration, when the cluster's
+// leader lists them as members: this node's log is behind (it was down
+// while they were added), and it learns the configuration that lists
+// them only from them once one leads. The leader is asked through the
+// members of this node's own configuration (clusterMembers), never a
+// node that configuration has dropped, so the lost members of a
+// --recover'ed cluster cannot vouch for each other to the survivor.
+func (n *Node) admitListed() {
+	ids := n.raftIdentity.members.takeUnknown()
+	if len(ids) == 0 {
+		return
+	}
+	st, ok := n.clusterMembers()
+	if !ok {
+		return
+	}
+	for _, id := range ids {
+		for _, m := range st.Nodes {
+			if m.Id == id && m.Voter {
+				n.raftIdentity.members.admit(id)
+				n.logger.Info("letting in a raft peer this node's configuration does not list yet: the cluster's leader lists it",
+					"peer_node_id", id, "leader", st.LeaderId)
+			}
+		}
+	}
 }
 
 // checkOtherCluster refuses to serve when a majority of this node's other

@@ -16,7 +16,7 @@ package server
 // Wire format (integers big-endian; a string is a u16 length and bytes):
 //
 //	hello  (dialer → acceptor):  "ORDO" | version u8 | length u16 | body
-//	       body, version 1:      cluster id | node id | configuration index u64
+//	       body, version 1:      cluster id | node id
 //	answer (acceptor → dialer):  "ORDO" | version u8 | length u16 | body
 //	       body, version 1:      verdict u8 | cluster id | node id | reason
 //
@@ -49,13 +49,13 @@ package server
 //     the restored node start with empty data dirs, so they match.
 //   - Node: the acceptor refuses a dialer whose node id is not in its
 //     Raft configuration, when that is not empty (a joiner's is: the
-//     leader that adds it dials it first) and the dialer's configuration
-//     is not newer than its own. A newer one may list the dialer: a
-//     member that was down while a node was added must take that node's
-//     entries when it leads, or it could never catch up. A node whose
-//     configuration an operator replaced (--recover) keeps the lost
-//     members out, as their configurations are older than the
-//     replacement, which sits at the end of the survivor's log. The dialer refuses an acceptor
+//     leader that adds it dials it first), unless the cluster's leader,
+//     asked over gRPC by the members of that configuration and answering
+//     for this cluster, lists it (Node.admitListed): a member that was
+//     down while a node was added must take that node's entries when it
+//     leads, or it could never catch up, while the lost members of a
+//     --recover'ed cluster, which the survivor's configuration no longer
+//     lists and whose leader it does not ask, stay out. The dialer refuses an acceptor
 //     whose node id is not the one its configuration lists for the
 //     address it dialed, when it lists the address.
 //   - Version: a peer that sends no hello runs an older Ordo and is
@@ -110,12 +110,8 @@ const (
 	verdictUnreadable
 )
 
-// hello is what one end of a connection says it is: its cluster and node
-// ids, and (a dialer's) the index of its latest Raft configuration.
-type hello struct {
-	clusterID, nodeID string
-	configIndex       uint64
-}
+// hello is what one end of a connection says it is.
+type hello struct{ clusterID, nodeID string }
 
 // answer is the acceptor's reply to a hello.
 type answer struct {
@@ -143,11 +139,15 @@ func newRaftIdentity(nodeID string, clusterID func() string, logger hclog.Logger
 }
 
 func (id *raftIdentity) self() hello {
-	h := hello{nodeID: id.nodeID, configIndex: id.members.index()}
-	if id.clusterID != nil {
-		h.clusterID = id.clusterID()
+	return hello{nodeID: id.nodeID, clusterID: id.ownCluster()}
+}
+
+// ownCluster is this node's cluster id now ("" for none yet).
+func (id *raftIdentity) ownCluster() string {
+	if id.clusterID == nil {
+		return ""
 	}
-	return h
+	return id.clusterID()
 }
 
 func (id *raftIdentity) log() hclog.Logger {
@@ -165,8 +165,12 @@ const otherClusterFix = "the data dir of one of these nodes belongs to another c
 
 // dialHandshake is the dialer's side on c, dialed to addr, within c's
 // deadline.
-func (id *raftIdentity) dialHandshake(c net.Conn, addr string) error {
+func (id *raftIdentity) dialHandshake(c net.Conn, addr string) (presented string, err error) {
 	own := id.self()
+	return own.clusterID, id.dial(c, addr, own)
+}
+
+func (id *raftIdentity) dial(c net.Conn, addr string, own hello) error {
 	if err := writeFrame(c, handshakeVersion, encodeHello(own)); err != nil {
 		return fmt.Errorf("send the cluster handshake to raft peer %s: %w", addr, err)
 	}
@@ -192,7 +196,9 @@ func (id *raftIdentity) dialHandshake(c net.Conn, addr string) error {
 		return fmt.Errorf("%w: cluster handshake with raft peer %s: %w", ErrPeerRefused, addr, err)
 	}
 	listedID, listed := id.members.idAt(addr)
-	if listed {
+	if listed && ans.nodeID == listedID {
+		// Only what a member says at the address this node dialed counts
+		// toward checkOtherCluster: a dialer can claim any id.
 		id.answers.record(listedID, ans.clusterID)
 	}
 	switch {
@@ -215,7 +221,12 @@ func (id *raftIdentity) dialHandshake(c net.Conn, addr string) error {
 // acceptHandshake is the acceptor's side on c, within c's deadline. Its
 // errors are ErrPeerRefused, or io.EOF for a connection closed before its
 // first byte (a port probe, a dialer that gave up).
-func (id *raftIdentity) acceptHandshake(c net.Conn) error {
+func (id *raftIdentity) acceptHandshake(c net.Conn) (presented string, err error) {
+	own := id.self()
+	return own.clusterID, id.accept(c, own)
+}
+
+func (id *raftIdentity) accept(c net.Conn, own hello) error {
 	remote := c.RemoteAddr().String()
 	host, _, _ := net.SplitHostPort(remote)
 	version, body, err := readFrame(c)
@@ -240,16 +251,12 @@ func (id *raftIdentity) acceptHandshake(c net.Conn) error {
 		}
 		return fmt.Errorf("%w: %s: %w", ErrPeerRefused, remote, err)
 	}
-	own := id.self()
 	ans := answer{hello: own}
 	peer, err := decodeHello(body)
 	if err != nil {
 		ans.verdict, ans.reason = verdictUnreadable, err.Error()
 	} else {
 		ans.verdict, ans.reason = id.judgeDialer(own, peer)
-		if member, _ := id.members.has(peer.nodeID); member {
-			id.answers.record(peer.nodeID, peer.clusterID)
-		}
 	}
 	werr := writeFrame(c, min(version, handshakeVersion), encodeAnswer(ans))
 	switch ans.verdict {
@@ -273,7 +280,10 @@ func (id *raftIdentity) judgeDialer(own, peer hello) (verdict, string) {
 	if otherClusters(own.clusterID, peer.clusterID) {
 		return verdictOtherCluster, fmt.Sprintf("node %q is of cluster %s, the dialer of cluster %s", own.nodeID, own.clusterID, peer.clusterID)
 	}
-	if member, known := id.members.has(peer.nodeID); known && !member && peer.configIndex <= id.members.index() {
+	if member, known := id.members.has(peer.nodeID); known && !member {
+		if own.clusterID != "" && peer.clusterID == own.clusterID {
+			id.members.noteUnknown(peer.nodeID)
+		}
 		return verdictNotMember, fmt.Sprintf("node %q is not in the raft configuration of node %q", peer.nodeID, own.nodeID)
 	}
 	return verdictAccept, ""
@@ -307,39 +317,75 @@ func otherClusters(a, b string) bool { return a != "" && b != "" && a != b }
 // handling of removed nodes applies as before. The cluster check, the one
 // that keeps another cluster's log out, does not read the copy.
 type memberCache struct {
-	c atomic.Pointer[cachedConfiguration]
+	servers atomic.Pointer[[]raft.Server]
+
+	mu sync.Mutex
+	// admitted are dialers of this cluster that the configuration does
+	// not list yet but the cluster's leader does (Node.admitListed).
+	admitted map[string]bool
+	// unknown are dialers of this cluster refused as not members since
+	// the last takeUnknown, at most maxUnknown of them.
+	unknown map[string]bool
 }
 
-// cachedConfiguration is a Raft configuration and the index of its entry.
-type cachedConfiguration struct {
-	servers []raft.Server
-	index   uint64
-}
+// maxUnknown bounds the refused ids a node asks its leader about at once.
+const maxUnknown = 16
 
-func (m *memberCache) set(servers []raft.Server, index uint64) {
-	m.c.Store(&cachedConfiguration{slices.Clone(servers), index})
+func (m *memberCache) set(servers []raft.Server) {
+	s := slices.Clone(servers)
+	m.servers.Store(&s)
 }
 
 func (m *memberCache) get() []raft.Server {
-	if c := m.c.Load(); c != nil {
-		return c.servers
+	if s := m.servers.Load(); s != nil {
+		return *s
 	}
 	return nil
 }
 
-// index is the index of the cached configuration's entry (0: none).
-func (m *memberCache) index() uint64 {
-	if c := m.c.Load(); c != nil {
-		return c.index
+// noteUnknown remembers a dialer of this cluster refused as not a member.
+func (m *memberCache) noteUnknown(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.unknown == nil {
+		m.unknown = map[string]bool{}
 	}
-	return 0
+	if len(m.unknown) < maxUnknown {
+		m.unknown[id] = true
+	}
+}
+
+// takeUnknown returns and forgets the dialers noted since the last call.
+func (m *memberCache) takeUnknown() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	ids := slices.Sorted(maps.Keys(m.unknown))
+	m.unknown = nil
+	return ids
+}
+
+// admit lets dialer id in although the configuration does not list it.
+func (m *memberCache) admit(id string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.admitted == nil {
+		m.admitted = map[string]bool{}
+	}
+	m.admitted[id] = true
+}
+
+func (m *memberCache) isAdmitted(id string) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.admitted[id]
 }
 
 // has reports whether id is in the configuration, and whether that has
 // any server at all.
 func (m *memberCache) has(id string) (member, known bool) {
 	servers := m.get()
-	return slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id }), len(servers) > 0
+	listed := slices.ContainsFunc(servers, func(s raft.Server) bool { return string(s.ID) == id })
+	return listed || m.isAdmitted(id), len(servers) > 0
 }
 
 // idAt returns the id the configuration lists at addr, if any.
@@ -504,7 +550,7 @@ func appendString(b []byte, s string) []byte {
 }
 
 func encodeHello(h hello) []byte {
-	return binary.BigEndian.AppendUint64(appendString(appendString(nil, h.clusterID), h.nodeID), h.configIndex)
+	return appendString(appendString(nil, h.clusterID), h.nodeID)
 }
 
 func encodeAnswer(a answer) []byte {
@@ -527,16 +573,6 @@ func (r *bodyReader) byte() byte {
 	c := r.b[0]
 	r.b = r.b[1:]
 	return c
-}
-
-func (r *bodyReader) uint64() uint64 {
-	if r.err != nil || len(r.b) < 8 {
-		r.fail()
-		return 0
-	}
-	v := binary.BigEndian.Uint64(r.b)
-	r.b = r.b[8:]
-	return v
 }
 
 func (r *bodyReader) string() string {
@@ -563,7 +599,6 @@ func (r *bodyReader) fail() {
 func decodeHello(body []byte) (hello, error) {
 	r := bodyReader{b: body}
 	h := hello{clusterID: r.string(), nodeID: r.string()}
-	h.configIndex = r.uint64()
 	return h, r.err
 }
 

@@ -105,6 +105,10 @@ type Node struct {
 	// node can name its cluster before a leader is elected and the FSM
 	// applies the log (see clusterID).
 	storedClusterID string
+	// storedAddrs are the members' gRPC addresses the data dir held at
+	// Open: a node whose log is behind applies nothing until a leader
+	// reaches it, and may need them to ask the cluster (clusterMembers).
+	storedAddrs map[string]string
 	// raftIdentity is what the Raft stream layer's cluster handshake
 	// says and checks, and what peers answered it.
 	raftIdentity *raftIdentity
@@ -175,7 +179,7 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return err
 	}
-	n.storedClusterID = stored.ClusterID
+	n.storedClusterID, n.storedAddrs = stored.ClusterID, stored.Nodes
 	store, snaps, err := startup.OpenStores(n.cfg.DataDir, n.logger.Named("snapshot"))
 	if err != nil {
 		return err
@@ -503,8 +507,21 @@ func (n *Node) checkAnswersAs(ctx context.Context, grpcAddr, id string) error {
 // or an answer that does not name this cluster (grpcapi.AnsweredForCluster), is
 // taken as "cannot tell", never as proof: watchMembership asks again.
 func (n *Node) leaderConfirmsRemoved() bool {
-	for id, addr := range n.fsm.State().Nodes {
-		if id == n.cfg.ID {
+	st, ok := n.clusterMembers()
+	return ok && !slices.ContainsFunc(st.Nodes, func(m *api.NodeInfo) bool { return m.Id == n.cfg.ID })
+}
+
+// clusterMembers asks the other members of this node's Raft
+// configuration, at their recorded gRPC addresses, for the cluster's
+// status, and returns the first answer for this cluster that names a
+// leader other than this node.
+func (n *Node) clusterMembers() (*api.StatusResponse, bool) {
+	for _, srv := range n.raftIdentity.members.get() {
+		addr, known := n.fsm.NodeAddr(string(srv.ID))
+		if !known {
+			addr, known = n.storedAddrs[string(srv.ID)]
+		}
+		if string(srv.ID) == n.cfg.ID || !known {
 			continue
 		}
 		conn, err := n.peers.Get(addr)
@@ -515,17 +532,11 @@ func (n *Node) leaderConfirmsRemoved() bool {
 		var header metadata.MD
 		st, err := api.NewAdminClient(conn).Status(ctx, &api.StatusRequest{}, grpc.Header(&header))
 		cancel()
-		if err != nil || !grpcapi.AnsweredForCluster(header, n.clusterID()) || st.LeaderId == "" || st.LeaderId == n.cfg.ID {
-			continue
+		if err == nil && grpcapi.AnsweredForCluster(header, n.clusterID()) && st.LeaderId != "" && st.LeaderId != n.cfg.ID {
+			return st, true
 		}
-		for _, m := range st.Nodes {
-			if m.Id == n.cfg.ID {
-				return false
-			}
-		}
-		return true
 	}
-	return false
+	return nil, false
 }
 
 // checkLayout is called by the FSM whenever the cluster's layout becomes
@@ -629,6 +640,7 @@ func (n *Node) watchMembership() {
 		}
 		n.refreshMembers()
 		n.checkOtherCluster()
+		n.admitListed()
 		member, known := n.isMember(n.cfg.ID)
 		switch {
 		case n.raft.State() == raft.Shutdown:

@@ -3,7 +3,6 @@ package server
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -376,20 +375,5 @@ func TestTLSRaftHandshakeIsBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	stream.useTLS(tl.ServerConfig(nil, true), tl.ClientConfig())
-	stream.handshakeTimeout = 200 * time.Millisecond
-	tr := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: 1, Timeout: 2 * time.Second, Logger: hclog.NewNullLogger(),
-	})
-	t.Cleanup(func() { tr.Close() })
-	conn, err := net.Dial("tcp", string(tr.LocalAddr()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-	_, err = conn.Read(make([]byte, 1))
-	var ne net.Error
-	if err == nil || errors.As(err, &ne) && ne.Timeout() {
-		t.Fatalf("a silent connection to the Raft port: read %v after 5 s, want it closed after the 200ms handshake bound", err)
-	}
+	mustCloseSilentDialer(t, stream, "a silent connection to the Raft port")
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -50,9 +51,56 @@ type streamLayer struct {
 }
 
 // trackedConn is a connection the layer closes on Close.
+//
+// It also keeps the cluster id this node presented in the connection's
+// cluster handshake, and closes the connection as soon as this node's
+// cluster id is another: a handshake in which either end had none yet
+// (a new cluster before its init, a joiner) let the other end through
+// unchecked, and that end may be of another cluster. Both ends close such
+// a connection when their own id is set, and the next connection's
+// handshake compares both ids.
 type trackedConn struct {
 	net.Conn
 	layer *streamLayer
+	// presented is this node's cluster id in the handshake; nil until it
+	// passed, as the handshake itself reads and writes through c.
+	presented atomic.Pointer[string]
+}
+
+// passed records that the handshake passed with this node presenting
+// cluster.
+func (c *trackedConn) passed(cluster string) { c.presented.Store(&cluster) }
+
+// checkCluster closes c if this node's cluster id is no longer the one it
+// presented in c's handshake.
+func (c *trackedConn) checkCluster() error {
+	p := c.presented.Load()
+	if p == nil || *p == c.layer.identity.ownCluster() {
+		return nil
+	}
+	c.Close()
+	return io.EOF
+}
+
+// Read checks after reading too: Raft waits for a peer's next request
+// in Read, and what arrives after this node's cluster id changed must not
+// reach Raft.
+func (c *trackedConn) Read(b []byte) (int, error) {
+	if err := c.checkCluster(); err != nil {
+		return 0, err
+	}
+	n, err := c.Conn.Read(b)
+	if cerr := c.checkCluster(); cerr != nil {
+		return 0, cerr
+	}
+	return n, err
+}
+
+func (c *trackedConn) Write(b []byte) (int, error) {
+	if err := c.checkCluster(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
 }
 
 func (c *trackedConn) Close() error {
@@ -64,7 +112,7 @@ func (c *trackedConn) Close() error {
 
 // track adds c to the connections Close closes; after Close it closes c
 // at once.
-func (l *streamLayer) track(c net.Conn) (net.Conn, error) {
+func (l *streamLayer) track(c net.Conn) (*trackedConn, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.closed {
@@ -103,14 +151,15 @@ func (l *streamLayer) useTLS(server, client *tls.Config) {
 // Raft sets no deadline on what it reads from an incoming connection: a
 // peer that connects and sends nothing would otherwise hold it for good.
 func (l *streamLayer) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
+	raw, err := l.Listener.Accept()
 	if err != nil {
 		return nil, err
 	}
-	if c, err = l.track(c); err != nil {
+	c, err := l.track(raw)
+	if err != nil {
 		return nil, err
 	}
-	b := &boundedHandshake{Conn: c, timeout: l.handshakeTimeout, identity: l.identity}
+	b := &boundedHandshake{Conn: c, tracked: c, timeout: l.handshakeTimeout, identity: l.identity}
 	if l.serverTLS != nil {
 		b.tls = tls.Server(c, l.serverTLS)
 		b.Conn = b.tls
@@ -122,6 +171,7 @@ func (l *streamLayer) Accept() (net.Conn, error) {
 // tls is set) then the cluster's, must finish within timeout.
 type boundedHandshake struct {
 	net.Conn
+	tracked  *trackedConn
 	tls      *tls.Conn
 	identity *raftIdentity
 	timeout  time.Duration
@@ -137,9 +187,11 @@ func (c *boundedHandshake) handshake() error {
 				return
 			}
 		}
-		if c.err = c.identity.acceptHandshake(c.Conn); c.err != nil {
+		var presented string
+		if presented, c.err = c.identity.acceptHandshake(c.Conn); c.err != nil {
 			return
 		}
+		c.tracked.passed(presented)
 		_ = c.Conn.SetDeadline(time.Time{})
 	})
 	return c.err
@@ -207,13 +259,15 @@ func newStreamLayer(bind, advertise string) (*streamLayer, error) {
 func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := l.dialer
 	d.Timeout = timeout
-	c, err := d.Dial("tcp", string(address))
+	raw, err := d.Dial("tcp", string(address))
 	if err != nil {
 		return nil, err
 	}
-	if c, err = l.track(c); err != nil {
+	tracked, err := l.track(raw)
+	if err != nil {
 		return nil, err
 	}
+	var c net.Conn = tracked
 	// The handshakes are bounded like the dial, so a peer that accepts but
 	// never answers costs one timeout, not a stuck replication goroutine.
 	if timeout <= 0 {
@@ -235,10 +289,12 @@ func (l *streamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (n
 		}
 		c = tc
 	}
-	if err := l.identity.dialHandshake(c, string(address)); err != nil {
+	presented, err := l.identity.dialHandshake(c, string(address))
+	if err != nil {
 		c.Close()
 		return nil, err
 	}
+	tracked.passed(presented)
 	_ = c.SetDeadline(time.Time{})
 	return c, nil
 }

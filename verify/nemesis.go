@@ -499,15 +499,7 @@ func loseDataRestart(ctx context.Context, c *Cluster, l *Node, fs []*Node, rng *
 				return err
 			}
 		}
-		var refusal error
-		switch code, exited := wiped.WaitExit(lostJoinTimeout + 5*time.Second); {
-		case !exited:
-			refusal = fmt.Errorf("%s, started with an empty data dir, was not refused: it runs as the member it was, with an empty log", wiped.Name)
-		case code == 0:
-			refusal = fmt.Errorf("%s, started with an empty data dir, exited 0; want a refusal (non-zero)", wiped.Name)
-		default:
-			c.cfg.Logf("%s refused to start with an empty data dir: %s", wiped.Name, lastLine(wiped.LogFile))
-		}
+		refusal := c.awaitRefusal(wiped, "started with an empty data dir")
 		for _, n := range laggards {
 			if err := c.SetClockOffset(n, 0); err != nil {
 				return err
@@ -652,15 +644,7 @@ func loseDataFounder(_ context.Context, c *Cluster, _ *Node, fs []*Node, rng *ra
 		}
 	}
 	return f.Name + " wiped, started as a founder", func(ctx context.Context) error {
-		var refusal error
-		switch code, exited := f.WaitExit(lostJoinTimeout + 5*time.Second); {
-		case !exited:
-			refusal = fmt.Errorf("%s, started with an empty data dir and a one-entry --bootstrap list, was not refused: it still runs", f.Name)
-		case code == 0:
-			refusal = fmt.Errorf("%s, started with an empty data dir and a one-entry --bootstrap list, exited 0; want a refusal (non-zero)", f.Name)
-		default:
-			c.cfg.Logf("%s refused to start with an empty data dir: %s", f.Name, lastLine(f.LogFile))
-		}
+		refusal := c.awaitRefusal(f, "started with an empty data dir and a one-entry --bootstrap list")
 		if err := removeMember(ctx, c, f); err != nil {
 			return errors.Join(refusal, err)
 		}
@@ -678,4 +662,18 @@ func loseDataFounder(_ context.Context, c *Cluster, _ *Node, fs []*Node, rng *ra
 		}
 		return errors.Join(refusal, waitInCluster(ctx, c, f, 20*time.Second))
 	}, nil
+}
+
+// awaitRefusal waits for n, started as how says, to be refused: to exit
+// non-zero by itself within its --join-timeout and a margin. It returns
+// why not; a refusal is logged.
+func (c *Cluster) awaitRefusal(n *Node, how string) error {
+	switch code, exited := n.WaitExit(lostJoinTimeout + 5*time.Second); {
+	case !exited:
+		return fmt.Errorf("%s, %s, was not refused: it still runs", n.Name, how)
+	case code == 0:
+		return fmt.Errorf("%s, %s, exited 0; want a refusal (non-zero)", n.Name, how)
+	}
+	c.cfg.Logf("%s refused to start with an empty data dir: %s", n.Name, lastLine(n.LogFile))
+	return nil
 }
