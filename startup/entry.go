@@ -25,7 +25,8 @@ package startup
 //	holds state  (ignored)          a majority of the other voters answer      any   refuse (ErrOtherCluster)
 //	                                for one other cluster, none for this one
 //	holds state  (ignored)          otherwise                                  any   restart from the data dir
-//	empty        --force-bootstrap                                             any   bootstrap without asking (one-shot)
+//	empty        --force-bootstrap  one holds state (asked once, no wait)      any   refuse (ErrClusterExists)
+//	empty        --force-bootstrap  otherwise                                  any   bootstrap (one-shot)
 //	empty        names only it                                                 none  refuse (usage): --force-bootstrap once
 //	empty        names only it      (asks the leader, as below)               given as for a node the list does not name
 //	empty        names it and more  every other peer and --join address:      any   bootstrap, after BootstrapSettle
@@ -211,7 +212,10 @@ func DecideStart(ctx context.Context, cfg Self, e Entry) (Start, error) {
 	}
 	switch p {
 	case pathForce:
-		cfg.Logger.Warn("bootstrapping without asking anyone whether the cluster exists (--force-bootstrap): if it does, both clusters hand out the same IDs")
+		if err := checkNoneHolds(ctx, cfg.ID, e, cfg.TLS); err != nil {
+			return 0, err
+		}
+		cfg.Logger.Warn("bootstrapping without waiting for every peer to answer (--force-bootstrap): if the cluster exists, both clusters hand out the same IDs")
 		return StartBootstrap, nil
 	case pathBootstrap:
 		err := checkBootstrap(ctx, cfg.ID, e, cfg.TLS, cfg.Logger)
@@ -331,6 +335,28 @@ func (w *waitLog) log(msg string, args ...any) {
 	}
 	w.next = now.Add(waitLogEvery)
 	w.logger.Info(msg, append(args, "waited", now.Sub(w.start).Round(time.Second))...)
+}
+
+// checkNoneHolds asks every address node self was given once, as
+// --force-bootstrap does: it waits for no one, but a node that answers
+// that it holds state proves the cluster exists, and then bootstrapping
+// would make a second one (ErrClusterExists).
+func checkNoneHolds(ctx context.Context, self string, e Entry, t *secure.TLS) error {
+	ask := NewAsker(t)
+	defer ask.Close()
+	addrs := map[string]string{}
+	want := map[string]string{}
+	for _, s := range bootstrapSources(self, e) {
+		addrs[s.key], want[s.key] = s.addr, s.want
+	}
+	for k, a := range ask.NodeStatuses(ctx, addrs) {
+		if hear(self, want[k], a) == heardState {
+			return fmt.Errorf("%w: --force-bootstrap, but node %s at %s holds Raft state (cluster %q): the cluster exists; "+
+				"if this node lost its data, remove it (ordo remove --id %s) and start it with --join instead",
+				ErrClusterExists, a.Info.Id, addrs[k], a.Info.ClusterId, self)
+		}
+	}
+	return nil
 }
 
 // unheard says why answer a from addr proves nothing.

@@ -96,6 +96,8 @@ func TestDecideStart(t *testing.T) {
 		{"listed, a peer holds state, a leader says a member", Entry{Bootstrap: []Peer{self(), holding("b")}, Join: leaderSays("b", "a")}, 0, ErrNodeExists, "remove it first"},
 		{"listed, a peer holds state, no leader", Entry{Bootstrap: []Peer{self(), holding("b")}, Join: noLeader}, 0, ErrClusterUnknown, "cannot ask"},
 		{"forced, every peer down", Entry{Bootstrap: []Peer{self(), dead("b")}, ForceBootstrap: true}, StartBootstrap, nil, ""},
+		{"forced, a peer holds state", Entry{Bootstrap: []Peer{self(), holding("b"), dead("c")}, ForceBootstrap: true}, 0, ErrClusterExists, "--force-bootstrap, but node b"},
+		{"forced alone, a --join address holds state", Entry{Bootstrap: []Peer{self()}, Join: []string{holding("c").GRPCAddr}, ForceBootstrap: true}, 0, ErrClusterExists, "the cluster exists"},
 		{"forced, not listed", Entry{Bootstrap: []Peer{dead("b")}, ForceBootstrap: true}, 0, ErrBadConfig, "--force-bootstrap"},
 		{"not listed, no --join", Entry{Bootstrap: []Peer{empty("b")}}, 0, ErrBadConfig, "does not name"},
 		{"not listed, nobody answers --join", Entry{Bootstrap: []Peer{dead("b")}, Join: deadJoin}, 0, ErrClusterUnknown, "cannot ask"},
