@@ -283,3 +283,29 @@ func mustRefuseUnreadable(t *testing.T, n *Node) {
 		t.Fatal("the node did not refuse after an entry it cannot read")
 	}
 }
+
+// TestAnotherOneNodeClustersDataDirIsRefused: a data dir of another,
+// one-node cluster lists no voter but this node, so only the command
+// line's list names the cluster the operator meant: when its peers
+// answer, under their ids, for one other cluster and none for the data
+// dir's, the node refuses to start, naming both clusters (issue 22, hole
+// 3). Before, with no other voter to ask, it started, and led the other
+// cluster at this member's addresses.
+func TestAnotherOneNodeClustersDataDirIsRefused(t *testing.T) {
+	dir := t.TempDir()
+	x := mustBootstrap(t, testConfig(t, "n3", dir))
+	mustNext(t, x.GRPCAddr(), 1)
+	xID := x.clusterID()
+	x.Close()
+	peer := func(id string) Peer {
+		info := &api.NodeInfo{Id: id, Role: "follower", ClusterId: "cluster-a", HasState: true}
+		return Peer{ID: id, RaftAddr: freeaddr.Loopback(t, 1)[0], GRPCAddr: startuptest.Serve(t, &startuptest.Admin{Info: info})}
+	}
+	self := Peer{ID: "n3", RaftAddr: freeaddr.Loopback(t, 1)[0], GRPCAddr: freeaddr.Loopback(t, 1)[0]}
+	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
+	defer cancel()
+	_, err := DecideStart(ctx, testConfig(t, "n3", dir), Entry{Bootstrap: []Peer{peer("n1"), peer("n2"), self}})
+	if !errors.Is(err, startup.ErrOtherCluster) || !strings.Contains(err.Error(), xID) || !strings.Contains(err.Error(), "cluster-a") {
+		t.Fatalf("a one-node cluster's data dir, started with a list whose peers answer for cluster-a: %v, want startup.ErrOtherCluster naming %s and cluster-a", err, xID)
+	}
+}

@@ -42,8 +42,10 @@ package startup
 //	empty        does not name                                                 none  refuse (usage)
 //
 // For a data dir that holds state, "the others" are the other voters of
-// its latest Raft configuration, asked at their recorded gRPC addresses
-// (checkCluster); an answer counts only under the voter's own id, and any
+// its latest Raft configuration, asked at their recorded gRPC addresses,
+// and the other peers of the --bootstrap list, which name the cluster the
+// operator meant where another cluster's data dir lists only its own
+// voters (checkCluster); an answer counts only under the voter's own id, and any
 // answer for this data dir's cluster shows it alive, making the rest
 // stale addresses, which are logged (judgeCluster). Voters that do not
 // answer prove nothing: a member restarting while the others are down
@@ -204,7 +206,7 @@ func DecideStart(ctx context.Context, cfg Self, e Entry) (Start, error) {
 	}
 	defer stop()
 	if has {
-		return StartRestart, checkCluster(ctx, cfg.ID, cfg.DataDir, stored, e.ClusterID, cfg.TLS, cfg.Logger)
+		return StartRestart, checkCluster(ctx, cfg.ID, cfg.DataDir, stored, e, cfg.TLS, cfg.Logger)
 	}
 	p, err := entryPath(cfg.ID, e)
 	if err != nil {
@@ -431,21 +433,22 @@ func CheckJoinRequest(servers []raft.Server, req *api.JoinRequest) error {
 
 // checkCluster refuses to start on a data dir that belongs to another
 // cluster: one whose recorded cluster id (in st, read from dataDir)
-// differs from expected (when given), or one that the other voters of its
-// latest Raft configuration, asked at their recorded gRPC addresses, show
-// to be another cluster's (judgeCluster). A node started on another
+// differs from e's --cluster-id (when given), or one that the other voters
+// of its latest Raft configuration, asked at their recorded gRPC
+// addresses, and the other peers of e's list show to be another cluster's
+// (judgeCluster). A node started on another
 // cluster's data could otherwise take part in this cluster's elections
 // with that cluster's log, and its high-water mark. Only the voters of the
 // configuration are asked: the address map also holds entries of nodes
 // removed long ago, where anything may listen now. What judgeCluster
 // found stale is logged.
-func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, expected string, t *secure.TLS, logger hclog.Logger) error {
+func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, e Entry, t *secure.TLS, logger hclog.Logger) error {
 	if st.ClusterID == "" {
 		return nil // the first leader has not recorded one yet
 	}
-	if expected != "" && st.ClusterID != expected {
+	if e.ClusterID != "" && st.ClusterID != e.ClusterID {
 		return fmt.Errorf("%w: the data dir %s holds cluster %s, this node is configured for cluster %s",
-			ErrOtherCluster, dataDir, st.ClusterID, expected)
+			ErrOtherCluster, dataDir, st.ClusterID, e.ClusterID)
 	}
 	conf, err := StoredConfiguration(dataDir)
 	if err != nil {
@@ -455,6 +458,14 @@ func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, expec
 	for _, srv := range conf.Servers {
 		if id := string(srv.ID); srv.Suffrage == raft.Voter && id != self {
 			addrs[id] = st.Nodes[id] // "" when none is recorded: not asked
+		}
+	}
+	// The peers of the command line's list count too: a data dir of
+	// another cluster lists that cluster's voters, which may be none but
+	// this node, while the list names the cluster the operator meant.
+	for _, p := range e.Bootstrap {
+		if _, voter := addrs[p.ID]; !voter && p.ID != self {
+			addrs[p.ID] = p.GRPCAddr
 		}
 	}
 	ask := NewAsker(t)
@@ -555,13 +566,14 @@ func judgeCluster(self, dataDir, own string, answers []voterAnswer) ([]staleAnsw
 	return stale, nil
 }
 
-// CheckCluster is checkCluster on what dataDir holds: see DecideStart.
+// CheckCluster is checkCluster on what dataDir holds, for a node told
+// only --cluster-id expected: see DecideStart.
 func CheckCluster(ctx context.Context, self, dataDir, expected string, t *secure.TLS, logger hclog.Logger) error {
 	st, err := StoredState(dataDir)
 	if err != nil {
 		return err
 	}
-	return checkCluster(ctx, self, dataDir, st, expected, t, logger)
+	return checkCluster(ctx, self, dataDir, st, Entry{ClusterID: expected}, t, logger)
 }
 
 // NodeStatusTimeout bounds asking one node for its status (server's
