@@ -324,6 +324,27 @@ func removeAndRejoin(t *testing.T, c *cluster, n *node) {
 		n.Name, leaderTimeout, last, grepLines(c.output(n), "serving: start="))
 }
 
+// checkCreatedNothing checks that n1, started as how says, created no
+// cluster: it answered no call (served), never reported itself leader
+// (led), no node reported a cluster id other than mainID, its log (out)
+// does not say it bootstrapped, and the history so far is clean.
+func checkCreatedNothing(t *testing.T, how string, served int64, led bool, watch *statusWatch, mainID, out string, rec *history.Recorder) {
+	t.Helper()
+	if served > 0 {
+		t.Errorf("n1, %s, answered %d calls with IDs; want none", how, served)
+	}
+	if led {
+		t.Errorf("n1, %s, reported itself leader", how)
+	}
+	if ids := watch.foreignIDs(mainID); len(ids) > 0 {
+		t.Errorf("a node reported a cluster id other than the cluster's %s: %v (n1 bootstrapped a new cluster)", mainID, ids)
+	}
+	if strings.Contains(out, "start=bootstrap") {
+		t.Errorf("n1's log says it bootstrapped:\n%s", grepLines(out, "start=bootstrap"))
+	}
+	checkSoFar(t, rec, "up to the refusal")
+}
+
 // checkSoFar checks the history recorded so far, and fails the test (and
 // goes on) unless it is clean.
 func checkSoFar(t *testing.T, rec *history.Recorder, what string) {
@@ -382,19 +403,7 @@ func TestFounderWithOneEntryListLostDataDirIsRefused(t *testing.T) {
 	default:
 		t.Logf("n1 refused after %v (exit %d): %s", took.Round(time.Millisecond), code, lastLines(out, 1))
 	}
-	if served > 0 {
-		t.Errorf("n1, restarted with an empty data dir, answered %d calls with IDs; want none", served)
-	}
-	if led {
-		t.Errorf("n1, restarted with an empty data dir, reported itself leader")
-	}
-	if ids := watch.foreignIDs(mainID); len(ids) > 0 {
-		t.Errorf("a node reported a cluster id other than the cluster's %s: %v (n1 bootstrapped a new cluster)", mainID, ids)
-	}
-	if strings.Contains(out, "start=bootstrap") {
-		t.Errorf("n1's log says it bootstrapped:\n%s", grepLines(out, "start=bootstrap"))
-	}
-	checkSoFar(t, rec, "up to the refusal")
+	checkCreatedNothing(t, "restarted with an empty data dir", served, led, watch, mainID, out, rec)
 
 	removeAndRejoin(t, c, n1)
 	w.mustAcks(phaseAcks, phaseTimeout, "after n1 joined again")
@@ -472,19 +481,8 @@ func TestFounderLostDataDirInWholeClusterCrashIsRefused(t *testing.T) {
 	default:
 		t.Logf("n1 refused %v after its start (exit %d): %s", took.Round(time.Millisecond), code, lastLines(out, 1))
 	}
-	if served := pinned.served() - servedBefore; served > servedAlone {
-		t.Errorf("n1, started with an empty data dir, answered %d calls with IDs after n2 and n3 came back; want none", served-servedAlone)
-	}
-	if led := watch.ledSince(n1.Name); led {
-		t.Errorf("n1, started with an empty data dir, reported itself leader after n2 and n3 came back")
-	}
-	if ids := watch.foreignIDs(mainID); len(ids) > 0 {
-		t.Errorf("a node reported a cluster id other than the cluster's %s: %v (n1 bootstrapped a new cluster)", mainID, ids)
-	}
-	if strings.Contains(out, "start=bootstrap") {
-		t.Errorf("n1's log says it bootstrapped:\n%s", grepLines(out, "start=bootstrap"))
-	}
-	checkSoFar(t, rec, "up to the refusal")
+	served := pinned.served() - servedBefore - servedAlone
+	checkCreatedNothing(t, "started with an empty data dir, after n2 and n3 came back,", served, watch.ledSince(n1.Name), watch, mainID, out, rec)
 
 	removeAndRejoin(t, c, n1)
 	w.mustAcks(phaseAcks, phaseTimeout, "after n1 joined again")
