@@ -132,6 +132,10 @@ type raftIdentity struct {
 	answers   peerAnswers
 	logger    hclog.Logger
 	logs      logLimiter
+	// strangerTo is set when a peer of this node's cluster refused it as
+	// not in its configuration: a removed node that missed the entry
+	// removing it (watchMembership asks the leader then).
+	strangerTo atomic.Bool
 }
 
 func newRaftIdentity(nodeID string, clusterID func() string, logger hclog.Logger) *raftIdentity {
@@ -207,6 +211,9 @@ func (id *raftIdentity) dial(c net.Conn, addr string, own hello) error {
 		return fmt.Errorf("%w: %w: raft peer %s (node %q) is of cluster %s, this node of cluster %s",
 			ErrPeerRefused, startup.ErrOtherCluster, addr, ans.nodeID, ans.clusterID, own.clusterID)
 	case ans.verdict != verdictAccept:
+		if ans.verdict == verdictNotMember {
+			id.strangerTo.Store(true)
+		}
 		return fmt.Errorf("%w: raft peer %s (node %q) refused this node: %s", ErrPeerRefused, addr, ans.nodeID, ans.reason)
 	case listed && ans.nodeID != listedID:
 		if id.logs.allow("out/id/" + addr) {

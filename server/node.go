@@ -646,6 +646,12 @@ func (n *Node) watchMembership() {
 		case n.raft.State() == raft.Shutdown:
 			n.refuse(ErrRemoved)
 			return
+		case wasMember && n.raftIdentity.strangerTo.Swap(false) && n.leaderConfirmsRemoved():
+			// Its peers refuse it as a stranger, and the leader does not
+			// list it: it missed the entry that removed it, which the
+			// leader stops sending once appended.
+			n.refuse(ErrRemoved)
+			return
 		case member:
 			wasMember = true
 			if time.Since(lastRegister) >= time.Second && n.registerMoved() {

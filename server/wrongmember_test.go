@@ -156,3 +156,33 @@ func TestConnectionFromBeforeTheClusterIDIsClosed(t *testing.T) {
 		t.Errorf("b's log holds cluster %s's entry %d", x.clusterID(), last+1)
 	}
 }
+
+// TestRemovedWhileDownStopsWhenItsPeersRefuseIt: a node removed while it
+// was down never receives the entry that removed it (the leader stops
+// replicating to it once the entry is appended), so its own log still
+// lists it. Restarted, it campaigns; the Raft handshake refuses it as not
+// in its peers' configuration, it asks the leader, which does not list
+// it, and it stops as removed (ErrRemoved), instead of campaigning for
+// good.
+func TestRemovedWhileDownStopsWhenItsPeersRefuseIt(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	gone := followerOf(nodes, leader)
+	cfg := gone.cfg
+	cfg.RaftAddr, cfg.GRPCAddr = gone.RaftAddr(), gone.GRPCAddr()
+	if err := gone.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
+	defer cancel()
+	if err := leader.removeMember(ctx, cfg.ID); err != nil {
+		t.Fatalf("remove %s: %v", cfg.ID, err)
+	}
+	back := mustOpen(t, cfg)
+	if member, _ := back.isMember(cfg.ID); !member {
+		t.Fatalf("%s's own log does not list it: the test needs one that missed its removal", cfg.ID)
+	}
+	eventually.True(t, seqTestWait, cfg.ID+" (removed while down) to stop as removed", func() bool {
+		return errors.Is(back.refusal(), ErrRemoved)
+	})
+}
