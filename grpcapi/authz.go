@@ -29,7 +29,7 @@ import (
 
 // Errors of this package. They are sentinels, not statuses: the node
 // maps them to gRPC codes in the one place it maps all its errors
-// (Node.ToStatus), and package server names them as its own.
+// (Node.ToStatus), naming them by this package.
 var (
 	// ErrPermissionDenied means the caller's identity does not allow the
 	// call.

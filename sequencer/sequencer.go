@@ -12,10 +12,8 @@ import (
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
-// Errors the Sequencer returns. The server adds its own and maps them all
-// to gRPC codes in one place; it declares ErrNotLeader, ErrBadCount and
-// ErrTimeExhausted as these same values, since it returns them too, so
-// errors.Is matches either name.
+// Errors the Sequencer returns. Package server maps them, with its own,
+// to gRPC codes in one place, naming them by this package.
 var (
 	// ErrNotLeader means the sequencer does not serve now: it was never
 	// told to Lead, it stepped down, or a confirmation round failed.
@@ -91,11 +89,6 @@ type Sequencer struct {
 	clock  func() time.Time
 	log    Log
 	logger hclog.Logger
-	// unsafeTrust hands out ticks from the reservation without confirming
-	// leadership, and keeps doing so after losing it. It exists only so
-	// tests can show that the history checker catches the stale leader
-	// this lets through; see server.TestHooks.UnsafeTrustReservation.
-	unsafeTrust bool
 	// lease is how long the lease is (0: off), counted on leaseClock.
 	lease      time.Duration
 	leaseClock func() time.Duration
@@ -210,15 +203,6 @@ func newSequencer(l layout.Layout, window time.Duration, clock func() time.Time,
 	return s
 }
 
-// SetUnsafeTrustReservation makes the sequencer skip every confirmation
-// and ignore StepDown: the bug server.TestHooks.UnsafeTrustReservation lets
-// tests plant. Call it before Lead.
-func (s *Sequencer) SetUnsafeTrustReservation(on bool) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.unsafeTrust = on
-}
-
 // Close stops the sequencer; pending requests fail with ErrNotLeader.
 func (s *Sequencer) Close() {
 	s.StepDown()
@@ -260,9 +244,6 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 func (s *Sequencer) StepDown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.unsafeTrust {
-		return // the bug under test: the reservation is trusted alone
-	}
 	s.stopServingLocked()
 }
 
@@ -396,7 +377,7 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 			t := Ticket{Block: Block{First: start, Count: n}}
 			// The lease is checked after the ticks were assigned: so
 			// while it holds, no newer leader has answered anyone.
-			if !s.unsafeTrust && !s.leaseHoldsLocked() {
+			if !s.leaseHoldsLocked() {
 				t.batch = s.joinBatchLocked()
 			}
 			s.mu.Unlock()
@@ -729,7 +710,7 @@ func (s *Sequencer) extendLease(b *confirmBatch, until time.Duration) {
 func (s *Sequencer) renewLease() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.term == 0 || s.lease == 0 || s.leaseEnded || s.unsafeTrust {
+	if s.term == 0 || s.lease == 0 || s.leaseEnded {
 		return
 	}
 	if s.leaseUntil == 0 || s.leaseUntil-s.leaseClock() < s.lease/2 {

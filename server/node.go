@@ -217,12 +217,13 @@ func (n *Node) openRaft() error {
 	})
 	// The sequencer exists before Raft starts: NewRaft may restore a
 	// snapshot, and a layout mismatch found then stops the sequencer.
-	n.seq = sequencer.New(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, raftLog{n}, n.logger.Named("sequencer"),
-		sequencer.Lease{Duration: n.cfg.Lease, Clock: leadership.LeaseClock})
-	n.seq.SetUnsafeTrustReservation(n.cfg.TestHooks.UnsafeTrustReservation)
+	var log sequencer.Log = raftLog{n}
 	if n.cfg.TestHooks.UnsafeTrustReservation {
+		log = &trustingLog{raftLog: raftLog{n}}
 		n.logger.Error("UNSAFE: IDs are handed out without confirming leadership and can go out of order; tests only")
 	}
+	n.seq = sequencer.New(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, log, n.logger.Named("sequencer"),
+		sequencer.Lease{Duration: n.cfg.Lease, Clock: leadership.LeaseClock})
 	rc := *n.cfg.Raft
 	notify := make(chan bool, 8)
 	rc.NotifyCh = notify
@@ -589,7 +590,9 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 			<-done
 			done = nil
 		}
-		n.seq.StepDown()
+		if !n.cfg.TestHooks.UnsafeTrustReservation {
+			n.seq.StepDown()
+		}
 	}
 	defer stopLeading()
 	for {

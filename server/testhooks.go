@@ -1,8 +1,11 @@
 package server
 
 import (
+	"context"
 	"sync/atomic"
 	"time"
+
+	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // TestHooks carries every behaviour that exists only so tests can provoke
@@ -15,9 +18,10 @@ type TestHooks struct {
 	// UnsafeTrustReservation builds the classic stale-leader bug on
 	// purpose: a node hands out IDs from its committed reservation without
 	// confirming that it still leads, and keeps doing so after it lost
-	// leadership (its sequencer skips confirmations and ignores StepDown;
-	// its gRPC service serves instead of forwarding while the sequencer
-	// does). Tests use it to show that the history checker catches the
+	// leadership (its sequencer's Log is a trustingLog, its sequencer is
+	// not stopped when leadership is lost, and its gRPC service serves
+	// instead of forwarding while the sequencer does). The sequencer
+	// itself knows nothing of it. Tests use it to show that the history checker catches the
 	// reordering this causes. ordo serve --test-unsafe-trust-reservation
 	// sets it.
 	UnsafeTrustReservation bool
@@ -38,6 +42,27 @@ type TestHooks struct {
 	// start-up decision, Recover, the sequencer, backups) sees the same
 	// shifted time.
 	ClockOffset func() time.Duration
+}
+
+// trustingLog is the stale-leader bug of UnsafeTrustReservation: it
+// commits reservations through Raft, but confirms without asking anyone,
+// in the term of its last reservation, so the sequencer answers from a
+// reservation this node may no longer lead.
+type trustingLog struct {
+	raftLog
+	term atomic.Uint64
+}
+
+func (l *trustingLog) Reserve(ctx context.Context, upTo, clock uint64) (sequencer.Reservation, error) {
+	res, err := l.raftLog.Reserve(ctx, upTo, clock)
+	if err == nil {
+		l.term.Store(res.Term)
+	}
+	return res, err
+}
+
+func (l *trustingLog) Confirm(context.Context, bool) (sequencer.Confirmation, error) {
+	return sequencer.Confirmation{Term: l.term.Load()}, nil
 }
 
 // holdsAddress reports whether HoldAddress is set and true.
