@@ -21,7 +21,8 @@ import (
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
-// servers is the Raft configuration's servers.
+// servers is Raft's latest configuration's servers: the one reader of
+// the configuration in this package.
 func (n *Node) servers() ([]raft.Server, error) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {

@@ -30,11 +30,9 @@ func newClusterID() (string, error) {
 // refreshMembers copies Raft's latest configuration for the Raft
 // handshake (see memberCache for why a copy, and why a stale one is safe).
 func (n *Node) refreshMembers() {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return
+	if servers, err := n.servers(); err == nil {
+		n.raftIdentity.members.set(servers)
 	}
-	n.raftIdentity.members.set(f.Configuration().Servers)
 }
 
 // admitListed lets into the Raft handshake the dialers of this cluster

@@ -37,12 +37,12 @@ func (v raftView) Leader() string {
 }
 
 func (v raftView) Voters() ([]string, error) {
-	f := v.n.raft.GetConfiguration()
-	if err := f.Error(); err != nil {
+	servers, err := v.n.servers()
+	if err != nil {
 		return nil, err
 	}
 	var ids []string
-	for _, s := range f.Configuration().Servers {
+	for _, s := range servers {
 		if s.Suffrage == raft.Voter {
 			ids = append(ids, string(s.ID))
 		}

@@ -440,12 +440,9 @@ func waitBounded(d time.Duration, fn func() error) error {
 }
 
 func (n *Node) voters() int {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return 0
-	}
+	servers, _ := n.servers()
 	c := 0
-	for _, s := range f.Configuration().Servers {
+	for _, s := range servers {
 		if s.Suffrage == raft.Voter {
 			c++
 		}
@@ -456,11 +453,10 @@ func (n *Node) voters() int {
 // isMember reports whether id is in Raft's latest configuration, and
 // whether that configuration has any servers at all.
 func (n *Node) isMember(id string) (member, known bool) {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
+	servers, err := n.servers()
+	if err != nil {
 		return false, false
 	}
-	servers := f.Configuration().Servers
 	for _, s := range servers {
 		if string(s.ID) == id {
 			return true, true
@@ -472,11 +468,8 @@ func (n *Node) isMember(id string) (member, known bool) {
 // memberRaftAddr returns the Raft address of member id in the Raft
 // configuration, and whether id is a member.
 func (n *Node) memberRaftAddr(id string) (string, bool) {
-	f := n.raft.GetConfiguration()
-	if f.Error() != nil {
-		return "", false
-	}
-	for _, s := range f.Configuration().Servers {
+	servers, _ := n.servers()
+	for _, s := range servers {
 		if string(s.ID) == id {
 			return string(s.Address), true
 		}
