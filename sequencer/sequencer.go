@@ -569,7 +569,13 @@ func (s *Sequencer) EndLease() {
 		idle = s.leaseRoundsIdle
 	}
 	s.mu.Unlock()
-	if idle != nil {
+	if idle == nil {
+		return
+	}
+	select {
+	case <-idle:
+	case <-time.After(time.Second):
+		s.logger.Info("ending the lease: waiting for the rounds that asked for one to end before the promises are released")
 		<-idle
 	}
 }

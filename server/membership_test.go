@@ -101,11 +101,7 @@ func TestNodeOfAnotherClusterNeverLeads(t *testing.T) {
 	own := odd.clusterID()
 	// Raft takes none until the newest configuration is applied.
 	eventually.True(t, seqTestWait, "a snapshot of "+odd.ID(), func() bool { return odd.raft.Snapshot().Error() == nil })
-	cfg := odd.cfg
-	cfg.RaftAddr, cfg.GRPCAddr = odd.RaftAddr(), odd.GRPCAddr() // the member's addresses stay
-	if err := odd.Close(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustCloseKeepingAddrs(t, odd)
 	mustRenameCluster(t, cfg.DataDir, "another-cluster")
 	odd = mustOpen(t, cfg)
 	if got := odd.clusterID(); got != "another-cluster" {

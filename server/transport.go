@@ -58,7 +58,10 @@ type streamLayer struct {
 // (a new cluster before its init, a joiner) let the other end through
 // unchecked, and that end may be of another cluster. Both ends close such
 // a connection when their own id is set, and the next connection's
-// handshake compares both ids.
+// handshake compares both ids. Only connections on which this node
+// presented none are checked: a node's id, once set, is its for as long
+// as it runs (its FSM takes no second init), so the others cost Raft's
+// hot path nothing.
 type trackedConn struct {
 	net.Conn
 	layer *streamLayer
@@ -75,7 +78,7 @@ func (c *trackedConn) passed(cluster string) { c.presented.Store(&cluster) }
 // presented in c's handshake.
 func (c *trackedConn) checkCluster() error {
 	p := c.presented.Load()
-	if p == nil || *p == c.layer.identity.ownCluster() {
+	if p == nil || *p != "" || c.layer.identity.ownCluster() == "" {
 		return nil
 	}
 	c.Close()

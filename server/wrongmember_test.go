@@ -26,11 +26,7 @@ func TestMemberDownWhileANodeWasAddedCatchesUp(t *testing.T) {
 
 	// A member is down while n4 is added; n4 then leads.
 	down := followerOf(nodes, leader)
-	cfg := down.cfg
-	cfg.RaftAddr, cfg.GRPCAddr = down.RaftAddr(), down.GRPCAddr()
-	if err := down.Close(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustCloseKeepingAddrs(t, down)
 	n4 := mustOpen(t, testConfig(t, "n4", t.TempDir()))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -168,11 +164,7 @@ func TestRemovedWhileDownStopsWhenItsPeersRefuseIt(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
 	gone := followerOf(nodes, leader)
-	cfg := gone.cfg
-	cfg.RaftAddr, cfg.GRPCAddr = gone.RaftAddr(), gone.GRPCAddr()
-	if err := gone.Close(); err != nil {
-		t.Fatal(err)
-	}
+	cfg := mustCloseKeepingAddrs(t, gone)
 	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
 	defer cancel()
 	if err := leader.removeMember(ctx, cfg.ID); err != nil {
@@ -185,4 +177,16 @@ func TestRemovedWhileDownStopsWhenItsPeersRefuseIt(t *testing.T) {
 	eventually.True(t, seqTestWait, cfg.ID+" (removed while down) to stop as removed", func() bool {
 		return errors.Is(back.refusal(), ErrRemoved)
 	})
+}
+
+// mustCloseKeepingAddrs closes n and returns its configuration with the
+// addresses it had, so that reopening it brings back the same member.
+func mustCloseKeepingAddrs(t *testing.T, n *Node) Config {
+	t.Helper()
+	cfg := n.cfg
+	cfg.RaftAddr, cfg.GRPCAddr = n.RaftAddr(), n.GRPCAddr()
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }
