@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 
 	"google.golang.org/grpc/metadata"
+
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // LeaderAddrKey is the response trailer in which a node names the
@@ -43,6 +46,31 @@ func WithTicks(ctx context.Context, ticks bool) context.Context {
 // more than one ID has a step, every ID is above the one before it, and
 // the runs hold exactly the IDs asked for.
 var ErrBadRuns = errors.New("bad ID runs")
+
+// Runs encodes count ticks from first, a block the sequencer handed out,
+// as runs of IDs with a constant step, the form ExpandRuns reads: one run
+// per time unit the block touches. Under a 128-bit layout, whose IDs
+// a caller renders from ticks (api.TicksKey), the runs carry the ticks
+// themselves, step 1: consecutive ticks differ by 1 across time units
+// too, so one run holds the block unless its count overflows the field.
+func Runs(l layout.Layout, group, first, count uint64) []*IDRun {
+	perUnit := uint64(1) << l.SeqBits
+	runs := make([]*IDRun, 0, 1+count/min(perUnit, math.MaxUint32))
+	for t, left := first, count; left > 0; {
+		var run *IDRun
+		if l.Wide() {
+			// Only the count field's width ends a run of ticks.
+			run = &IDRun{First: t, Count: uint32(min(left, math.MaxUint32)), Step: 1}
+		} else {
+			run = &IDRun{First: l.ID(t, group), Count: uint32(min(left, perUnit-t%perUnit)), Step: l.Step()}
+		}
+		inRun := uint64(run.Count)
+		runs = append(runs, run)
+		t += inRun
+		left -= inRun
+	}
+	return runs
+}
 
 // ExpandRuns returns the n IDs that runs hold, in order, or ErrBadRuns if
 // they are not n strictly increasing IDs. What the runs claim sizes no

@@ -5,6 +5,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 func TestExpandRuns(t *testing.T) {
@@ -66,5 +68,64 @@ func TestRunReaderSkips(t *testing.T) {
 	bad := NewRunReader([]*IDRun{{First: 5, Count: 1, Step: 1}, {First: 5, Count: 1, Step: 1}})
 	if err := bad.Skip(2); !errors.Is(err, ErrBadRuns) {
 		t.Fatalf("Skip over a repeated ID = %v, want ErrBadRuns", err)
+	}
+}
+
+// TestRuns: a block across time units is one run per unit, and the
+// clients' decoder reads back every tick in order, in the group asked.
+func TestRuns(t *testing.T) {
+	for _, name := range []string{"default", "sonyflake", "instagram"} {
+		t.Run(name, func(t *testing.T) {
+			l := layout.MustPreset(name)
+			perUnit := uint64(1) << l.SeqBits
+			first, count := 7*perUnit+perUnit-3, 2*perUnit+5
+			runs := Runs(l, 1, first, count)
+			if len(runs) != 4 {
+				t.Fatalf("%d runs, want 4 (3 IDs, a full unit, a full unit, 2 IDs)", len(runs))
+			}
+			ids, err := ExpandRuns(runs, count)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, id := range ids {
+				if got, want := l.Tick(id), first+uint64(i); got != want {
+					t.Fatalf("ID %d has tick %d, want %d", i, got, want)
+				}
+				if g := l.Decode(id).Group; g != 1 {
+					t.Fatalf("ID %d has group %d, want 1", i, g)
+				}
+			}
+		})
+	}
+}
+
+// TestWideRuns checks that a 128-bit layout's block goes out as ticks,
+// step 1, in one run across time units.
+func TestWideRuns(t *testing.T) {
+	type block struct{ First, Count uint64 }
+	l := layout.MustPreset("uuidv7")
+	perUnit := uint64(1) << l.SeqBits
+	b := block{First: 7*perUnit + perUnit - 3, Count: 2*perUnit + 5}
+	runs := Runs(l, 1, b.First, b.Count)
+	if len(runs) != 1 || runs[0].First != b.First || uint64(runs[0].Count) != b.Count || runs[0].Step != 1 {
+		t.Fatalf("runs %v, want one run of ticks %d..+%d", runs, b.First, b.Count)
+	}
+	// Only the count field's width splits ticks, wherever the block starts.
+	for _, b := range []block{{First: 3*math.MaxUint32 - 1, Count: 5}, {First: 1 << 40, Count: math.MaxUint32 + 3}} {
+		runs := Runs(l, 1, b.First, b.Count)
+		want := []uint64{b.Count}
+		if b.Count > math.MaxUint32 {
+			want = []uint64{math.MaxUint32, b.Count - math.MaxUint32}
+		}
+		next := b.First
+		for i, r := range runs {
+			if i >= len(want) || r.First != next || uint64(r.Count) != want[i] || r.Step != 1 {
+				t.Fatalf("block %+v: runs %v, want counts %v from %d", b, runs, want, b.First)
+			}
+			next += uint64(r.Count)
+		}
+		if len(runs) != len(want) {
+			t.Fatalf("block %+v: runs %v, want counts %v", b, runs, want)
+		}
 	}
 }

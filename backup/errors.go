@@ -7,7 +7,7 @@ import (
 
 // Errors of this package; an invalid option is startup.ErrBadConfig. A
 // restore and a recovery run offline, so these reach only the command
-// line, and server's toStatus does not name them.
+// line, and grpcapi.ToStatus does not name them.
 var (
 	// ErrBadBackup means a backup file is damaged, of an unknown version,
 	// or inconsistent.

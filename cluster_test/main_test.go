@@ -381,26 +381,33 @@ func roleOf(resp *api.StatusResponse, id string) string {
 func (c *cluster) waitStatus(d time.Duration, what string, ok func(*api.StatusResponse) bool) *api.StatusResponse {
 	c.t.Helper()
 	begin := time.Now()
-	deadline := begin.Add(d)
+	resp, lastErr, done := c.pollStatus(d, ok)
+	if !done {
+		c.t.Fatalf("waited %v for %s; last status: %v; last error: %v", d, what, resp, lastErr)
+	}
+	if e := time.Since(begin); e > 2*time.Second {
+		c.t.Logf("waited %v for %s", e.Round(time.Millisecond), what)
+	}
+	return resp
+}
+
+// pollStatus asks for the status until ok holds or d passes. It returns
+// the last status read, the last error, and whether ok held.
+func (c *cluster) pollStatus(d time.Duration, ok func(*api.StatusResponse) bool) (*api.StatusResponse, error, bool) {
 	var last *api.StatusResponse
 	var lastErr error
-	for time.Now().Before(deadline) {
+	for deadline := time.Now().Add(d); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
 		resp, err := c.status(4 * time.Second)
-		if err == nil {
-			last = resp
-			if ok(resp) {
-				if e := time.Since(begin); e > 2*time.Second {
-					c.t.Logf("waited %v for %s", e.Round(time.Millisecond), what)
-				}
-				return resp
-			}
-		} else {
+		if err != nil {
 			lastErr = err
+			continue
 		}
-		time.Sleep(100 * time.Millisecond)
+		last = resp
+		if ok(resp) {
+			return resp, nil, true
+		}
 	}
-	c.t.Fatalf("waited %v for %s; last status: %v; last error: %v", d, what, last, lastErr)
-	return nil
+	return last, lastErr, false
 }
 
 // mustLeader waits until the status names a leader that is not one of

@@ -27,53 +27,10 @@ import (
 // the admin token. Without TLS nobody can be told apart, so everything is
 // open except the admin calls when a token is configured.
 
-// Errors of this package. They are sentinels, not statuses: the node
-// maps them to gRPC codes in the one place it maps all its errors
-// (Node.ToStatus), naming them by this package.
-var (
-	// ErrPermissionDenied means the caller's identity does not allow the
-	// call.
-	ErrPermissionDenied = errors.New("permission denied")
-	// ErrWrongCluster means a call named another cluster than this node's
-	// (api.ClusterIDKey): a stale address or leader hint now reaches a
-	// node of another cluster. Callers move on, as from a node that is
-	// down.
-	ErrWrongCluster = errors.New("call meant for another cluster")
-	// ErrBadRequest means a request carries a bad field, here an address
-	// that cannot be parsed.
-	ErrBadRequest = errors.New("bad request")
-	// ErrNotReady means the cluster has not been initialised yet: the
-	// node does not know its layout.
-	ErrNotReady = errors.New("cluster not initialised")
-	// ErrUnknownNode means an admin request names a node that is not a
-	// member.
-	ErrUnknownNode = errors.New("unknown node")
-	// ErrLayoutMismatch means a joining node's layout or group differs
-	// from the cluster's.
-	ErrLayoutMismatch = errors.New("layout mismatch")
-)
-
 // AuthorizationKey is the metadata key that carries "Bearer <admin
 // token>". Callers that pass a caller's rights on (a follower forwarding
 // to the leader) copy it.
 const AuthorizationKey = "authorization"
-
-// Node is what authorization needs of an Ordo node: a small interface, so
-// a fake is a few lines.
-type Node interface {
-	// ClusterID is the id of the node's cluster; "" while it has none.
-	ClusterID() string
-	// IsLeader reports whether the node leads now: a node joins only
-	// through the leader, which checks its certificate.
-	IsLeader() bool
-	// Leader is the leader's id and gRPC address, as far as the node
-	// knows; empty when it knows none.
-	Leader() (id, addr string)
-	// ToStatus maps err to a gRPC status with the leader hint
-	// leaderAddr ("" for none): the node's one mapping of errors to
-	// codes, which this package must not copy.
-	ToStatus(ctx context.Context, err error, leaderAddr string) error
-}
 
 // AuthConfig is what the node was configured with that decides who may
 // call what.
@@ -92,12 +49,12 @@ type AuthConfig struct {
 // Auth is the authorization and cluster-id check of every call, as gRPC
 // server interceptors (Unary, Stream).
 type Auth struct {
-	node Node
+	node Cluster
 	cfg  AuthConfig
 }
 
 // NewAuth returns the authorization of node's calls under cfg.
-func NewAuth(node Node, cfg AuthConfig) *Auth { return &Auth{node: node, cfg: cfg} }
+func NewAuth(node Cluster, cfg AuthConfig) *Auth { return &Auth{node: node, cfg: cfg} }
 
 // access is what a method requires of its caller.
 type access int
@@ -217,7 +174,7 @@ func (a *Auth) checkNodeJoin(c caller, req any) error {
 	if !ok {
 		return nil
 	}
-	if !a.node.IsLeader() {
+	if !a.node.Leads() {
 		return fmt.Errorf("%w: a node joins through the leader", sequencer.ErrNotLeader)
 	}
 	return checkNodeAddrs(c, join.RaftAddr, join.GrpcAddr)
@@ -245,14 +202,14 @@ func checkNodeAddrs(c caller, addrs ...string) error {
 }
 
 // Unary is the unary interceptor: the cluster-id check, then
-// authorization. A refusal goes out through Node.ToStatus.
+// authorization. A refusal goes out through ToStatus.
 func (a *Auth) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	if err := a.checkCluster(ctx, grpc.SetHeader); err != nil {
-		return nil, a.node.ToStatus(ctx, err, "") // no hint: it names this cluster's leader
+		return nil, ToStatus(ctx, err, "") // no hint: it names this cluster's leader
 	}
 	if err := a.authorize(ctx, info.FullMethod, req); err != nil {
 		_, leaderAddr := a.node.Leader()
-		return nil, a.node.ToStatus(ctx, err, leaderAddr)
+		return nil, ToStatus(ctx, err, leaderAddr)
 	}
 	return handler(ctx, req)
 }
@@ -262,10 +219,10 @@ func (a *Auth) Unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 func (a *Auth) Stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	setHeader := func(_ context.Context, md metadata.MD) error { return ss.SetHeader(md) }
 	if err := a.checkCluster(ss.Context(), setHeader); err != nil {
-		return a.node.ToStatus(ss.Context(), err, "")
+		return ToStatus(ss.Context(), err, "")
 	}
 	if err := a.authorize(ss.Context(), info.FullMethod, nil); err != nil {
-		return a.node.ToStatus(ss.Context(), err, "")
+		return ToStatus(ss.Context(), err, "")
 	}
 	return handler(srv, ss)
 }

@@ -22,8 +22,7 @@ type Floor struct {
 func NewFloor(stop <-chan struct{}) *Floor { return &Floor{stop: stop} }
 
 // ErrClosing ends a Floor stream when the node closes. It is a status, not
-// a sentinel for package server's toStatus, because it never reaches that
-// mapping: Echo returns it to gRPC as it is.
+// a sentinel for ToStatus: Echo returns it to gRPC as it is.
 var ErrClosing = status.Error(codes.Unavailable, "the node is closing")
 
 // Echo implements api.FloorServer: it answers every call of each message

@@ -2,11 +2,13 @@ package grpcapi
 
 import (
 	"context"
-	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/sequencer"
@@ -14,16 +16,12 @@ import (
 
 // fakeVoter answers terms until its stream's context ends, as a voter
 // does while a leader holds the stream open.
-type fakeVoter struct {
-	fakeNode
-	stop chan struct{}
-}
+type fakeVoter struct{}
 
 func (f fakeVoter) AnswerTerms(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
 	<-stream.Context().Done()
 	return stream.Context().Err()
 }
-func (f fakeVoter) Stop() <-chan struct{} { return f.stop }
 
 // termStream is a Term stream with nothing but a context.
 type termStream struct {
@@ -34,10 +32,10 @@ type termStream struct {
 func (s termStream) Context() context.Context { return s.ctx }
 
 // TestTermEndsOnClose: an open Term stream ends when the node closes, as
-// ErrNotLeader through Node.ToStatus, instead of holding up the stop.
+// Unavailable with ErrNotLeader's text, instead of holding up the stop.
 func TestTermEndsOnClose(t *testing.T) {
 	stop := make(chan struct{})
-	p := NewPeer(fakeVoter{stop: stop})
+	p := &Peer{srv: NewServer(Config{}, Parts{Voter: fakeVoter{}, Stop: stop})}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	ended := make(chan error, 1)
@@ -45,9 +43,8 @@ func TestTermEndsOnClose(t *testing.T) {
 	close(stop)
 	select {
 	case err := <-ended:
-		var m *mapped
-		if !errors.Is(err, sequencer.ErrNotLeader) || !errors.As(err, &m) {
-			t.Fatalf("Term on close: %v, want ErrNotLeader through ToStatus", err)
+		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), sequencer.ErrNotLeader.Error()) {
+			t.Fatalf("Term on close: %v, want Unavailable, ErrNotLeader", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("Term still runs after the node closed")

@@ -9,54 +9,60 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
-// fakeSequencer is a leader whose tickets are confirmed at once: a Ticket
-// with nothing to wait for is done. It hands out ticks from 0 in order.
-type fakeSequencer struct {
-	fakeNode
-	stop chan struct{}
-
+// fakeIDs is a leader's sequencer whose tickets are confirmed at once: a
+// Ticket with nothing to wait for is done. It hands out ticks from 0 in
+// order.
+type fakeIDs struct {
 	mu   sync.Mutex
 	next uint64
 }
 
-func (f *fakeSequencer) Forward(context.Context) (*grpc.ClientConn, bool, error) {
-	return nil, false, nil
+func (f *fakeIDs) Next(ctx context.Context, count uint64) (sequencer.Block, error) {
+	t, err := f.Assign(ctx, count)
+	return t.Block, err
 }
-func (f *fakeSequencer) ForwardContext(ctx context.Context) context.Context { return ctx }
-func (f *fakeSequencer) CheckWidth(context.Context) error                   { return nil }
-func (f *fakeSequencer) Next(context.Context, *api.NextRequest) (*api.NextResponse, error) {
-	return nil, errors.New("not used")
-}
-func (f *fakeSequencer) MaxCount() uint64 { return 10 }
-func (f *fakeSequencer) Assign(_ context.Context, count uint64) (sequencer.Ticket, error) {
+
+func (f *fakeIDs) Assign(_ context.Context, count uint64) (sequencer.Ticket, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	t := sequencer.Ticket{Block: sequencer.Block{First: f.next, Count: count}}
 	f.next += count
 	return t, nil
 }
-func (f *fakeSequencer) Issue(b sequencer.Block) []*api.IDRun {
-	return []*api.IDRun{{First: b.First, Count: uint32(b.Count), Step: 1}}
-}
-func (f *fakeSequencer) ClusterLayout() (*layout.Layout, uint64) { return nil, 0 }
-func (f *fakeSequencer) Stop() <-chan struct{}                   { return f.stop }
 
-func serveSequencer(t *testing.T, n SequencerNode) api.SequencerClient {
-	return api.NewSequencerClient(mustServe(t, func(s *grpc.Server) { api.RegisterSequencerServer(s, NewSequencer(n)) }))
+type nopMeter struct{}
+
+func (nopMeter) Served(string, string, time.Duration) {}
+func (nopMeter) Issued(uint64)                        {}
+
+// newTestServer is the Server of node n with fakeIDs, the default layout
+// (a tick below a time unit's size is its ID) and MaxCount 10; stop ends
+// its streams.
+func newTestServer(n Node, stop <-chan struct{}) *Server {
+	return NewServer(Config{ID: "n2", Layout: layout.MustPreset("default"), MaxCount: 10},
+		Parts{Node: n, IDs: &fakeIDs{}, State: fsm.New(nil, nil), Meter: nopMeter{}, Stop: stop,
+			Peers: NewPeers(insecure.NewCredentials(), func() string { return "" }, "")})
+}
+
+func serveSequencer(t *testing.T, s *Server) api.SequencerClient {
+	return api.NewSequencerClient(mustServe(t, s.Register))
 }
 
 // TestNextStreamAssignsInOrder: the calls of a message get consecutive
 // ticks in the order sent; a call out of range is answered as invalid
 // without failing the others; joint calls get one answer naming them all.
 func TestNextStreamAssignsInOrder(t *testing.T) {
-	c := serveSequencer(t, &fakeSequencer{stop: make(chan struct{})})
+	c := serveSequencer(t, newTestServer(fakeNode{leader: true}, make(chan struct{})))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := c.NextStream(ctx)
@@ -102,23 +108,14 @@ func TestNextStreamAssignsInOrder(t *testing.T) {
 }
 
 // TestLayoutNotReady: before the node knows the cluster's layout, Layout
-// fails with ErrNotReady through Node.ToStatus, with the leader hint.
+// fails as Unavailable, ErrNotReady, with the leader hint.
 func TestLayoutNotReady(t *testing.T) {
-	s := NewSequencer(&fakeSequencer{stop: make(chan struct{})})
-	_, err := s.Layout(context.Background(), &api.LayoutRequest{})
-	var m *mapped
-	if !errors.Is(err, ErrNotReady) || !errors.As(err, &m) || m.leaderAddr != "10.0.0.1:7000" {
-		t.Fatalf("Layout: %v, want ErrNotReady with the leader hint", err)
+	c := serveSequencer(t, newTestServer(fakeNode{leader: true}, make(chan struct{})))
+	_, err := c.Layout(t.Context(), &api.LayoutRequest{})
+	if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), ErrNotReady.Error()) || !strings.Contains(err.Error(), "leader is at 10.0.0.1:7000") {
+		t.Fatalf("Layout: %v, want Unavailable, ErrNotReady with the leader hint", err)
 	}
 }
-
-// relayNode is a follower that relays every stream to up.
-type relayNode struct {
-	*fakeSequencer
-	up *grpc.ClientConn
-}
-
-func (r relayNode) Forward(context.Context) (*grpc.ClientConn, bool, error) { return r.up, true, nil }
 
 // TestRelayEndsWhenTheNodeCloses: a follower's relayed stream carries
 // answers from the leader, and ends with ErrNotLeader's text as soon as
@@ -126,11 +123,9 @@ func (r relayNode) Forward(context.Context) (*grpc.ClientConn, bool, error) { re
 // client moves on instead of waiting for the graceful stop to cut it off.
 func TestRelayEndsWhenTheNodeCloses(t *testing.T) {
 	leaderStop := make(chan struct{})
-	up := mustServe(t, func(s *grpc.Server) {
-		api.RegisterSequencerServer(s, NewSequencer(&fakeSequencer{stop: leaderStop}))
-	})
+	up := mustServe(t, newTestServer(fakeNode{leader: true}, leaderStop).Register)
 	stop := make(chan struct{})
-	c := serveSequencer(t, relayNode{fakeSequencer: &fakeSequencer{stop: stop}, up: up})
+	c := serveSequencer(t, newTestServer(fakeNode{addr: up.Target()}, stop))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	st, err := c.NextStream(ctx)

@@ -6,7 +6,7 @@
 // node's gRPC Next path (the sequencer, the leadership confirmation round,
 // and on a follower one forward to the leader), so HTTP clients get every
 // guarantee gRPC clients get. The package declares the small Node
-// interface it needs; package server implements it.
+// interface it needs; grpcapi.Server satisfies it.
 package httpapi
 
 import (
@@ -31,13 +31,13 @@ import (
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
-// Node is what the handler needs of an Ordo node. Its errors are gRPC
-// status errors, as the node's gRPC services return them: the node maps
-// its own errors to codes in one place for gRPC and HTTP alike, and
-// httpStatus maps codes to HTTP here. Any other error is a 500.
+// Node is what the handler needs of an Ordo node: *grpcapi.Server, the
+// same calls gRPC serves. Its errors are gRPC status errors: the node
+// maps errors to codes in one place (grpcapi.ToStatus) for gRPC and HTTP
+// alike, and httpStatus maps codes to HTTP here. Any other error is a 500.
 type Node interface {
-	// Next hands out count IDs through the same path as gRPC Next.
-	Next(ctx context.Context, count uint32) (*api.NextResponse, error)
+	// NextIDs hands out count IDs through the same path as gRPC Next.
+	NextIDs(ctx context.Context, count uint32) (*api.NextResponse, error)
 	// Status is the cluster's status, as gRPC Admin/Status answers it.
 	Status(ctx context.Context) (*api.StatusResponse, error)
 	// Ready returns nil when the node can serve IDs now, and why not
@@ -46,11 +46,11 @@ type Node interface {
 	// Leader is the leader's id and gRPC address, as far as the node
 	// knows; empty when it knows none.
 	Leader() (id, addr string)
-	// Layout is the layout the node's IDs are made with, and the group in
-	// them, as the cluster recorded them: a 128-bit layout's IDs are
-	// rendered here, from ticks. An error (a node that does not know them
-	// yet) is one the node's Next would give.
-	Layout() (layout.Layout, uint64, error)
+	// ClusterLayout is the layout the node's IDs are made with, and the
+	// group in them, as the cluster recorded them: a 128-bit layout's IDs
+	// are rendered here, from ticks. An error (a node that does not know
+	// them yet) is one the node's NextIDs would give.
+	ClusterLayout() (layout.Layout, uint64, error)
 }
 
 // LeaderHeader names the leader's gRPC address in a reply that failed
@@ -271,14 +271,14 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	// Asked first, so that a node that cannot render burns no IDs.
-	l, group, err := h.node.Layout()
+	l, group, err := h.node.ClusterLayout()
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
-	resp, err := h.node.Next(ctx, uint32(count))
+	resp, err := h.node.NextIDs(ctx, uint32(count))
 	if err != nil {
 		h.fail(w, r, err)
 		return

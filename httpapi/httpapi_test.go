@@ -40,7 +40,7 @@ type fakeNode struct {
 	short bool
 }
 
-func (f *fakeNode) Next(ctx context.Context, count uint32) (*api.NextResponse, error) {
+func (f *fakeNode) NextIDs(ctx context.Context, count uint32) (*api.NextResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.counts = append(f.counts, count)
@@ -70,9 +70,9 @@ func (f *fakeNode) Status(ctx context.Context) (*api.StatusResponse, error) {
 	}, nil
 }
 
-func (f *fakeNode) Ready() error                           { return f.notReady }
-func (f *fakeNode) Leader() (id, addr string)              { return "n1", "127.0.0.1:7001" }
-func (f *fakeNode) Layout() (layout.Layout, uint64, error) { return f.layout, f.group, nil }
+func (f *fakeNode) Ready() error                                  { return f.notReady }
+func (f *fakeNode) Leader() (id, addr string)                     { return "n1", "127.0.0.1:7001" }
+func (f *fakeNode) ClusterLayout() (layout.Layout, uint64, error) { return f.layout, f.group, nil }
 
 func newFake(t *testing.T) *fakeNode {
 	t.Helper()

@@ -10,8 +10,8 @@ import (
 	"google.golang.org/grpc"
 )
 
-// Errors of this package. Package server maps them to gRPC codes (its
-// toStatus), with everyone else's.
+// Errors of this package. grpcapi.ToStatus maps them to gRPC codes,
+// with everyone else's.
 var (
 	// ErrMisdirected means a term request named another node or another
 	// cluster than the one that got it: it was sent to a stale address,

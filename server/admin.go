@@ -2,10 +2,10 @@ package server
 
 // The node's side of the Admin service: the membership, address and
 // leadership rules that package grpcapi's Admin reaches through
-// grpcapi.AdminNode. The service checks the request's fields and serves
-// each call where forward says; what a call may change, and in what order
+// grpcapi.Node. The service checks the request's fields and serves each
+// call where its forward says; what a call may change, and in what order
 // the changes commit, is decided here, next to the Raft and state it
-// changes. Errors are unmapped: the service maps them through toStatus.
+// changes. Errors are unmapped: grpcapi maps them (ToStatus).
 
 import (
 	"context"
@@ -33,7 +33,7 @@ func (n *Node) servers() ([]raft.Server, error) {
 
 // members is the Raft configuration as Status reports it: each server
 // with its recorded gRPC address, and which one this node is.
-func (n *Node) members() ([]grpcapi.Member, error) {
+func (n *Node) Members() ([]grpcapi.Member, error) {
 	servers, err := n.servers()
 	if err != nil {
 		return nil, err
@@ -55,7 +55,7 @@ func (n *Node) members() ([]grpcapi.Member, error) {
 // its id and Raft address must not clash with the configuration's
 // (startup.CheckJoinRequest). The change goes through changeMembership;
 // the joining node's gRPC address is recorded once it has committed.
-func (n *Node) addMember(ctx context.Context, req *api.JoinRequest) error {
+func (n *Node) AddMember(ctx context.Context, req *api.JoinRequest) error {
 	theirs, err := layout.Parse(req.Layout)
 	if err != nil {
 		return fmt.Errorf("%w: the joining node's layout: %w", grpcapi.ErrBadRequest, err)
@@ -91,7 +91,7 @@ func (n *Node) addMember(ctx context.Context, req *api.JoinRequest) error {
 // Raft address, and the node at the new address must answer as that
 // member of this cluster. It runs only on the leader, never forwarded:
 // the certificate check needs the member's own call.
-func (n *Node) registerMember(ctx context.Context, id, grpcAddr string) error {
+func (n *Node) RegisterMember(ctx context.Context, id, grpcAddr string) error {
 	if !n.isLeader() {
 		return fmt.Errorf("%w: a member registers with the leader", sequencer.ErrNotLeader)
 	}
@@ -122,7 +122,7 @@ func (n *Node) registerMember(ctx context.Context, id, grpcAddr string) error {
 
 // removeMember removes member id, on the leader, through
 // changeMembership, and then forgets its gRPC address.
-func (n *Node) removeMember(ctx context.Context, id string) error {
+func (n *Node) RemoveMember(ctx context.Context, id string) error {
 	if member, _ := n.isMember(id); !member {
 		return fmt.Errorf("%w: %q is not a member", grpcapi.ErrUnknownNode, id)
 	}
@@ -147,7 +147,7 @@ func (n *Node) removeMember(ctx context.Context, id string) error {
 // transferLeader hands leadership, on the leader, to member id, or to
 // whichever voter Raft picks when id is "", through handOver, which stops
 // the sequencer first. Naming this node, the leader, changes nothing.
-func (n *Node) transferLeader(id string) error {
+func (n *Node) TransferLeadership(id string) error {
 	if id == "" {
 		return n.handOver(n.raft.LeadershipTransfer)
 	}

@@ -18,7 +18,7 @@ import (
 
 // backup copies the replicated state on the leader: Barrier, read, then a
 // confirmation round in the same term as the Barrier.
-func (n *Node) backup(ctx context.Context) (*api.BackupResponse, error) {
+func (n *Node) Backup(ctx context.Context) (*api.BackupResponse, error) {
 	term := n.raft.CurrentTerm()
 	if n.raft.State() != raft.Leader {
 		return nil, sequencer.ErrNotLeader

@@ -243,7 +243,7 @@ func checkBackupRules(ctx context.Context, t *testing.T, c *tlsCluster, leader, 
 	if resp.LeaderId != leader.ID() || resp.HighWater == 0 {
 		return fmt.Errorf("backup by %q with high-water %d, want by %q", resp.LeaderId, resp.HighWater, leader.ID())
 	}
-	if _, err := follower.backup(ctx); !errors.Is(err, sequencer.ErrNotLeader) {
+	if _, err := follower.Backup(ctx); !errors.Is(err, sequencer.ErrNotLeader) {
 		return fmt.Errorf("a follower's own backup: %v, want sequencer.ErrNotLeader", err)
 	}
 	return nil

@@ -19,6 +19,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/leadership/leadershiptest"
@@ -32,7 +33,7 @@ func mustSingle(t *testing.T, id string) *Node {
 	t.Helper()
 	n := mustBootstrap(t, testConfig(t, id, t.TempDir()))
 	mustNext(t, n.GRPCAddr(), 1)
-	if n.clusterID() == "" {
+	if n.ClusterID() == "" {
 		t.Fatal("no cluster id after the first ID")
 	}
 	return n
@@ -49,15 +50,15 @@ func TestCallsNameTheirCluster(t *testing.T) {
 	defer cancel()
 
 	var header metadata.MD
-	if _, err := seq.Next(metadata.AppendToOutgoingContext(ctx, api.ClusterIDKey, b.clusterID()), &api.NextRequest{Count: 1}, grpc.Header(&header)); err != nil {
+	if _, err := seq.Next(metadata.AppendToOutgoingContext(ctx, api.ClusterIDKey, b.ClusterID()), &api.NextRequest{Count: 1}, grpc.Header(&header)); err != nil {
 		t.Fatalf("a call meant for b's cluster: %v", err)
 	}
-	if got := header.Get(api.ClusterIDKey); len(got) != 1 || got[0] != b.clusterID() {
-		t.Fatalf("header names cluster %v, want %s", got, b.clusterID())
+	if got := header.Get(api.ClusterIDKey); len(got) != 1 || got[0] != b.ClusterID() {
+		t.Fatalf("header names cluster %v, want %s", got, b.ClusterID())
 	}
 	for name, callCtx := range map[string]context.Context{
-		"a client of a's cluster":        metadata.AppendToOutgoingContext(ctx, api.ClusterIDKey, a.clusterID()),
-		"a call forwarded by a's leader": a.forwardCtx(ctx),
+		"a client of a's cluster":        metadata.AppendToOutgoingContext(ctx, api.ClusterIDKey, a.ClusterID()),
+		"a call forwarded by a's leader": grpcapi.ForwardContext(ctx, a.ClusterID(), false),
 	} {
 		var trailer metadata.MD
 		_, err := seq.Next(callCtx, &api.NextRequest{Count: 1}, grpc.Trailer(&trailer))
@@ -83,7 +84,7 @@ func TestOwnCallsNameTheirCluster(t *testing.T) {
 	a, b := mustSingle(t, "a1"), mustSingle(t, "b1")
 	// Clusters often name their nodes alike: this one answers as a3.
 	older := startuptest.Serve(t, &startuptest.Admin{
-		Info:    &api.NodeInfo{Id: "a3", Role: "leader", ClusterId: b.clusterID()},
+		Info:    &api.NodeInfo{Id: "a3", Role: "leader", ClusterId: b.ClusterID()},
 		Members: []string{"a3"}, Leader: "a3",
 	})
 	// A node of no cluster yet (one starting, say) names none.
@@ -113,7 +114,7 @@ func TestOwnCallsNameTheirCluster(t *testing.T) {
 		}
 		// A stream names it when it opens: b refuses a Term stream even
 		// if its messages were meant for b.
-		_, err = leadershiptest.AskTerm(ctx, conn, &api.TermRequest{NodeId: b.ID(), ClusterId: b.clusterID(), Round: 1})
+		_, err = leadershiptest.AskTerm(ctx, conn, &api.TermRequest{NodeId: b.ID(), ClusterId: b.ClusterID(), Round: 1})
 		if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "another cluster") {
 			t.Errorf("a's Term stream to b: %v, want Unavailable naming another cluster", err)
 		}
@@ -129,11 +130,11 @@ func TestOwnCallsNameTheirCluster(t *testing.T) {
 			seen[info.Id] = true
 			switch info.Id {
 			case a.ID():
-				if info.ClusterId != a.clusterID() || info.Role != "leader" {
-					t.Errorf("a1 reported as %s of cluster %q, want the leader of %s", info.Role, info.ClusterId, a.clusterID())
+				if info.ClusterId != a.ClusterID() || info.Role != "leader" {
+					t.Errorf("a1 reported as %s of cluster %q, want the leader of %s", info.Role, info.ClusterId, a.ClusterID())
 				}
 			case "a2", "a3", "a4":
-				if info.ClusterId == b.clusterID() || info.Role != "unreachable" || info.Error == "" {
+				if info.ClusterId == b.ClusterID() || info.Role != "unreachable" || info.Error == "" {
 					t.Errorf("%s (whose address is another node's) reported as %s of cluster %q (error %q), want unreachable with why",
 						info.Id, info.Role, info.ClusterId, info.Error)
 				}
@@ -150,7 +151,7 @@ func TestOwnCallsNameTheirCluster(t *testing.T) {
 				t.Fatal("a takes another cluster's leader, which lacks it, as proof that it was removed")
 			}
 		}
-		if err := a.refusal(); err != nil {
+		if err := a.Refusal(); err != nil {
 			t.Fatalf("a refuses: %v", err)
 		}
 	})
@@ -197,8 +198,8 @@ func TestRaftRefusesAnotherCluster(t *testing.T) {
 		}
 	}
 	for _, line := range []string{
-		"cluster_id=" + a.clusterID() + " peer_cluster_id=" + b.clusterID(),
-		"cluster_id=" + b.clusterID() + " peer_cluster_id=" + a.clusterID(),
+		"cluster_id=" + a.ClusterID() + " peer_cluster_id=" + b.ClusterID(),
+		"cluster_id=" + b.ClusterID() + " peer_cluster_id=" + a.ClusterID(),
 	} {
 		if !strings.Contains(logs.String(), line) {
 			t.Errorf("no refusal logged with %q:\n%s", line, logs)
@@ -220,7 +221,7 @@ func TestRaftRefusesAnotherCluster(t *testing.T) {
 func TestWrongDataDirCannotTakeOver(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
-	idA := leader.clusterID()
+	idA := leader.ClusterID()
 	a3 := nodes[2]
 
 	// X: a one-node cluster of a node also named n3, restarted until its
@@ -229,7 +230,7 @@ func TestWrongDataDirCannotTakeOver(t *testing.T) {
 	cfgX := testConfig(t, "n3", t.TempDir())
 	x := mustBootstrap(t, cfgX)
 	mustNext(t, x.GRPCAddr(), 1)
-	idX := x.clusterID()
+	idX := x.ClusterID()
 	for i := 0; x.raft.CurrentTerm() <= leader.raft.CurrentTerm()+3; i++ {
 		if i == 20 {
 			t.Fatalf("X's term %d after 20 restarts, not above A's %d", x.raft.CurrentTerm(), leader.raft.CurrentTerm())
@@ -312,8 +313,8 @@ func TestWrongDataDirCannotTakeOver(t *testing.T) {
 		}
 	}()
 
-	eventually.True(t, seqTestWait, "n3 to refuse to serve on another cluster's data dir", func() bool { return n3.refusal() != nil })
-	err := n3.refusal()
+	eventually.True(t, seqTestWait, "n3 to refuse to serve on another cluster's data dir", func() bool { return n3.Refusal() != nil })
+	err := n3.Refusal()
 	if !errors.Is(err, startup.ErrOtherCluster) {
 		t.Fatalf("n3 refused with %v, want startup.ErrOtherCluster", err)
 	}

@@ -11,7 +11,7 @@ import (
 // clusterID is the id of the cluster this node belongs to: the FSM's once
 // it has applied it, else what the data dir held at Open; empty for a node
 // that has not yet seen its cluster's first leader record one.
-func (n *Node) clusterID() string {
+func (n *Node) ClusterID() string {
 	if id := n.fsm.ClusterID(); id != "" {
 		return id
 	}
@@ -70,10 +70,10 @@ func (n *Node) admitListed() {
 // anyway; refusing to serve stops it, and its error names the fix, where
 // otherwise only the peers' logs would show which node is wrong.
 func (n *Node) checkOtherCluster() {
-	if n.refusal() != nil {
+	if n.Refusal() != nil {
 		return
 	}
-	own := n.clusterID()
+	own := n.ClusterID()
 	v := decideOtherCluster(own, n.raftIdentity.members.otherVoters(n.cfg.ID), n.raftIdentity.answers.snapshot())
 	if !v.refuse {
 		return

@@ -1,36 +1,15 @@
 package server
 
 import (
-	"context"
 	"errors"
-
-	"github.com/hashicorp/raft"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
-
-	"github.com/seed-e8569b35/ordo/api"
-	"github.com/seed-e8569b35/ordo/fsm"
-	"github.com/seed-e8569b35/ordo/grpcapi"
-	"github.com/seed-e8569b35/ordo/layout"
-	"github.com/seed-e8569b35/ordo/leadership"
-	"github.com/seed-e8569b35/ordo/sequencer"
-	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // Errors of this package. Each error has one name, in the package that
 // returns it: the node also returns sequencer's, grpcapi's, startup's and
-// backup's, under their own names. toStatus is the one place that maps
-// errors to gRPC codes, these and the other packages' that a caller can
-// meet; one it does not name is Internal. Package grpcapi reaches it
-// through grpcNode.ToStatus.
+// backup's, under their own names. grpcapi.ToStatus is the one place that
+// maps errors to gRPC codes; none of these reaches a caller but as the
+// reason a node refuses (grpcapi.ErrRefusing).
 var (
-	// ErrNoLeader means no leader is known to forward to.
-	ErrNoLeader = errors.New("no leader known")
-	// ErrRefusing means this node will not serve (see Node.Fatal); other
-	// nodes may, so clients should move on.
-	ErrRefusing = errors.New("this node refuses to serve")
 	// ErrRemoved means Raft stopped because this node was removed from
 	// the cluster; the node has nothing left to serve.
 	ErrRemoved = errors.New("removed from the cluster")
@@ -50,49 +29,3 @@ var (
 	// errNotOrdo means a Raft connection's handshake could not be read.
 	errNotOrdo = errors.New("not an Ordo cluster handshake")
 )
-
-// toStatus maps an error to a gRPC status, attaching the leader hint.
-func toStatus(ctx context.Context, err error, leaderAddr string) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
-	if leaderAddr != "" {
-		_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, leaderAddr))
-	}
-	code := codes.Internal
-	switch {
-	case errors.Is(err, ErrRefusing):
-		code = codes.Unavailable
-	case errors.Is(err, sequencer.ErrBadCount), errors.Is(err, grpcapi.ErrBadRequest), errors.Is(err, layout.ErrInvalidLayout), errors.Is(err, leadership.ErrMisdirected):
-		code = codes.InvalidArgument
-	case errors.Is(err, grpcapi.ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, startup.ErrClusterExists), errors.Is(err, startup.ErrOtherCluster):
-		code = codes.FailedPrecondition
-	case errors.Is(err, grpcapi.ErrPermissionDenied):
-		code = codes.PermissionDenied
-	case errors.Is(err, grpcapi.ErrUnknownNode):
-		code = codes.NotFound
-	case errors.Is(err, startup.ErrNodeExists):
-		code = codes.AlreadyExists
-	case errors.Is(err, sequencer.ErrTimeExhausted):
-		code = codes.OutOfRange
-	case errors.Is(err, sequencer.ErrAhead):
-		code = codes.ResourceExhausted
-	case errors.Is(err, sequencer.ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrRemoved), errors.Is(err, grpcapi.ErrNotReady), errors.Is(err, grpcapi.ErrWrongCluster),
-		errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
-		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown),
-		errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrAbortedByRestore):
-		code = codes.Unavailable
-	case errors.Is(err, context.DeadlineExceeded):
-		code = codes.DeadlineExceeded
-	case errors.Is(err, context.Canceled):
-		code = codes.Canceled
-	}
-	msg := err.Error()
-	if code == codes.Unavailable && leaderAddr != "" {
-		msg += "; leader is at " + leaderAddr
-	}
-	return status.Error(code, msg)
-}

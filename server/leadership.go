@@ -53,15 +53,15 @@ func (v raftView) Voters() ([]string, error) {
 // leadershipView is package leadership's view of the rest of this node.
 type leadershipView struct{ n *Node }
 
-func (v leadershipView) ClusterID() string { return v.n.clusterID() }
+func (v leadershipView) ClusterID() string { return v.n.ClusterID() }
 func (v leadershipView) GRPCAddr() string  { return v.n.grpcAddr }
 
 func (v leadershipView) NodeAddr(id string) (string, bool) { return v.n.fsm.NodeAddr(id) }
 
 // Conn is a grpcapi.Peers connection: it names this node's cluster and, in
-// plaintext with an admin token, sends the token (see mayRelease).
+// plaintext with an admin token, sends the token (see grpcapi.Auth.MayRelease).
 func (v leadershipView) Conn(addr string) (grpc.ClientConnInterface, error) {
 	return v.n.peers.Get(addr)
 }
 
-func (v leadershipView) MayRelease(ctx context.Context) bool { return v.n.mayRelease(ctx) }
+func (v leadershipView) MayRelease(ctx context.Context) bool { return v.n.auth.MayRelease(ctx) }

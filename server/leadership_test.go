@@ -99,7 +99,7 @@ func askTermAs(t *testing.T, from, n *Node, as string) <-chan *api.TermResponse 
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &api.TermRequest{NodeId: n.cfg.ID, ClusterId: n.clusterID(), Round: 1, LeaderId: as, Term: n.raft.CurrentTerm()}
+	req := &api.TermRequest{NodeId: n.cfg.ID, ClusterId: n.ClusterID(), Round: 1, LeaderId: as, Term: n.raft.CurrentTerm()}
 	if err := st.Send(req); err != nil {
 		t.Fatal(err)
 	}
@@ -296,7 +296,7 @@ func TestMembershipChangeNeedsARound(t *testing.T) {
 	if !errors.Is(err, sequencer.ErrNotLeader) || !strings.Contains(err.Error(), check) || !strings.Contains(err.Error(), "voters are still in term") {
 		t.Fatalf("membership change without a round: err %v, want sequencer.ErrNotLeader from the round (%q)", err, check)
 	}
-	if code := status.Code(toStatus(context.Background(), err, "")); code != codes.Unavailable {
+	if code := status.Code(grpcapi.ToStatus(context.Background(), err, "")); code != codes.Unavailable {
 		t.Fatalf("membership change without a round maps to %v, want Unavailable, so callers retry", code)
 	}
 }
@@ -312,7 +312,7 @@ func TestTermStreamsNeedTheTokenToRelease(t *testing.T) {
 	term := n.raft.CurrentTerm()
 	ask := func(ctx context.Context, req *api.TermRequest) *api.TermResponse {
 		t.Helper()
-		req.NodeId, req.ClusterId = n.cfg.ID, n.clusterID()
+		req.NodeId, req.ClusterId = n.cfg.ID, n.ClusterID()
 		resp, err := leadershiptest.AskTerm(ctx, grpctest.Dial(t, n.GRPCAddr()), req)
 		if err != nil {
 			t.Fatalf("term request %v: %v", req, err)

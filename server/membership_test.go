@@ -29,7 +29,7 @@ func TestLeaderRemovingItselfLeavesNoAddress(t *testing.T) {
 	leader := mustLeader(t, nodes)
 	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
 	defer cancel()
-	if err := leader.removeMember(ctx, leader.ID()); err != nil {
+	if err := leader.RemoveMember(ctx, leader.ID()); err != nil {
 		t.Fatalf("the leader removing itself: %v", err)
 	}
 	var rest []*Node
@@ -98,22 +98,22 @@ func TestNodeOfAnotherClusterNeverLeads(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
 	odd := followerOf(nodes, leader)
-	own := odd.clusterID()
+	own := odd.ClusterID()
 	// Raft takes none until the newest configuration is applied.
 	eventually.True(t, seqTestWait, "a snapshot of "+odd.ID(), func() bool { return odd.raft.Snapshot().Error() == nil })
 	cfg := mustCloseKeepingAddrs(t, odd)
 	mustRenameCluster(t, cfg.DataDir, "another-cluster")
 	odd = mustOpen(t, cfg)
-	if got := odd.clusterID(); got != "another-cluster" {
+	if got := odd.ClusterID(); got != "another-cluster" {
 		t.Fatalf("%s restarted holding cluster %q, want another-cluster", odd.ID(), got)
 	}
-	if err := leader.transferLeader(odd.ID()); err == nil && odd.isLeader() {
+	if err := leader.TransferLeadership(odd.ID()); err == nil && odd.isLeader() {
 		t.Errorf("leadership was transferred to %s, a node of another cluster", odd.ID())
 	}
 	eventually.True(t, seqTestWait, odd.ID()+" to refuse as a node of another cluster", func() bool {
-		return errors.Is(odd.refusal(), startup.ErrOtherCluster)
+		return errors.Is(odd.Refusal(), startup.ErrOtherCluster)
 	})
-	err := odd.refusal()
+	err := odd.Refusal()
 	for _, want := range []string{"cluster another-cluster", own, "ordo remove --id " + odd.ID()} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal %q does not say %q", err, want)

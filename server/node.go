@@ -1,11 +1,11 @@
 // Package server runs one Ordo node: the Raft group member that replicates
 // the high-water mark, the sequencer that hands out ticks while this node
 // leads (package sequencer), and the servers that clients and operators
-// call. It owns the node's wiring and lifecycle; the gRPC services,
-// authorization and limits are package grpcapi's, the HTTP handlers
-// package httpapi's, each reaching the node through an adapter here
-// (grpcNode, httpNode). It keeps the one map of errors to gRPC codes
-// (toStatus).
+// call. It owns the node's wiring, lifecycle and rules (membership,
+// leading, refusing); every call is served by package grpcapi (and
+// httpapi's routes, through it), which takes the node's parts and the
+// node itself as small interfaces they satisfy directly. No request path
+// runs through this package.
 //
 // Lifecycle: Open → Bootstrap or Join → serve → Close. Close hands over
 // leadership first when this node leads.
@@ -74,6 +74,8 @@ type Node struct {
 
 	grpcServer *grpc.Server
 	grpcAddr   string
+	// api serves every gRPC and HTTP call (package grpcapi).
+	api *grpcapi.Server
 	// health is the gRPC health service, kept equal to ready().
 	health *health.Server
 	// httpServer serves Config.HTTPAddr (nil when empty).
@@ -138,7 +140,7 @@ func Open(cfg Config) (*Node, error) {
 		refused: make(chan struct{}),
 		stop:    make(chan struct{}),
 	}
-	n.peers = grpcapi.NewPeers(transportCredentials(cfg.TLS), n.clusterID, cfg.AdminToken)
+	n.peers = grpcapi.NewPeers(transportCredentials(cfg.TLS), n.ClusterID, cfg.AdminToken)
 	n.auth = newAuth(n)
 	n.metrics = metrics.New(nodeSource{n})
 	if err := n.openRaft(); err != nil {
@@ -196,7 +198,7 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return err
 	}
-	n.raftIdentity = newRaftIdentity(n.cfg.ID, n.clusterID, n.logger.Named("transport"))
+	n.raftIdentity = newRaftIdentity(n.cfg.ID, n.ClusterID, n.logger.Named("transport"))
 	stream.identity = n.raftIdentity
 	// Peers hold a few connections each (Raft pools them); more from one
 	// host is a leak or an attack.
@@ -486,9 +488,9 @@ func (n *Node) checkAnswersAs(ctx context.Context, grpcAddr, id string) error {
 	if err != nil {
 		return fmt.Errorf("%w: %s cannot be asked who it is: %v", grpcapi.ErrBadRequest, grpcAddr, err)
 	}
-	if info.Id != id || info.ClusterId != n.clusterID() {
+	if info.Id != id || info.ClusterId != n.ClusterID() {
 		return fmt.Errorf("%w: %s answers as %q of cluster %q, not as member %q of cluster %q",
-			grpcapi.ErrPermissionDenied, grpcAddr, info.Id, info.ClusterId, id, n.clusterID())
+			grpcapi.ErrPermissionDenied, grpcAddr, info.Id, info.ClusterId, id, n.ClusterID())
 	}
 	return nil
 }
@@ -526,7 +528,7 @@ func (n *Node) clusterMembers() (*api.StatusResponse, bool) {
 		var header metadata.MD
 		st, err := api.NewAdminClient(conn).Status(ctx, &api.StatusRequest{}, grpc.Header(&header))
 		cancel()
-		if err == nil && grpcapi.AnsweredForCluster(header, n.clusterID()) && st.LeaderId != "" && st.LeaderId != n.cfg.ID {
+		if err == nil && grpcapi.AnsweredForCluster(header, n.ClusterID()) && st.LeaderId != "" && st.LeaderId != n.cfg.ID {
 			return st, true
 		}
 	}
@@ -559,7 +561,7 @@ func (n *Node) refuse(err error) {
 }
 
 // refusal returns the error that made this node refuse to serve, or nil.
-func (n *Node) refusal() error {
+func (n *Node) Refusal() error {
 	select {
 	case <-n.refused:
 		return n.refuseErr
@@ -668,7 +670,7 @@ func (n *Node) registerMoved() bool {
 	if recorded, _ := n.fsm.NodeAddr(n.cfg.ID); recorded == n.grpcAddr || n.isLeader() || n.cfg.TestHooks.holdsAddress() {
 		return false
 	}
-	_, addr := n.leader()
+	_, addr := n.Leader()
 	if addr == "" {
 		return false
 	}
@@ -694,7 +696,7 @@ func (n *Node) registerMoved() bool {
 // Raft still says this node leads.
 func (n *Node) lead(ctx context.Context) {
 	for ctx.Err() == nil {
-		if n.refusal() != nil {
+		if n.Refusal() != nil {
 			// Let a node that can serve lead instead.
 			if err := n.handOver(n.raft.LeadershipTransfer); err != nil {
 				n.logger.Warn("refusing node could not hand over leadership", "error", err)
@@ -702,7 +704,7 @@ func (n *Node) lead(ctx context.Context) {
 			}
 		} else if !n.seq.Serving() {
 			// A refusal was logged as one, and is handed over next.
-			if err := n.becomeReady(ctx); err != nil && ctx.Err() == nil && n.refusal() == nil {
+			if err := n.becomeReady(ctx); err != nil && ctx.Err() == nil && n.Refusal() == nil {
 				n.logger.Warn("not ready to serve yet", "error", err)
 			}
 		} else {
@@ -766,7 +768,7 @@ func (n *Node) becomeReady(ctx context.Context) error {
 			return fmt.Errorf("record layout: %w", err)
 		}
 	}
-	if err := n.refusal(); err != nil {
+	if err := n.Refusal(); err != nil {
 		return err
 	}
 	if err := n.registerAddrs(st.Nodes); err != nil {
@@ -919,7 +921,7 @@ func (l raftLog) Confirm(ctx context.Context, askLease bool) (sequencer.Confirma
 
 // leader returns the leader's id and gRPC address, as far as this node
 // knows.
-func (n *Node) leader() (id, addr string) {
+func (n *Node) Leader() (id, addr string) {
 	_, lid := n.raft.LeaderWithID()
 	if lid == "" {
 		return "", ""
@@ -929,6 +931,15 @@ func (n *Node) leader() (id, addr string) {
 	}
 	a, _ := n.fsm.NodeAddr(string(lid))
 	return string(lid), a
+}
+
+// Leads reports whether this node serves the calls only a leader serves
+// (grpcapi.Cluster): while Raft says it leads. Under
+// TestHooks.UnsafeTrustReservation also while its sequencer still serves
+// a reservation after Raft has moved on: the stale-leader bug
+// (trustingLog).
+func (n *Node) Leads() bool {
+	return n.isLeader() || (n.cfg.TestHooks.UnsafeTrustReservation && n.seq.Serving())
 }
 
 // isLeader reports whether Raft says this node leads.

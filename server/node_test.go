@@ -28,7 +28,6 @@ import (
 	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/layout"
-	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -109,7 +108,7 @@ func mustNextCtx(t *testing.T, ctx context.Context, conn *grpc.ClientConn, count
 	for {
 		resp, err := c.Next(ctx, &api.NextRequest{Count: count})
 		if err == nil {
-			ids := expandRuns(resp.Runs)
+			ids := idsOf(t, resp.Runs)
 			if len(ids) != int(count) {
 				t.Fatalf("got %d IDs, want %d", len(ids), count)
 			}
@@ -122,12 +121,17 @@ func mustNextCtx(t *testing.T, ctx context.Context, conn *grpc.ClientConn, count
 	}
 }
 
-func expandRuns(runs []*api.IDRun) []uint64 {
-	var ids []uint64
+// idsOf is every ID runs hold, read by the clients' decoder
+// (api.ExpandRuns), which fails on runs that do not increase.
+func idsOf(t testing.TB, runs []*api.IDRun) []uint64 {
+	t.Helper()
+	var n uint64
 	for _, r := range runs {
-		for i := range uint64(r.Count) {
-			ids = append(ids, r.First+i*r.Step)
-		}
+		n += uint64(r.Count)
+	}
+	ids, err := api.ExpandRuns(runs, n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return ids
 }
@@ -184,7 +188,7 @@ func mustClusterWith(t *testing.T, configure func(*Config)) []*Node {
 	// id, or it refuses the leader's term rounds.
 	for _, n := range nodes {
 		eventually.True(t, seqTestWait, n.ID()+" to know the leader's address and the cluster id", func() bool {
-			_, addr := n.leader()
+			_, addr := n.Leader()
 			return addr != "" && n.fsm.ClusterID() != ""
 		})
 	}
@@ -249,7 +253,7 @@ func TestThreeNodesForwardAndFailover(t *testing.T) {
 	if resp.LeaderAddr != leader.GRPCAddr() {
 		t.Fatalf("leader hint %q, want %q", resp.LeaderAddr, leader.GRPCAddr())
 	}
-	last = mustIncrease(t, last, expandRuns(resp.Runs))
+	last = mustIncrease(t, last, idsOf(t, resp.Runs))
 
 	// Closing the leader hands over; the new leader continues above.
 	if err := leader.Close(); err != nil {
@@ -369,32 +373,6 @@ func TestRestartWithOtherLayoutRefuses(t *testing.T) {
 			_, err := api.NewSequencerClient(grpctest.Dial(t, n.GRPCAddr())).Next(context.Background(), &api.NextRequest{Count: 1})
 			if status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "refuses") {
 				t.Fatalf("next on refusing node: %v, want Unavailable saying it refuses", err)
-			}
-		})
-	}
-}
-
-func TestRuns(t *testing.T) {
-	for _, name := range []string{"default", "sonyflake", "instagram"} {
-		t.Run(name, func(t *testing.T) {
-			l := layout.MustPreset(name)
-			perUnit := uint64(1) << l.SeqBits
-			b := sequencer.Block{First: 7*perUnit + perUnit - 3, Count: 2*perUnit + 5}
-			runs := Runs(l, 1, b)
-			if len(runs) != 4 {
-				t.Fatalf("%d runs, want 4 (3 IDs, a full unit, a full unit, 2 IDs)", len(runs))
-			}
-			ids := expandRuns(runs)
-			if uint64(len(ids)) != b.Count {
-				t.Fatalf("%d IDs, want %d", len(ids), b.Count)
-			}
-			for i, id := range ids {
-				if got, want := l.Tick(id), b.First+uint64(i); got != want {
-					t.Fatalf("ID %d has tick %d, want %d", i, got, want)
-				}
-				if g := l.Decode(id).Group; g != 1 {
-					t.Fatalf("ID %d has group %d, want 1", i, g)
-				}
 			}
 		})
 	}
@@ -522,7 +500,7 @@ func TestNextStream(t *testing.T) {
 	send(&api.StreamCall{Id: 4, Count: 5})
 	var all []uint64
 	for id, a := range recv(5) {
-		ids := expandRuns(a.Runs)
+		ids := idsOf(t, a.Runs)
 		if len(ids) != int(id+1) || a.Invalid != "" {
 			t.Fatalf("answer for %d: %d IDs, invalid %q", id, len(ids), a.Invalid)
 		}
@@ -541,7 +519,7 @@ func TestNextStream(t *testing.T) {
 		t.Fatalf("count 0 on a stream: %v; want call 9 refused alone", a)
 	}
 	for _, id := range []uint64{8, 10} {
-		if a := got[id]; a == nil || len(expandRuns(a.Runs)) != 1 {
+		if a := got[id]; a == nil || len(idsOf(t, a.Runs)) != 1 {
 			t.Fatalf("call %d beside a refused one: %v; want it served", id, a)
 		}
 	}
@@ -551,7 +529,7 @@ func TestNextStream(t *testing.T) {
 	send(&api.StreamCall{Id: 20, Count: big}, &api.StreamCall{Id: 21, Count: big}, &api.StreamCall{Id: 22, Count: 1}, &api.StreamCall{Id: 23, Count: 2})
 	seen := map[uint64]bool{}
 	for id, a := range recv(4) {
-		ids := expandRuns(a.Runs)
+		ids := idsOf(t, a.Runs)
 		want := map[uint64]int{20: int(big), 21: int(big), 22: 1, 23: 2}[id]
 		if len(ids) != want {
 			t.Fatalf("call %d: %d IDs, want %d", id, len(ids), want)
@@ -576,7 +554,7 @@ func TestNextStream(t *testing.T) {
 		t.Fatalf("a joint request of 3 calls got %d answers, want 1", len(resp.Answers))
 	}
 	ja := resp.Answers[0]
-	if ja.Id != 30 || !slices.Equal(ja.Also, []uint64{31, 32}) || !slices.Equal(ja.Counts, []uint32{2, 1, 3}) || len(expandRuns(ja.Runs)) != 6 {
+	if ja.Id != 30 || !slices.Equal(ja.Also, []uint64{31, 32}) || !slices.Equal(ja.Counts, []uint32{2, 1, 3}) || len(idsOf(t, ja.Runs)) != 6 {
 		t.Fatalf("joint answer %v, want calls 30, 31, 32 with counts 2, 1, 3 and 6 IDs", ja)
 	}
 	// The leader's header comes at once and names no leader: a client
@@ -617,7 +595,7 @@ func TestNextStream(t *testing.T) {
 		if len(resp.Answers) != 1 || resp.Answers[0].Id != uint64(100+i) {
 			t.Fatalf("stream through a follower answered %v", resp.Answers)
 		}
-		ids := expandRuns(resp.Answers[0].Runs)
+		ids := idsOf(t, resp.Answers[0].Runs)
 		last = mustIncrease(t, last, ids)
 	}
 	if err := fst.CloseSend(); err != nil {

@@ -24,14 +24,14 @@ const readinessPoll = 100 * time.Millisecond
 // HTTP /readyz. A leader is ready once its sequencer serves (it committed
 // its first reservation); a follower once it knows the leader, can
 // forward to it, and heard from it recently.
-func (n *Node) ready() error {
+func (n *Node) Ready() error {
 	select {
 	case <-n.stop:
 		return fmt.Errorf("%w: shutting down", sequencer.ErrNotLeader)
 	default:
 	}
-	if err := n.refusal(); err != nil {
-		return fmt.Errorf("%w: %w", ErrRefusing, err)
+	if err := n.Refusal(); err != nil {
+		return fmt.Errorf("%w: %w", grpcapi.ErrRefusing, err)
 	}
 	if member, known := n.isMember(n.cfg.ID); !known {
 		return fmt.Errorf("%w: this node is in no cluster yet (bootstrap it or join one)", grpcapi.ErrNotReady)
@@ -46,21 +46,21 @@ func (n *Node) ready() error {
 		return nil
 	case raft.Follower:
 	default:
-		return fmt.Errorf("%w: an election is under way", ErrNoLeader)
+		return fmt.Errorf("%w: an election is under way", grpcapi.ErrNoLeader)
 	}
-	id, addr := n.leader()
+	id, addr := n.Leader()
 	if id == "" || id == n.cfg.ID {
-		return ErrNoLeader
+		return grpcapi.ErrNoLeader
 	}
 	if addr == "" {
-		return fmt.Errorf("%w: the gRPC address of leader %s is not known yet", ErrNoLeader, id)
+		return fmt.Errorf("%w: the gRPC address of leader %s is not known yet", grpcapi.ErrNoLeader, id)
 	}
 	// A follower that has not heard from the leader for two heartbeat
 	// timeouts would have started an election by now (Raft's timer fires
 	// between one and two); one that has is about to.
 	bound := 2 * n.cfg.Raft.HeartbeatTimeout
 	if last := n.raft.LastContact(); last.IsZero() || time.Since(last) > bound {
-		return fmt.Errorf("%w: leader %s not heard from for over %s", ErrNoLeader, id, bound)
+		return fmt.Errorf("%w: leader %s not heard from for over %s", grpcapi.ErrNoLeader, id, bound)
 	}
 	if n.fsm.ClusterID() == "" {
 		return fmt.Errorf("%w: this node has not caught up with the cluster's log yet", grpcapi.ErrNotReady)
@@ -93,7 +93,7 @@ func (n *Node) watchReadiness(hs *health.Server) {
 	defer tick.Stop()
 	last := healthpb.HealthCheckResponse_NOT_SERVING
 	for {
-		err := n.ready()
+		err := n.Ready()
 		want := healthpb.HealthCheckResponse_SERVING
 		if err != nil {
 			want = healthpb.HealthCheckResponse_NOT_SERVING

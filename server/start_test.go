@@ -8,6 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/backup"
 	"github.com/seed-e8569b35/ordo/fsm"
@@ -15,8 +18,6 @@ import (
 	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/startup"
 	"github.com/seed-e8569b35/ordo/startup/startuptest"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 )
 
 // TestCheckClusterAsksOnlyVoters: a data dir is read without Raft, and
@@ -205,7 +206,10 @@ func TestLeaderlessMemberNamesItsCluster(t *testing.T) {
 	cfg.GRPCAddr = "127.0.0.1:0"
 	alone := mustOpen(t, cfg)
 	b.Members[cfg.ID] = alone.GRPCAddr()
-	info := alone.localStatus()
+	info, err := api.NewAdminClient(grpctest.Dial(t, alone.GRPCAddr())).NodeStatus(t.Context(), &api.NodeStatusRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if applied := alone.fsm.ClusterID(); info.Role == "leader" || applied != "" {
 		t.Fatalf("%s alone: role %s, FSM cluster id %q; want a node that leads nothing and applied nothing", cfg.ID, info.Role, applied)
 	}
@@ -295,7 +299,7 @@ func TestAnotherOneNodeClustersDataDirIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	x := mustBootstrap(t, testConfig(t, "n3", dir))
 	mustNext(t, x.GRPCAddr(), 1)
-	xID := x.clusterID()
+	xID := x.ClusterID()
 	x.Close()
 	peer := func(id string) Peer {
 		info := &api.NodeInfo{Id: id, Role: "follower", ClusterId: "cluster-a", HasState: true}

@@ -2,57 +2,23 @@ package server
 
 import (
 	"context"
-	"math"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
-	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/layout"
-	"github.com/seed-e8569b35/ordo/sequencer"
 )
 
 // widthCtx names api.TicksKey in ctx's outgoing metadata when l is a
 // 128-bit layout, as a caller that renders its IDs does.
 func widthCtx(ctx context.Context, l layout.Layout) context.Context {
 	return api.WithTicks(ctx, l.Wide())
-}
-
-// TestWideRuns checks that a 128-bit layout's block goes out as ticks,
-// step 1, in one run across time units.
-func TestWideRuns(t *testing.T) {
-	l := layout.MustPreset("uuidv7")
-	perUnit := uint64(1) << l.SeqBits
-	b := sequencer.Block{First: 7*perUnit + perUnit - 3, Count: 2*perUnit + 5}
-	runs := Runs(l, 1, b)
-	if len(runs) != 1 || runs[0].First != b.First || uint64(runs[0].Count) != b.Count || runs[0].Step != 1 {
-		t.Fatalf("runs %v, want one run of ticks %d..+%d", runs, b.First, b.Count)
-	}
-	// Only the count field's width splits ticks, wherever the block starts.
-	for _, b := range []sequencer.Block{{First: 3*math.MaxUint32 - 1, Count: 5}, {First: 1 << 40, Count: math.MaxUint32 + 3}} {
-		runs := Runs(l, 1, b)
-		want := []uint64{b.Count}
-		if b.Count > math.MaxUint32 {
-			want = []uint64{math.MaxUint32, b.Count - math.MaxUint32}
-		}
-		next := b.First
-		for i, r := range runs {
-			if i >= len(want) || r.First != next || uint64(r.Count) != want[i] || r.Step != 1 {
-				t.Fatalf("block %+v: runs %v, want counts %v from %d", b, runs, want, b.First)
-			}
-			next += uint64(r.Count)
-		}
-		if len(runs) != len(want) {
-			t.Fatalf("block %+v: runs %v, want counts %v", b, runs, want)
-		}
-	}
 }
 
 // TestWideLayoutCluster runs a three-node cluster with the uuidv7 layout:
@@ -97,7 +63,7 @@ func TestWideLayoutCluster(t *testing.T) {
 		if err != nil || len(resp.Answers) != 1 {
 			t.Fatalf("%s: stream with %s: %v, %v", n.ID(), api.TicksKey, resp, err)
 		}
-		last = mustIncrease(t, last, expandRuns(resp.Answers[0].Runs))
+		last = mustIncrease(t, last, idsOf(t, resp.Answers[0].Runs))
 	}
 	if p := leader.cfg.Layout.TickParts(last, 3); p.Time.Year() < 2024 {
 		t.Fatalf("last tick %d is at %s, not a Unix millisecond of now", last, p.Time)
@@ -133,24 +99,5 @@ func TestWideLayoutCluster(t *testing.T) {
 	defer cancel()
 	if _, err := api.NewSequencerClient(conn).Next(ctx, &api.NextRequest{Count: 1}); status.Code(err) != codes.FailedPrecondition {
 		t.Fatalf("default layout: Next with %s = %v, want FailedPrecondition", api.TicksKey, err)
-	}
-}
-
-// TestHTTPLayoutIsTheClusters: the HTTP API renders /v1/ids with the
-// layout and group the cluster recorded, as the Layout RPC answers, not
-// with this node's flags.
-func TestHTTPLayoutIsTheClusters(t *testing.T) {
-	n := &Node{cfg: Config{Layout: layout.MustPreset("default"), Group: 1}, fsm: fsm.New(nil, nil)}
-	recorded := layout.MustPreset("ulid")
-	data, err := fsm.Encode(fsm.Command{Op: fsm.OpInit, Layout: &recorded, Group: 7, ClusterID: "c"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res, ok := n.fsm.Apply(&raft.Log{Data: data}).(fsm.Result); !ok || res.Err != nil {
-		t.Fatalf("apply init: %+v", res)
-	}
-	l, group, err := newHTTPNode(n).Layout()
-	if err != nil || l != recorded || group != 7 {
-		t.Fatalf("Layout() = %s, %d, %v; want the recorded ulid, 7", l, group, err)
 	}
 }

@@ -39,7 +39,7 @@ func TestMemberDownWhileANodeWasAddedCatchesUp(t *testing.T) {
 		}
 		for _, n := range nodes {
 			if n != down && n.isLeader() {
-				_ = n.transferLeader("n4")
+				_ = n.TransferLeadership("n4")
 			}
 		}
 		return n4.isLeader()
@@ -77,7 +77,7 @@ func TestRefusedHellosDoNotStopAHealthyMember(t *testing.T) {
 	// Make it a two-node cluster: remove the third.
 	for _, n := range nodes {
 		if n != leader && n != other {
-			if err := leader.removeMember(t.Context(), n.ID()); err != nil {
+			if err := leader.RemoveMember(t.Context(), n.ID()); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -103,7 +103,7 @@ func TestRefusedHellosDoNotStopAHealthyMember(t *testing.T) {
 		}
 	}
 	time.Sleep(time.Second) // a few watchMembership ticks
-	if err := leader.refusal(); errors.Is(err, startup.ErrOtherCluster) {
+	if err := leader.Refusal(); errors.Is(err, startup.ErrOtherCluster) {
 		t.Errorf("a healthy leader refuses to serve after a node of another cluster dialed it under a member's name: %v", err)
 	}
 }
@@ -134,8 +134,8 @@ func TestConnectionFromBeforeTheClusterIDIsClosed(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustNext(t, b.GRPCAddr(), 100)
-	if b.clusterID() == "" || b.clusterID() == x.clusterID() {
-		t.Fatalf("b's cluster id %q, x's %q", b.clusterID(), x.clusterID())
+	if b.ClusterID() == "" || b.ClusterID() == x.ClusterID() {
+		t.Fatalf("b's cluster id %q, x's %q", b.ClusterID(), x.ClusterID())
 	}
 	const intruderTerm = 1 << 40
 	last := b.raft.LastIndex()
@@ -145,11 +145,11 @@ func TestConnectionFromBeforeTheClusterIDIsClosed(t *testing.T) {
 	})
 	if term := b.raft.CurrentTerm(); term >= intruderTerm {
 		t.Errorf("b (cluster %s) took the term of cluster %s's AppendEntries, sent on a connection accepted before b had a cluster id (err %v)",
-			b.clusterID(), x.clusterID(), err)
+			b.ClusterID(), x.ClusterID(), err)
 	}
 	var e raft.Log
 	if err := b.store.GetLog(last+1, &e); err == nil && e.Term == intruderTerm {
-		t.Errorf("b's log holds cluster %s's entry %d", x.clusterID(), last+1)
+		t.Errorf("b's log holds cluster %s's entry %d", x.ClusterID(), last+1)
 	}
 }
 
@@ -167,7 +167,7 @@ func TestRemovedWhileDownStopsWhenItsPeersRefuseIt(t *testing.T) {
 	cfg := mustCloseKeepingAddrs(t, gone)
 	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
 	defer cancel()
-	if err := leader.removeMember(ctx, cfg.ID); err != nil {
+	if err := leader.RemoveMember(ctx, cfg.ID); err != nil {
 		t.Fatalf("remove %s: %v", cfg.ID, err)
 	}
 	back := mustOpen(t, cfg)
@@ -175,7 +175,7 @@ func TestRemovedWhileDownStopsWhenItsPeersRefuseIt(t *testing.T) {
 		t.Fatalf("%s's own log does not list it: the test needs one that missed its removal", cfg.ID)
 	}
 	eventually.True(t, seqTestWait, cfg.ID+" (removed while down) to stop as removed", func() bool {
-		return errors.Is(back.refusal(), ErrRemoved)
+		return errors.Is(back.Refusal(), ErrRemoved)
 	})
 }
 

@@ -2,7 +2,7 @@ package startup
 
 import "errors"
 
-// Errors of this package. server's toStatus maps those a join can meet
+// Errors of this package. grpcapi.ToStatus maps those a join can meet
 // (ErrNodeExists, ErrClusterExists, ErrOtherCluster) to gRPC codes, so a
 // peer or an admin call sees the same refusal a starting node logs.
 var (

@@ -1,0 +1,104 @@
+package grpcapi
+
+import (
+	"context"
+	"errors"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/leadership"
+	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/startup"
+)
+
+// Errors of this package. They are sentinels, not statuses: ToStatus is
+// the one place that maps errors to gRPC codes, these and every other
+// package's that a caller can meet; one it does not name is Internal.
+// Package httpapi maps those codes on to HTTP, so both see one map.
+var (
+	// ErrPermissionDenied means the caller's identity does not allow the
+	// call.
+	ErrPermissionDenied = errors.New("permission denied")
+	// ErrWrongCluster means a call named another cluster than this node's
+	// (api.ClusterIDKey): a stale address or leader hint now reaches a
+	// node of another cluster. Callers move on, as from a node that is
+	// down.
+	ErrWrongCluster = errors.New("call meant for another cluster")
+	// ErrBadRequest means a request carries a bad field, here an address
+	// that cannot be parsed.
+	ErrBadRequest = errors.New("bad request")
+	// ErrNotReady means the cluster has not been initialised yet: the
+	// node does not know its layout.
+	ErrNotReady = errors.New("cluster not initialised")
+	// ErrUnknownNode means an admin request names a node that is not a
+	// member.
+	ErrUnknownNode = errors.New("unknown node")
+	// ErrLayoutMismatch means a joining node's layout or group differs
+	// from the cluster's.
+	ErrLayoutMismatch = errors.New("layout mismatch")
+	// ErrNoLeader means no leader is known to forward to.
+	ErrNoLeader = errors.New("no leader known")
+	// ErrRefusing means this node will not serve (Node.Refusal says why);
+	// other nodes may, so clients should move on.
+	ErrRefusing = errors.New("this node refuses to serve")
+)
+
+// ToStatus maps err to a gRPC status. A call that failed where another
+// node could serve it names leaderAddr, when known: in the message, and in
+// the trailer when ctx is a gRPC call's.
+func ToStatus(ctx context.Context, err error, leaderAddr string) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if leaderAddr != "" {
+		_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, leaderAddr))
+	}
+	code := codeOf(err)
+	msg := err.Error()
+	if code == codes.Unavailable && leaderAddr != "" {
+		msg += "; leader is at " + leaderAddr
+	}
+	return status.Error(code, msg)
+}
+
+// codeOf is the gRPC code of err: Internal for an error no case names.
+func codeOf(err error) codes.Code {
+	switch {
+	case errors.Is(err, ErrRefusing):
+		return codes.Unavailable
+	case errors.Is(err, sequencer.ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, layout.ErrInvalidLayout), errors.Is(err, leadership.ErrMisdirected):
+		return codes.InvalidArgument
+	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, startup.ErrClusterExists), errors.Is(err, startup.ErrOtherCluster):
+		return codes.FailedPrecondition
+	case errors.Is(err, ErrPermissionDenied):
+		return codes.PermissionDenied
+	case errors.Is(err, ErrUnknownNode):
+		return codes.NotFound
+	case errors.Is(err, startup.ErrNodeExists):
+		return codes.AlreadyExists
+	case errors.Is(err, sequencer.ErrTimeExhausted):
+		return codes.OutOfRange
+	case errors.Is(err, sequencer.ErrAhead):
+		return codes.ResourceExhausted
+	case errors.Is(err, sequencer.ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrNotReady), errors.Is(err, ErrWrongCluster),
+		errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
+		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown),
+		errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrAbortedByRestore):
+		return codes.Unavailable
+	case errors.Is(err, context.DeadlineExceeded):
+		return codes.DeadlineExceeded
+	case errors.Is(err, context.Canceled):
+		return codes.Canceled
+	}
+	return codes.Internal
+}

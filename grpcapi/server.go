@@ -1,0 +1,347 @@
+package grpcapi
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/sequencer"
+)
+
+// Cluster is what a call needs to know of the node's place in its
+// cluster. *server.Node satisfies it.
+type Cluster interface {
+	// ClusterID is the id of the node's cluster; "" while it has none.
+	ClusterID() string
+	// Leads reports whether the calls only a leader serves are served
+	// here: whether the node leads now.
+	Leads() bool
+	// Leader is the leader's id and gRPC address, as far as the node
+	// knows; empty when it knows none.
+	Leader() (id, addr string)
+}
+
+// Node is what the services need of the node that serves them: its place
+// in the cluster, and its rules, which stay the node's: why it refuses,
+// whether it is ready, and who may join, register, leave or lead and how
+// those changes commit. Its errors are unmapped: the services map them
+// (ToStatus). *server.Node satisfies it.
+type Node interface {
+	Cluster
+	// Refusal is why the node refuses to serve for good; nil while it
+	// does not.
+	Refusal() error
+	// Ready is nil when the node can serve IDs now, and why not
+	// otherwise.
+	Ready() error
+	// Members is the Raft configuration as Status reports it, with each
+	// member's recorded gRPC address.
+	Members() ([]Member, error)
+	// AddMember adds the node req describes as a voter, on the leader,
+	// once it matches the cluster, and records its gRPC address.
+	AddMember(ctx context.Context, req *api.JoinRequest) error
+	// RegisterMember records member id's new gRPC address, on the
+	// leader, once the caller and the node at grpcAddr prove to be that
+	// member.
+	RegisterMember(ctx context.Context, id, grpcAddr string) error
+	// RemoveMember removes member id, on the leader, and forgets its
+	// address.
+	RemoveMember(ctx context.Context, id string) error
+	// TransferLeadership hands leadership, on the leader, to member id,
+	// or to whichever voter Raft picks when id is "". Raft's transfer
+	// takes no context, so neither does this.
+	TransferLeadership(id string) error
+	// Backup copies the replicated state on the leader.
+	Backup(ctx context.Context) (*api.BackupResponse, error)
+}
+
+// Raft is what a node's status reads of its Raft instance. *raft.Raft
+// satisfies it.
+type Raft interface {
+	State() raft.RaftState
+	CurrentTerm() uint64
+	AppliedIndex() uint64
+	CommitIndex() uint64
+	LastIndex() uint64
+	LastContact() time.Time
+}
+
+// State is the replicated state as calls read it. *fsm.FSM satisfies it.
+type State interface {
+	State() fsm.State
+	HighWater() uint64
+}
+
+// IDs is where IDs come from: the leader's sequencer. *sequencer.Sequencer
+// satisfies it.
+type IDs interface {
+	// Next hands out n ticks once this node has confirmed it leads.
+	Next(ctx context.Context, n uint64) (sequencer.Block, error)
+	// Assign assigns n ticks to a stream's call; they are handed out once
+	// the ticket's confirmation round ends.
+	Assign(ctx context.Context, n uint64) (sequencer.Ticket, error)
+}
+
+// Voter answers a leader's term rounds (leadership.Confirmer).
+type Voter interface {
+	AnswerTerms(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error
+}
+
+// Meter counts what calls did (*metrics.Metrics).
+type Meter interface {
+	// Served counts one call of method that ended with code after d.
+	Served(method, code string, d time.Duration)
+	// Issued counts IDs handed out.
+	Issued(count uint64)
+}
+
+// Config is what the node was configured with that its calls use.
+type Config struct {
+	// ID is the node's id; RaftAddr and GRPCAddr the addresses peers
+	// and clients reach it at.
+	ID, RaftAddr, GRPCAddr string
+	// Layout and Group are this node's flags, which its IDs are rendered
+	// with: the cluster's, or the node refuses to serve (Node.Refusal).
+	Layout layout.Layout
+	Group  uint64
+	// MaxCount is the most IDs one call may ask for.
+	MaxCount uint64
+	// RPCTimeout bounds every unary call (BoundUnary).
+	RPCTimeout time.Duration
+}
+
+// Server serves one node's calls, each from its checks to its answer:
+// where it is served (here, or one forward to the leader), the sequencer,
+// the encoding of IDs, the metrics, and the mapping of errors. The gRPC
+// services (Sequencer, Admin, Peer, Floor) and package httpapi's handlers
+// share it, so every way in has one path to IDs.
+type Server struct {
+	cfg   Config
+	node  Node
+	raft  Raft
+	state State
+	ids   IDs
+	voter Voter
+	peers *Peers
+	meter Meter
+	auth  *Auth
+	stop  <-chan struct{}
+}
+
+// Parts are the node's parts a Server serves from: the real types, each
+// satisfying the interface its field names.
+type Parts struct {
+	Node  Node
+	Raft  Raft
+	State State
+	IDs   IDs
+	Voter Voter
+	Peers *Peers
+	Meter Meter
+	Auth  *Auth
+	// Stop is closed when the node closes: streams end then.
+	Stop <-chan struct{}
+}
+
+// NewServer returns the Server of a node configured with cfg.
+func NewServer(cfg Config, p Parts) *Server {
+	return &Server{cfg: cfg, node: p.Node, raft: p.Raft, state: p.State, ids: p.IDs, voter: p.Voter,
+		peers: p.Peers, meter: p.Meter, auth: p.Auth, stop: p.Stop}
+}
+
+// Register registers every service on g.
+func (s *Server) Register(g *grpc.Server) {
+	api.RegisterSequencerServer(g, &Sequencer{srv: s})
+	api.RegisterAdminServer(g, &Admin{srv: s})
+	api.RegisterPeerServer(g, &Peer{srv: s})
+	api.RegisterFloorServer(g, NewFloor(s.stop))
+}
+
+// Options are the server options of the node's gRPC server, the
+// interceptors in their order, which is a promise: metrics see every
+// call, refusals included; the cluster-id check and authorization run
+// before any handler; and the deadline bound applies only to calls that
+// were let in.
+func (s *Server) Options() []grpc.ServerOption {
+	return append(ServerOptions(),
+		grpc.ChainUnaryInterceptor(s.measureUnary, s.auth.Unary, BoundUnary(s.cfg.RPCTimeout)),
+		grpc.ChainStreamInterceptor(s.measureStream, s.auth.Stream),
+	)
+}
+
+func (s *Server) measureUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	start := time.Now()
+	resp, err := handler(ctx, req)
+	s.meter.Served(info.FullMethod, status.Code(err).String(), time.Since(start))
+	return resp, err
+}
+
+func (s *Server) measureStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	start := time.Now()
+	err := handler(srv, ss)
+	s.meter.Served(info.FullMethod, status.Code(err).String(), time.Since(start))
+	return err
+}
+
+// Leader is the leader's id and gRPC address, as far as the node knows.
+func (s *Server) Leader() (id, addr string) { return s.node.Leader() }
+
+// status is err as the status a caller gets, naming the leader's address
+// whenever the node knows it, so the caller can go there.
+func (s *Server) status(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	_, leaderAddr := s.node.Leader()
+	return ToStatus(ctx, err, leaderAddr)
+}
+
+// forward reports whether a call only the leader serves goes to the
+// leader, and the connection to use; an error when this node can neither
+// serve it nor forward it. It is the one place that decides where such a
+// call is served.
+func (s *Server) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
+	if err := s.node.Refusal(); err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrRefusing, err)
+	}
+	if s.node.Leads() {
+		return nil, false, nil
+	}
+	if Forwarded(ctx) {
+		return nil, false, sequencer.ErrNotLeader
+	}
+	id, addr := s.node.Leader()
+	if id == "" || addr == "" || id == s.cfg.ID {
+		return nil, false, ErrNoLeader
+	}
+	conn, err := s.peers.Get(addr)
+	if err != nil {
+		return nil, false, err
+	}
+	return conn, true, nil
+}
+
+// forwardContext marks a call passed on to the leader, names this node's
+// cluster (so a leader address that now belongs to another cluster
+// refuses it), and passes on the caller's admin token.
+func (s *Server) forwardContext(ctx context.Context) context.Context {
+	// Under a 128-bit layout the caller passed checkWidth here, or is
+	// this node's HTTP API, which renders what the runs carry: it reads
+	// ticks.
+	return ForwardContext(ctx, s.node.ClusterID(), s.cfg.Layout.Wide())
+}
+
+// NextIDs is the path to IDs of one request, which gRPC's Next and the
+// HTTP API share: the count check, then one forward to the leader or the
+// sequencer here, and the runs of IDs. Its errors are statuses.
+func (s *Server) NextIDs(ctx context.Context, count uint32) (*api.NextResponse, error) {
+	resp, err := s.nextIDs(ctx, count)
+	return resp, s.status(ctx, err)
+}
+
+func (s *Server) nextIDs(ctx context.Context, count uint32) (*api.NextResponse, error) {
+	if count == 0 || uint64(count) > s.cfg.MaxCount {
+		return nil, fmt.Errorf("%w: count %d, want 1 to %d", sequencer.ErrBadCount, count, s.cfg.MaxCount)
+	}
+	conn, fwd, err := s.forward(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if fwd {
+		return api.NewSequencerClient(conn).Next(s.forwardContext(ctx), &api.NextRequest{Count: count})
+	}
+	b, err := s.ids.Next(ctx, uint64(count))
+	if err != nil {
+		return nil, err
+	}
+	return &api.NextResponse{Runs: s.issue(b), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr}, nil
+}
+
+// issue renders a confirmed block as runs of IDs with this node's layout
+// and group, and counts them as issued.
+func (s *Server) issue(b sequencer.Block) []*api.IDRun {
+	s.meter.Issued(b.Count)
+	return api.Runs(s.cfg.Layout, s.cfg.Group, b.First, b.Count)
+}
+
+// checkWidth refuses a Next or NextStream call that would read the runs
+// wrongly: without api.TicksKey under a 128-bit layout (the runs carry
+// ticks a caller must render), or with it under a 64-bit one.
+func (s *Server) checkWidth(ctx context.Context) error {
+	// One key, not a copy of the whole metadata: this runs on every call.
+	asks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
+	switch l := s.cfg.Layout; {
+	case l.Wide() && !asks:
+		return fmt.Errorf("layout %s makes 128-bit IDs: the runs carry ticks to render with the group and random bits, so the call must name %s in its metadata (the Go client's NextUUIDs and NextULIDs do): %w",
+			l, api.TicksKey, layout.ErrWrongWidth)
+	case !l.Wide() && asks:
+		return fmt.Errorf("layout %s makes 64-bit IDs, and the call asks for ticks of a 128-bit layout (%s): %w", l, api.TicksKey, layout.ErrWrongWidth)
+	}
+	return nil
+}
+
+// ClusterLayout is the layout and group the cluster recorded: its durable
+// word, not this node's flags. Its error, while the node does not know
+// them yet, is a status.
+func (s *Server) ClusterLayout() (layout.Layout, uint64, error) {
+	st := s.state.State()
+	if st.Layout == nil {
+		return layout.Layout{}, 0, s.status(context.Background(), fmt.Errorf("%w: the cluster's layout is not known here yet", ErrNotReady))
+	}
+	return *st.Layout, st.Group, nil
+}
+
+// Ready is nil when the node can serve IDs now, and a status that says
+// why not otherwise.
+func (s *Server) Ready() error { return s.status(context.Background(), s.node.Ready()) }
+
+// localStatus is the node's own status, as NodeStatus answers.
+func (s *Server) localStatus() *api.NodeInfo {
+	info := &api.NodeInfo{
+		Id:           s.cfg.ID,
+		RaftAddr:     s.cfg.RaftAddr,
+		GrpcAddr:     s.cfg.GRPCAddr,
+		Role:         roleName(s.raft.State()),
+		Term:         s.raft.CurrentTerm(),
+		AppliedIndex: s.raft.AppliedIndex(),
+		CommitIndex:  s.raft.CommitIndex(),
+		HighWater:    s.state.HighWater(),
+		Voter:        true,
+		ClusterId:    s.node.ClusterID(),
+		// Raft keeps the last index and the term it stored: nothing else
+		// gives a node either.
+		HasState: s.raft.LastIndex() > 0 || s.raft.CurrentTerm() > 0,
+	}
+	switch last := s.raft.LastContact(); {
+	case s.raft.State() == raft.Leader:
+	case last.IsZero():
+		info.LastContactMs = -1
+	default:
+		info.LastContactMs = time.Since(last).Milliseconds()
+	}
+	if err := s.node.Refusal(); err != nil {
+		info.Error = err.Error()
+	}
+	return info
+}
+
+func roleName(s raft.RaftState) string {
+	switch s {
+	case raft.Leader:
+		return "leader"
+	case raft.Follower:
+		return "follower"
+	case raft.Candidate:
+		return "candidate"
+	default:
+		return "shutdown"
+	}
+}
