@@ -10,8 +10,10 @@
 // the data dir's format and checks, or how a node reads what a peer's data
 // dir holds (package startup, which it builds on). Like startup, it reads
 // durable state only, never a running node's FSM, and it must not import
-// server: server and cmd/ordo wire it, giving it the server's rules for
-// ids and addresses (Rules).
+// server: server and cmd/ordo wire it. A restored or recovered node's id
+// and addresses pass the checks the Admin service applies
+// (grpcapi.CheckNodeID and CheckDialAddr), so that no node is restored
+// under one it would refuse.
 package backup
 
 // Backup and restore.
@@ -54,6 +56,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/internal/strictjson"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
@@ -66,9 +69,9 @@ import (
 // its own --reserve-window for the old cluster's, as before.
 const backupVersion = 2
 
-// BackupFile is a backup as written to disk: versioned JSON, with a
+// File is a backup as written to disk: versioned JSON, with a
 // SHA-256 checksum of its content.
-type BackupFile struct {
+type File struct {
 	// Version is the file format (backupVersion when written here).
 	Version int `json:"version"`
 	// Created is the leader's clock when it took the copy (RFC 3339, UTC).
@@ -103,14 +106,14 @@ type BackupFile struct {
 	Checksum string `json:"checksum,omitempty"`
 }
 
-// NewBackupFile builds the file content from a Backup response.
-func NewBackupFile(r *api.BackupResponse) (*BackupFile, error) {
+// NewFile builds the file content from a Backup response.
+func NewFile(r *api.BackupResponse) (*File, error) {
 	l, err := layout.Parse(r.Layout)
 	if err != nil {
 		return nil, fmt.Errorf("%w: layout %q: %v", ErrBadBackup, r.Layout, err)
 	}
 	created := time.UnixMilli(r.TakenUnixMs).UTC()
-	b := &BackupFile{
+	b := &File{
 		Version:         backupVersion,
 		Created:         created.Format(time.RFC3339Nano),
 		ClusterID:       r.ClusterId,
@@ -141,7 +144,7 @@ func NewBackupFile(r *api.BackupResponse) (*BackupFile, error) {
 }
 
 // sum is the checksum of b's content, whatever b.Checksum holds.
-func (b BackupFile) sum() (string, error) {
+func (b File) sum() (string, error) {
 	b.Checksum = ""
 	data, err := json.Marshal(b)
 	if err != nil {
@@ -162,7 +165,7 @@ type backupContent struct {
 }
 
 // check parses and checks every field but the checksum.
-func (b *BackupFile) check() (backupContent, error) {
+func (b *File) check() (backupContent, error) {
 	var c backupContent
 	if b.Version < 1 || b.Version > backupVersion {
 		return c, fmt.Errorf("%w: version %d, this Ordo reads versions 1 to %d", ErrBadBackup, b.Version, backupVersion)
@@ -199,7 +202,7 @@ func (b *BackupFile) check() (backupContent, error) {
 }
 
 // Marshal encodes b as indented JSON.
-func (b *BackupFile) Marshal() ([]byte, error) {
+func (b *File) Marshal() ([]byte, error) {
 	data, err := json.MarshalIndent(b, "", "  ")
 	if err != nil {
 		return nil, fmt.Errorf("encode backup: %w", err)
@@ -207,9 +210,9 @@ func (b *BackupFile) Marshal() ([]byte, error) {
 	return append(data, '\n'), nil
 }
 
-// parseBackupFile decodes a backup and checks its version, checksum and
+// parseFile decodes a backup and checks its version, checksum and
 // fields; it refuses anything else.
-func parseBackupFile(data []byte) (*BackupFile, error) {
+func parseFile(data []byte) (*File, error) {
 	var v struct {
 		Version *int `json:"version"`
 	}
@@ -222,7 +225,7 @@ func parseBackupFile(data []byte) (*BackupFile, error) {
 	if *v.Version < 1 || *v.Version > backupVersion {
 		return nil, fmt.Errorf("%w: version %d, this Ordo reads versions 1 to %d", ErrBadBackup, *v.Version, backupVersion)
 	}
-	var b BackupFile
+	var b File
 	if err := strictjson.Decode(bytes.NewReader(data), &b); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadBackup, err)
 	}
@@ -242,9 +245,9 @@ func parseBackupFile(data []byte) (*BackupFile, error) {
 	return &b, nil
 }
 
-// WriteBackupFile writes b to path atomically: a temporary file in the
+// WriteFile writes b to path atomically: a temporary file in the
 // same directory, mode 0600, synced, then renamed over path.
-func WriteBackupFile(path string, b *BackupFile) error {
+func WriteFile(path string, b *File) error {
 	data, err := b.Marshal()
 	if err != nil {
 		return err
@@ -285,13 +288,13 @@ func WriteBackupFile(path string, b *BackupFile) error {
 	return nil
 }
 
-// ReadBackupFile reads and checks a backup file.
-func ReadBackupFile(path string) (*BackupFile, error) {
+// ReadFile reads and checks a backup file.
+func ReadFile(path string) (*File, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("read backup: %w", err)
 	}
-	b, err := parseBackupFile(data)
+	b, err := parseFile(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -372,7 +375,7 @@ func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, ju
 // alive. Members that refuse connections or do not answer at all are
 // taken to be gone: the operator must make sure they never start again
 // with their data (see docs/operations.md, Backup and restore).
-func CheckBackupAlive(ctx context.Context, b *BackupFile, t *secure.TLS) error {
+func CheckBackupAlive(ctx context.Context, b *File, t *secure.TLS) error {
 	ask := startup.NewAsker(t)
 	defer ask.Close()
 	for id, a := range ask.NodeStatuses(ctx, b.Members) {
@@ -412,8 +415,8 @@ func listens(ctx context.Context, addr string) bool {
 // RestoreOptions describe the first node of a cluster restored from a
 // backup.
 type RestoreOptions struct {
-	// Backup is the checked backup to restore (ReadBackupFile).
-	Backup *BackupFile
+	// Backup is the checked backup to restore (ReadFile).
+	Backup *File
 	// DataDir must not hold Raft state.
 	DataDir string
 	// ID is the node's id; RaftAddr is the Raft address peers dial (serve's
@@ -428,9 +431,6 @@ type RestoreOptions struct {
 	Now func() time.Time
 	// Logger; nil means none.
 	Logger hclog.Logger
-	// Rules are the serving node's checks of ID and the addresses, and
-	// its source of cluster ids (server.BackupRules); required.
-	Rules Rules
 }
 
 // RestoreResult is what Restore built.
@@ -474,14 +474,11 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 	if err != nil {
 		return res, err
 	}
-	if o.Rules == nil {
-		return res, fmt.Errorf("%w: no rules for ids and addresses", startup.ErrBadConfig)
-	}
-	if err := o.Rules.CheckNodeID(o.ID); err != nil {
+	if err := grpcapi.CheckNodeID(o.ID); err != nil {
 		return res, fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
 	}
 	for _, a := range []string{o.RaftAddr, o.GRPCAddr} {
-		if err := o.Rules.CheckDialAddr(a); err != nil {
+		if err := grpcapi.CheckDialAddr(a); err != nil {
 			return res, fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
 		}
 	}
@@ -514,7 +511,7 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 	if err != nil {
 		return res, err
 	}
-	id, err := o.Rules.NewClusterID()
+	id, err := fsm.NewClusterID()
 	if err != nil {
 		return res, err
 	}

@@ -9,23 +9,16 @@ import (
 	"time"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/startup"
 )
 
-// testRules accepts every id and address, as far as these tests go, and
-// gives one cluster id: what is checked here is the backup and the mark.
-// Restore with the server's rules: server's TestBackupAndRestore.
-type testRules struct{}
-
-func (testRules) CheckNodeID(string) error      { return nil }
-func (testRules) CheckDialAddr(string) error    { return nil }
-func (testRules) NewClusterID() (string, error) { return "c1", nil }
-
-// TestBackupFileRefusesDamage: a file whose content does not match its
+// TestFileRefusesDamage: a file whose content does not match its
 // checksum, of another version, or not a backup at all, is refused.
-func TestBackupFileRefusesDamage(t *testing.T) {
-	b, err := NewBackupFile(&api.BackupResponse{
+func TestFileRefusesDamage(t *testing.T) {
+	b, err := NewFile(&api.BackupResponse{
 		ClusterId: "c0ffee", Layout: "default", HighWater: 123456789, Members: map[string]string{"n1": "127.0.0.1:7001"},
 		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: time.Now().UnixMilli(),
 		ReserveWindowMs: 3000, LeadBoundTicks: 40960000, MaxCount: 100_000,
@@ -37,7 +30,7 @@ func TestBackupFileRefusesDamage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := parseBackupFile(data); err != nil {
+	if _, err := parseFile(data); err != nil {
 		t.Fatalf("an intact backup: %v", err)
 	}
 	good := string(data)
@@ -55,11 +48,11 @@ func TestBackupFileRefusesDamage(t *testing.T) {
 		if bad == good {
 			t.Fatalf("%s: the test did not change the file", name)
 		}
-		if _, err := parseBackupFile([]byte(bad)); !errors.Is(err, ErrBadBackup) {
+		if _, err := parseFile([]byte(bad)); !errors.Is(err, ErrBadBackup) {
 			t.Errorf("%s: %v, want ErrBadBackup", name, err)
 		}
 	}
-	if _, err := parseBackupFile([]byte(strings.Replace(good, `"version": 2`, `"version": 3`, 1))); err == nil || !strings.Contains(err.Error(), "version 3") {
+	if _, err := parseFile([]byte(strings.Replace(good, `"version": 2`, `"version": 3`, 1))); err == nil || !strings.Contains(err.Error(), "version 3") {
 		t.Errorf("another version: %v, want it named", err)
 	}
 
@@ -68,8 +61,35 @@ func TestBackupFileRefusesDamage(t *testing.T) {
 	if err := os.WriteFile(path, []byte(strings.Replace(good, "c0ffee", "c0ffef", 1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := ReadBackupFile(path); !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "checksum") {
+	if _, err := ReadFile(path); !errors.Is(err, ErrBadBackup) || !strings.Contains(err.Error(), "checksum") {
 		t.Fatalf("a corrupted file: %v, want a checksum mismatch", err)
+	}
+}
+
+// TestRestoreRefusesWhatTheAdminServiceRefuses: a node is not restored
+// under an id or at an address the Admin service would refuse (it could
+// never serve or be joined), and the data dir stays empty.
+func TestRestoreRefusesWhatTheAdminServiceRefuses(t *testing.T) {
+	b, err := NewFile(&api.BackupResponse{
+		ClusterId: "c0ffee", Layout: "default", HighWater: 1, Members: map[string]string{"n1": "127.0.0.1:1"},
+		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: time.Now().UnixMilli(),
+		ReserveWindowMs: 3000, LeadBoundTicks: 1, MaxCount: 100_000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, o := range map[string]RestoreOptions{
+		"id with a slash":    {ID: "r/1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2"},
+		"wildcard raft addr": {ID: "r1", RaftAddr: "0.0.0.0:1", GRPCAddr: "127.0.0.1:2"},
+		"gRPC addr, no port": {ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1"},
+	} {
+		o.Backup, o.DataDir, o.Jump = b, t.TempDir(), time.Minute
+		if _, err := Restore(o); !errors.Is(err, startup.ErrBadConfig) || !errors.Is(err, grpcapi.ErrBadRequest) {
+			t.Errorf("%s: %v, want startup.ErrBadConfig and grpcapi.ErrBadRequest", name, err)
+		}
+		if has, err := startup.HasState(o.DataDir); err != nil || has {
+			t.Errorf("%s: the data dir holds state (%v)", name, err)
+		}
 	}
 }
 
@@ -86,7 +106,7 @@ func TestRestoreTakesTheBackupsBounds(t *testing.T) {
 		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: taken.UnixMilli(),
 		ReserveWindowMs: wide.Milliseconds(), LeadBoundTicks: sequencer.MaxLeadTicks(l, wide), MaxCount: 100_000,
 	}
-	v2, err := NewBackupFile(resp)
+	v2, err := NewFile(resp)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,13 +123,13 @@ func TestRestoreTakesTheBackupsBounds(t *testing.T) {
 		t.Fatalf("a version 1 file names version 2 fields:\n%s", data)
 	}
 	now := func() time.Time { return taken }
-	restore := func(b *BackupFile) uint64 {
+	restore := func(b *File) uint64 {
 		t.Helper()
-		parsed, err := parseBackupFile(mustMarshal(t, b))
+		parsed, err := parseFile(mustMarshal(t, b))
 		if err != nil {
 			t.Fatalf("version %d: %v", b.Version, err)
 		}
-		res, err := Restore(RestoreOptions{Backup: parsed, DataDir: t.TempDir(), ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Now: now, Rules: testRules{}})
+		res, err := Restore(RestoreOptions{Backup: parsed, DataDir: t.TempDir(), ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Now: now})
 		if err != nil {
 			t.Fatalf("restore version %d: %v", b.Version, err)
 		}
@@ -123,7 +143,7 @@ func TestRestoreTakesTheBackupsBounds(t *testing.T) {
 	}
 }
 
-func mustMarshal(t *testing.T, b *BackupFile) []byte {
+func mustMarshal(t *testing.T, b *File) []byte {
 	t.Helper()
 	data, err := b.Marshal()
 	if err != nil {

@@ -26,17 +26,3 @@ var (
 // which a server test checks it equals. It is repeated here because a
 // restore must not import server.
 const DefaultReserveWindow = 3 * time.Second
-
-// Rules are what a restored or recovered node must satisfy as the serving
-// node would, and where its new cluster id comes from: server keeps these
-// rules, so package backup asks for them rather than copy them (a node
-// restored under an id or address the server refuses could never serve).
-// server.BackupRules provides them.
-type Rules interface {
-	// CheckNodeID refuses an id a node cannot serve under.
-	CheckNodeID(id string) error
-	// CheckDialAddr refuses an address other nodes could not dial.
-	CheckDialAddr(addr string) error
-	// NewClusterID returns a random id for a new cluster.
-	NewClusterID() (string, error)
-}

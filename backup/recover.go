@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -36,8 +37,6 @@ type RecoverOptions struct {
 	Jump time.Duration
 	// Logger must not be nil.
 	Logger hclog.Logger
-	// Rules are the serving node's address checks; required.
-	Rules Rules
 }
 
 // Recover makes the node of o the only voter of its cluster, for when a
@@ -62,9 +61,6 @@ func Recover(o RecoverOptions) (uint64, error) {
 	if jump < 0 {
 		return 0, fmt.Errorf("%w: recover jump %s is negative", startup.ErrBadConfig, jump)
 	}
-	if o.Rules == nil {
-		return 0, fmt.Errorf("%w: no rules for addresses", startup.ErrBadConfig)
-	}
 	has, err := startup.HasState(o.DataDir)
 	if err != nil {
 		return 0, err
@@ -79,7 +75,7 @@ func Recover(o RecoverOptions) (uint64, error) {
 	defer store.Close()
 	raftAddr, grpcAddr := o.RaftAddr, o.GRPCAddr
 	for _, a := range []string{raftAddr, grpcAddr} {
-		if err := o.Rules.CheckDialAddr(a); err != nil {
+		if err := grpcapi.CheckDialAddr(a); err != nil {
 			return 0, fmt.Errorf("%w: recover needs the addresses the node will serve at: %w", startup.ErrBadConfig, err)
 		}
 	}

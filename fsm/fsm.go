@@ -12,6 +12,8 @@ package fsm
 
 import (
 	"bytes"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -279,6 +281,18 @@ func (f *FSM) ClusterID() string {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.state.ClusterID
+}
+
+// NewClusterID returns a random id for a new cluster: the one its first
+// leader records with OpInit, or a restore writes into State. It lives
+// beside the state that holds the id because both the node and package
+// backup make one; Apply never calls it, so the FSM stays deterministic.
+func NewClusterID() (string, error) {
+	b := make([]byte, 16)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("make a cluster id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // NodeAddr returns a node's gRPC address, if known.

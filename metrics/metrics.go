@@ -12,24 +12,33 @@ import (
 
 	gometrics "github.com/armon/go-metrics"
 	gometricsprom "github.com/armon/go-metrics/prometheus"
+	"github.com/hashicorp/raft"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
-// Source is the node state read at each scrape, so gauges are never stale.
-type Source interface {
-	// Term is the current Raft term.
-	Term() uint64
-	// Role is "leader", "follower", "candidate" or "shutdown".
-	Role() string
-	// Indexes are Raft's commit and applied indexes.
-	Indexes() (commit, applied uint64)
+// Raft is what the gauges read of Raft at each scrape, so they are never
+// stale: *raft.Raft.
+type Raft interface {
+	CurrentTerm() uint64
+	State() raft.RaftState
+	CommitIndex() uint64
+	AppliedIndex() uint64
 	// LastContact is when this node last heard from a leader (zero if
-	// never; the leader itself reports now).
+	// never).
 	LastContact() time.Time
+}
+
+// FSM is what the gauges read of the replicated state: *fsm.FSM.
+type FSM interface {
 	// HighWater is the replicated high-water mark, in ticks.
 	HighWater() uint64
+}
+
+// Sequencer is what the gauges read of the node's sequencer:
+// *sequencer.Sequencer.
+type Sequencer interface {
 	// TimestampLead is how far the time field of the last ID handed out
 	// is ahead of the wall clock (negative: behind; 0 on followers).
 	TimestampLead() time.Duration
@@ -56,9 +65,10 @@ type Metrics struct {
 // round trips, a reservation one fsync, a failover a second or more.
 var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 17)
 
-// New returns the metrics of the node src describes, with the Go runtime's
-// and the process's collectors.
-func New(src Source) *Metrics {
+// New returns the metrics of the node whose Raft, replicated state and
+// sequencer are r, f and seq, with the Go runtime's and the process's
+// collectors.
+func New(r Raft, f FSM, seq Sequencer) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.ids = register(m.reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "ordo_ids_issued_total", Help: "IDs handed out by this node as leader."}))
 	m.requests = register(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ordo_requests_total", Help: "Calls served, by gRPC method (or HTTP route) and status code."}, []string{"method", "code"}))
@@ -71,31 +81,45 @@ func New(src Source) *Metrics {
 	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		gauge("ordo_raft_term", "Current Raft term.", func() float64 { return float64(src.Term()) }),
-		gauge("ordo_raft_commit_index", "Raft commit index.", func() float64 { c, _ := src.Indexes(); return float64(c) }),
-		gauge("ordo_raft_applied_index", "Raft applied index.", func() float64 { _, a := src.Indexes(); return float64(a) }),
-		gauge("ordo_high_water_ticks", "The replicated high-water mark, in ticks.", func() float64 { return float64(src.HighWater()) }),
-		gauge("ordo_lease_remaining_seconds", "How long this leader may still answer from its lease without a round (0: no lease, or not the leader).", func() float64 { return src.LeaseLeft().Seconds() }),
-		gauge("ordo_timestamp_lead_seconds", "How far the time field of the last ID handed out is ahead of the wall clock.", func() float64 { return src.TimestampLead().Seconds() }),
-		gauge("ordo_last_leader_contact_seconds", "Seconds since this node last heard from a leader (-1: never).", func() float64 {
-			t := src.LastContact()
-			if t.IsZero() {
-				return -1
-			}
-			return time.Since(t).Seconds()
-		}),
+		gauge("ordo_raft_term", "Current Raft term.", func() float64 { return float64(r.CurrentTerm()) }),
+		gauge("ordo_raft_commit_index", "Raft commit index.", func() float64 { return float64(r.CommitIndex()) }),
+		gauge("ordo_raft_applied_index", "Raft applied index.", func() float64 { return float64(r.AppliedIndex()) }),
+		gauge("ordo_high_water_ticks", "The replicated high-water mark, in ticks.", func() float64 { return float64(f.HighWater()) }),
+		gauge("ordo_lease_remaining_seconds", "How long this leader may still answer from its lease without a round (0: no lease, or not the leader).", func() float64 { return seq.LeaseLeft().Seconds() }),
+		gauge("ordo_timestamp_lead_seconds", "How far the time field of the last ID handed out is ahead of the wall clock.", func() float64 { return seq.TimestampLead().Seconds() }),
+		gauge("ordo_last_leader_contact_seconds", "Seconds since this node last heard from a leader (-1: never).", func() float64 { return sinceContact(r) }),
 	)
-	for _, role := range []string{"leader", "follower", "candidate", "shutdown"} {
+	for role, state := range roles {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ordo_raft_role", Help: "1 for this node's Raft role, 0 for the others.", ConstLabels: prometheus.Labels{"role": role},
 		}, func() float64 {
-			if src.Role() == role {
+			if r.State() == state {
 				return 1
 			}
 			return 0
 		}))
 	}
 	return m
+}
+
+// roles are ordo_raft_role's labels, the names node status gives Raft's
+// states.
+var roles = map[string]raft.RaftState{
+	"leader": raft.Leader, "follower": raft.Follower, "candidate": raft.Candidate, "shutdown": raft.Shutdown,
+}
+
+// sinceContact is the seconds since this node last heard from a leader,
+// -1 if never. A leader counts as hearing from itself now: Raft's
+// LastContact is a follower's clock, stale on a leader.
+func sinceContact(r Raft) float64 {
+	if r.State() == raft.Leader {
+		return 0
+	}
+	t := r.LastContact()
+	if t.IsZero() {
+		return -1
+	}
+	return time.Since(t).Seconds()
 }
 
 // Handler serves the registry in Prometheus' text format.

@@ -9,17 +9,31 @@ import (
 	"time"
 
 	gometrics "github.com/armon/go-metrics"
+	"github.com/hashicorp/raft"
 )
 
-type fakeSource struct{}
+// fakeRaft is a node's Raft as the gauges read it.
+type fakeRaft struct {
+	state   raft.RaftState
+	contact time.Time
+}
 
-func (fakeSource) Term() uint64                 { return 7 }
-func (fakeSource) Role() string                 { return "leader" }
-func (fakeSource) Indexes() (uint64, uint64)    { return 42, 41 }
-func (fakeSource) LastContact() time.Time       { return time.Time{} }
-func (fakeSource) HighWater() uint64            { return 123456 }
-func (fakeSource) TimestampLead() time.Duration { return 1500 * time.Millisecond }
-func (fakeSource) LeaseLeft() time.Duration     { return 250 * time.Millisecond }
+func (fakeRaft) CurrentTerm() uint64      { return 7 }
+func (r fakeRaft) State() raft.RaftState  { return r.state }
+func (fakeRaft) CommitIndex() uint64      { return 42 }
+func (fakeRaft) AppliedIndex() uint64     { return 41 }
+func (r fakeRaft) LastContact() time.Time { return r.contact }
+
+type fakeFSM struct{}
+
+func (fakeFSM) HighWater() uint64 { return 123456 }
+
+type fakeSequencer struct{}
+
+func (fakeSequencer) TimestampLead() time.Duration { return 1500 * time.Millisecond }
+func (fakeSequencer) LeaseLeft() time.Duration     { return 250 * time.Millisecond }
+
+func newFake(r fakeRaft) *Metrics { return New(r, fakeFSM{}, fakeSequencer{}) }
 
 func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
@@ -33,7 +47,7 @@ func scrape(t *testing.T, m *Metrics) string {
 }
 
 func TestMetricsReport(t *testing.T) {
-	m := New(fakeSource{})
+	m := newFake(fakeRaft{state: raft.Leader})
 	m.Issued(5)
 	m.Issued(3)
 	m.Served("/ordo.v1.Sequencer/Next", "OK", time.Millisecond)
@@ -59,23 +73,48 @@ func TestMetricsReport(t *testing.T) {
 		"ordo_high_water_ticks 123456",
 		"ordo_timestamp_lead_seconds 1.5",
 		"ordo_lease_remaining_seconds 0.25",
-		"ordo_last_leader_contact_seconds -1",
+		"ordo_last_leader_contact_seconds 0",
 		`ordo_raft_role{role="leader"} 1`,
 		`ordo_raft_role{role="follower"} 0`,
 		"go_goroutines",
 	} {
-		// A line that is exactly want, or starts with it if it names a
-		// metric only.
-		if !strings.Contains("\n"+text, "\n"+want+"\n") && (strings.Contains(want, " ") || !strings.Contains("\n"+text, "\n"+want)) {
+		if !hasLine(text, want) {
 			t.Errorf("metrics lack the line %q", want)
 		}
 	}
 }
 
+// TestMetricsOfAFollower: a follower's role, and its last contact with a
+// leader, -1 before it hears from one.
+func TestMetricsOfAFollower(t *testing.T) {
+	text := scrape(t, newFake(fakeRaft{state: raft.Follower}))
+	for _, want := range []string{
+		`ordo_raft_role{role="follower"} 1`,
+		`ordo_raft_role{role="leader"} 0`,
+		`ordo_raft_role{role="candidate"} 0`,
+		`ordo_raft_role{role="shutdown"} 0`,
+		"ordo_last_leader_contact_seconds -1",
+	} {
+		if !hasLine(text, want) {
+			t.Errorf("metrics lack the line %q", want)
+		}
+	}
+	text = scrape(t, newFake(fakeRaft{state: raft.Follower, contact: time.Now().Add(-time.Minute)}))
+	if hasLine(text, "ordo_last_leader_contact_seconds -1") || hasLine(text, "ordo_last_leader_contact_seconds 0") {
+		t.Errorf("a follower that heard from a leader a minute ago:\n%s", grepLines(text, "contact"))
+	}
+}
+
+// hasLine reports whether text has the line want, or a line that starts
+// with it if want names a metric only.
+func hasLine(text, want string) bool {
+	return strings.Contains("\n"+text, "\n"+want+"\n") || !strings.Contains(want, " ") && strings.Contains("\n"+text, "\n"+want)
+}
+
 // TestCollectRaft: what Raft reports through go-metrics reaches the
 // registry.
 func TestCollectRaft(t *testing.T) {
-	m := New(fakeSource{})
+	m := newFake(fakeRaft{state: raft.Follower})
 	if err := m.CollectRaft(); err != nil {
 		t.Fatal(err)
 	}

@@ -70,11 +70,11 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 
 	file := filepath.Join(t.TempDir(), "ordo.backup")
-	b, err := backup.NewBackupFile(resp)
+	b, err := backup.NewFile(resp)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := backup.WriteBackupFile(file, b); err != nil {
+	if err := backup.WriteFile(file, b); err != nil {
 		t.Fatal(err)
 	}
 	if info, err := os.Stat(file); err != nil {
@@ -82,7 +82,7 @@ func TestBackupAndRestore(t *testing.T) {
 	} else if runtime.GOOS != "windows" && info.Mode().Perm() != 0o600 {
 		t.Fatalf("backup file mode %04o, want 0600", info.Mode().Perm())
 	}
-	b, err = backup.ReadBackupFile(file)
+	b, err = backup.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,13 +122,13 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 
 	// Not over a data dir that holds Raft state.
-	_, err = backup.Restore(backup.RestoreOptions{Backup: b, DataDir: nodes[0].cfg.DataDir, ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Rules: BackupRules()})
+	_, err = backup.Restore(backup.RestoreOptions{Backup: b, DataDir: nodes[0].cfg.DataDir, ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2", Jump: time.Minute})
 	if !errors.Is(err, backup.ErrHasState) {
 		t.Fatalf("restore over an old node's data dir: %v, want backup.ErrHasState", err)
 	}
 
 	raftAddr := freeaddr.Loopback(t, 1)[0]
-	res, err := backup.Restore(backup.RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Rules: BackupRules()})
+	res, err := backup.Restore(backup.RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if res.HighWater <= l.Tick(last) {
 		t.Fatalf("restored high-water %d is not above the last old ID's tick %d", res.HighWater, l.Tick(last))
 	}
-	if _, err := backup.Restore(backup.RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Rules: BackupRules()}); !errors.Is(err, backup.ErrHasState) {
+	if _, err := backup.Restore(backup.RestoreOptions{Backup: b, DataDir: newDir, ID: "r1", RaftAddr: raftAddr, GRPCAddr: "127.0.0.1:2", Jump: time.Minute}); !errors.Is(err, backup.ErrHasState) {
 		t.Fatalf("restore twice into one data dir: %v, want backup.ErrHasState", err)
 	}
 
@@ -264,7 +264,7 @@ func checkBackupRules(ctx context.Context, t *testing.T, c *tlsCluster, leader, 
 func TestBackupAliveCheckAndAGrownCluster(t *testing.T) {
 	n1 := mustBootstrap(t, testConfig(t, "n1", t.TempDir()))
 	mustNext(t, n1.GRPCAddr(), 1)
-	b, err := backup.NewBackupFile(mustBackup(t, n1.GRPCAddr()))
+	b, err := backup.NewFile(mustBackup(t, n1.GRPCAddr()))
 	if err != nil {
 		t.Fatal(err)
 	}

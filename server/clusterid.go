@@ -1,8 +1,6 @@
 package server
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 
 	"github.com/seed-e8569b35/ordo/startup"
@@ -16,15 +14,6 @@ func (n *Node) ClusterID() string {
 		return id
 	}
 	return n.storedClusterID
-}
-
-// newClusterID returns a random id for a new cluster.
-func newClusterID() (string, error) {
-	b := make([]byte, 16)
-	if _, err := rand.Read(b); err != nil {
-		return "", fmt.Errorf("make a cluster id: %w", err)
-	}
-	return hex.EncodeToString(b), nil
 }
 
 // refreshMembers copies Raft's latest configuration for the Raft

@@ -142,7 +142,6 @@ func Open(cfg Config) (*Node, error) {
 	}
 	n.peers = grpcapi.NewPeers(transportCredentials(cfg.TLS), n.ClusterID, cfg.AdminToken)
 	n.auth = newAuth(n)
-	n.metrics = metrics.New(nodeSource{n})
 	if err := n.openRaft(); err != nil {
 		if n.seq != nil {
 			n.seq.Close()
@@ -233,6 +232,9 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
+	// The gauges read Raft, the FSM and the sequencer, which exist from
+	// here; nothing counts before watchLeadership starts, below.
+	n.metrics = metrics.New(n.raft, n.fsm, n.seq)
 	// NewRaft has read the configuration from the data dir: the handshake
 	// checks peers against it from now on.
 	n.refreshMembers()
@@ -760,7 +762,7 @@ func (n *Node) becomeReady(ctx context.Context) error {
 	st := n.fsm.State()
 	if st.Layout == nil {
 		l := n.cfg.Layout
-		id, err := newClusterID()
+		id, err := fsm.NewClusterID()
 		if err != nil {
 			return err
 		}

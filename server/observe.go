@@ -29,24 +29,3 @@ func (n *Node) measureStream(srv any, ss grpc.ServerStream, info *grpc.StreamSer
 	n.metrics.Served(info.FullMethod, status.Code(err).String(), time.Since(start))
 	return err
 }
-
-// nodeSource is what the metrics read from a node at each scrape.
-type nodeSource struct{ n *Node }
-
-func (s nodeSource) Term() uint64 { return s.n.raft.CurrentTerm() }
-func (s nodeSource) Role() string { return roleName(s.n.raft.State()) }
-
-func (s nodeSource) Indexes() (commit, applied uint64) {
-	return s.n.raft.CommitIndex(), s.n.raft.AppliedIndex()
-}
-
-func (s nodeSource) LastContact() time.Time {
-	if s.n.isLeader() {
-		return time.Now()
-	}
-	return s.n.raft.LastContact()
-}
-
-func (s nodeSource) HighWater() uint64            { return s.n.fsm.HighWater() }
-func (s nodeSource) TimestampLead() time.Duration { return s.n.seq.TimestampLead() }
-func (s nodeSource) LeaseLeft() time.Duration     { return s.n.seq.LeaseLeft() }

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/seed-e8569b35/ordo/backup"
-	"github.com/seed-e8569b35/ordo/grpcapi"
 )
 
 // Recover makes the node of cfg the only voter of its cluster, offline,
@@ -26,18 +25,6 @@ func Recover(cfg Config, jump time.Duration) (uint64, error) {
 	return backup.Recover(backup.RecoverOptions{
 		ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: raftAddr, GRPCAddr: grpcAddr,
 		Raft: cfg.Raft, ReserveWindow: cfg.ReserveWindow, Clock: cfg.Clock,
-		Jump: jump, Logger: cfg.Logger, Rules: BackupRules(),
+		Jump: jump, Logger: cfg.Logger,
 	})
 }
-
-// BackupRules are the rules package backup checks a restored or recovered
-// node against: the ones this server applies to the ids and addresses of
-// admin requests, so that a node is never restored under one it would
-// refuse, and its source of cluster ids.
-func BackupRules() backup.Rules { return backupRules{} }
-
-type backupRules struct{}
-
-func (backupRules) CheckNodeID(id string) error     { return grpcapi.CheckNodeID(id) }
-func (backupRules) CheckDialAddr(addr string) error { return grpcapi.CheckDialAddr(addr) }
-func (backupRules) NewClusterID() (string, error)   { return newClusterID() }

@@ -193,7 +193,7 @@ func TestNodesOfANewClusterSeeEachOther(t *testing.T) {
 func TestLeaderlessMemberNamesItsCluster(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
-	b, err := backup.NewBackupFile(mustBackup(t, leader.GRPCAddr()))
+	b, err := backup.NewFile(mustBackup(t, leader.GRPCAddr()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -35,7 +35,7 @@ func runBackup(args []string) error {
 	if err != nil {
 		return err
 	}
-	if err := backup.WriteBackupFile(*out, b); err != nil {
+	if err := backup.WriteFile(*out, b); err != nil {
 		return err
 	}
 	if *cf.json {
@@ -48,14 +48,14 @@ func runBackup(args []string) error {
 
 // takeBackup calls Admin/Backup, following the leader, and builds the
 // file's content.
-func takeBackup(cf clientFlags) (*backup.BackupFile, error) {
+func takeBackup(cf clientFlags) (*backup.File, error) {
 	resp, err := askAdmin(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (*api.BackupResponse, error) {
 		return a.Backup(ctx, &api.BackupRequest{}, opts...)
 	})
 	if err != nil {
 		return nil, err
 	}
-	return backup.NewBackupFile(resp)
+	return backup.NewFile(resp)
 }
 
 // runRestore builds, offline, the data dir of the first node of a new
@@ -91,7 +91,7 @@ func runRestore(args []string) error {
 		return err
 	}
 	logger := hclog.New(&hclog.LoggerOptions{Name: "ordo", Output: os.Stderr})
-	b, err := backup.ReadBackupFile(*backupPath)
+	b, err := backup.ReadFile(*backupPath)
 	if err != nil {
 		return err
 	}
@@ -111,7 +111,7 @@ func runRestore(args []string) error {
 	}
 	res, err := backup.Restore(backup.RestoreOptions{
 		Backup: b, DataDir: *dataDir, ID: *id, RaftAddr: *raftAddr, GRPCAddr: *grpcAddr,
-		Jump: *jump, ReserveWindow: *window, Logger: logger, Rules: server.BackupRules(),
+		Jump: *jump, ReserveWindow: *window, Logger: logger,
 	})
 	if err != nil {
 		return err
