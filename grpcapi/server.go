@@ -3,6 +3,7 @@ package grpcapi
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -309,7 +310,7 @@ func (s *Server) localStatus() *api.NodeInfo {
 		Id:           s.cfg.ID,
 		RaftAddr:     s.cfg.RaftAddr,
 		GrpcAddr:     s.cfg.GRPCAddr,
-		Role:         roleName(s.raft.State()),
+		Role:         strings.ToLower(s.raft.State().String()), // as ordo_raft_role names it
 		Term:         s.raft.CurrentTerm(),
 		AppliedIndex: s.raft.AppliedIndex(),
 		CommitIndex:  s.raft.CommitIndex(),
@@ -331,17 +332,4 @@ func (s *Server) localStatus() *api.NodeInfo {
 		info.Error = err.Error()
 	}
 	return info
-}
-
-func roleName(s raft.RaftState) string {
-	switch s {
-	case raft.Leader:
-		return "leader"
-	case raft.Follower:
-		return "follower"
-	case raft.Candidate:
-		return "candidate"
-	default:
-		return "shutdown"
-	}
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net"
 
-	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
@@ -59,17 +58,4 @@ func (n *Node) openGRPC() error {
 		}
 	}()
 	return nil
-}
-
-func roleName(s raft.RaftState) string {
-	switch s {
-	case raft.Leader:
-		return "leader"
-	case raft.Follower:
-		return "follower"
-	case raft.Candidate:
-		return "candidate"
-	default:
-		return "shutdown"
-	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
