@@ -178,6 +178,7 @@ func (s *Server) Options() []grpc.ServerOption {
 	)
 }
 
+// measureUnary counts and times every unary call, denied ones included.
 func (s *Server) measureUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
@@ -185,6 +186,7 @@ func (s *Server) measureUnary(ctx context.Context, req any, info *grpc.UnaryServ
 	return resp, err
 }
 
+// measureStream counts and times every stream, from open to end.
 func (s *Server) measureStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	start := time.Now()
 	err := handler(srv, ss)

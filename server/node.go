@@ -245,6 +245,10 @@ func (n *Node) closeStores() {
 	}
 }
 
+// Metrics is this node's metrics, for serving them (the HTTP port) and
+// for adding Raft's own (metrics.CollectRaft).
+func (n *Node) Metrics() *metrics.Metrics { return n.metrics }
+
 // ID returns the node's id.
 func (n *Node) ID() string { return n.cfg.ID }
 
