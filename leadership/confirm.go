@@ -20,6 +20,8 @@ import (
 // With askLease, each voter's answer is also a promise (see "The lease"),
 // and so is this node's own count of itself; the result's Lease is the
 // shortest promise among a majority in this term, 0 if fewer promised.
+// Which answers count, and when they decide the round, is tally's rule;
+// Confirm and runRound only ask and listen.
 func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confirmation, error) {
 	term := c.raft.CurrentTerm()
 	if !c.raft.Leads() {
@@ -45,37 +47,30 @@ func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confi
 	if err != nil {
 		return sequencer.Confirmation{}, fmt.Errorf("%w: wait for this node's promise to another leader to run out: %w", sequencer.ErrNotLeader, err)
 	}
-	var others []string
-	voters, have, promised := 0, 0, 0
-	lease := self
-	for _, id := range ids {
-		voters++
-		if id == c.id {
-			have++
-			if self > 0 {
-				promised++
-			}
-		} else {
-			others = append(others, id)
-		}
+	b := &ballot{
+		term: term, round: round, cluster: c.node.ClusterID(), voters: ids,
+		// free: promises.confirm returned, so no promise to another
+		// leader holds this node back any more.
+		own:      ownVote{id: c.id, free: true, promise: self},
+		askLease: ask > 0,
 	}
-	need := voters/2 + 1
-	result := func() sequencer.Confirmation {
-		conf := sequencer.Confirmation{Term: term}
-		if promised >= need {
-			conf.Lease = lease
-		}
-		return conf
+	return c.runRound(ctx, b, uint32(ask.Milliseconds()))
+}
+
+// runRound asks the voters of b for their term, and leaseMs of promise,
+// until tally decides the round.
+func (c *Confirmer) runRound(ctx context.Context, b *ballot, leaseMs uint32) (sequencer.Confirmation, error) {
+	others := slices.DeleteFunc(slices.Clone(b.voters), func(id string) bool { return id == c.id })
+	b.unasked = len(others)
+	b.answers = make([]termAnswer, 0, len(others))
+	v := tally(*b)
+	if v.outcome != pending {
+		return v.result(b)
 	}
-	if have >= need {
-		return result(), nil
-	}
-	cluster := c.node.ClusterID()
 	// Every voter asked puts exactly one answer here (a nil response when
 	// it cannot answer), straight from the goroutine that reads its
 	// stream: the buffer holds them all, so none ever blocks.
 	answers := make(chan termAnswer, len(others))
-	leaseMs := uint32(ask.Milliseconds())
 	// A round asks only as many voters as a majority still needs, those
 	// that answered fastest first: on a few shared cores, every voter
 	// asked and not needed is CPU taken from the leader. Another voter is
@@ -83,7 +78,7 @@ func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confi
 	// promises nothing; all the rest once the round is slower than the
 	// ones asked usually are (hedge). Every probeEvery-th round asks all,
 	// to keep every voter's answer time known.
-	order := c.terms.choose(others, ask > 0)
+	order := c.terms.choose(others, b.askLease)
 	// sentAt holds the voters asked and not yet heard from. One still
 	// silent when the round ends took at least that long (see silent).
 	sentAt := make(map[string]time.Time, len(others))
@@ -92,18 +87,17 @@ func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confi
 			c.terms.silent(id, time.Since(at))
 		}
 	}()
-	// foreign holds, by voter, the other cluster each voter that refused
-	// the round as a node of another cluster named.
-	foreign := map[string]string{}
 	asked := 0
 	askNext := func() {
 		id := order[asked]
 		asked++
+		b.unasked--
+		b.waiting++
 		sentAt[id] = time.Now()
-		go c.askTerm(ctx, id, &api.TermRequest{NodeId: id, ClusterId: cluster, Round: round, LeaderId: c.id, Term: term, LeaseMs: leaseMs}, answers)
+		go c.askTerm(ctx, id, &api.TermRequest{NodeId: id, ClusterId: b.cluster, Round: b.round, LeaderId: c.id, Term: b.term, LeaseMs: leaseMs}, answers)
 	}
-	first := need - have
-	if round%probeEvery == 0 {
+	first := v.need - v.have
+	if b.round%probeEvery == 0 {
 		first = len(order)
 	}
 	for asked < first {
@@ -111,78 +105,41 @@ func (c *Confirmer) Confirm(ctx context.Context, askLease bool) (sequencer.Confi
 	}
 	hedge := time.NewTimer(c.terms.hedgeAfter(order[:asked]))
 	defer hedge.Stop()
-	hedged := false
-	for waiting := asked; waiting > 0; {
+	for {
 		select {
 		case a := <-answers:
-			waiting--
-			// Only the voter asked, in this term, counts.
-			ok := a.resp != nil && a.resp.NodeId == a.id && a.resp.Term == term
-			p := time.Duration(0)
-			if ok && ask > 0 {
-				p = time.Duration(a.resp.LeaseMs) * time.Millisecond
-			}
-			c.terms.answered(a.id, time.Since(sentAt[a.id]), ok, ask > 0, p > 0)
+			b.waiting--
+			b.answers = append(b.answers, a)
+			ok, promise := b.judge(len(b.answers) - 1)
+			c.terms.answered(a.id, time.Since(sentAt[a.id]), ok, b.askLease, promise > 0)
 			delete(sentAt, a.id)
-			if !ok && a.cluster != "" && a.cluster != cluster && cluster != "" {
-				foreign[a.id] = a.cluster
-			}
-			if ok {
-				have++
-				if p > 0 {
-					promised++
-					lease = min(lease, p)
-				}
-			}
-			if (!ok || (ask > 0 && p == 0)) && asked < len(order) {
+			if (!ok || (b.askLease && promise == 0)) && b.unasked > 0 {
 				askNext()
-				waiting++
 			}
 		case <-hedge.C:
-			hedged = true
-			for asked < len(order) {
+			b.hedged = true
+			for b.unasked > 0 {
 				askNext()
-				waiting++
 			}
 		case <-ctx.Done():
-			waiting = 0
-			continue
+			b.ended = true
 		}
-		// Asked for a lease, a round that has its majority still waits,
-		// until the hedge, for promises from voters already asked.
-		if have >= need && (promised >= need || ask == 0 || waiting == 0 || hedged) {
-			return result(), nil
-		}
-		if have+waiting+len(order)-asked < need {
-			break // a majority is out of reach: do not wait for the rest
+		if v := tally(*b); v.outcome != pending {
+			return v.result(b)
 		}
 	}
-	if have >= need {
-		return result(), nil
-	}
-	if other, ids := foreignMajority(foreign, need); other != "" {
-		return sequencer.Confirmation{}, fmt.Errorf("%w: %w: %d of %d voters (%s) answered as nodes of cluster %s, this node holds cluster %s",
-			sequencer.ErrNotLeader, ErrOtherCluster, len(ids), voters, strings.Join(ids, ", "), other, cluster)
-	}
-	return sequencer.Confirmation{}, fmt.Errorf("%w: only %d of %d voters are still in term %d", sequencer.ErrNotLeader, have, voters, term)
 }
 
-// foreignMajority returns the cluster that at least need voters of
-// foreign (each voter's other cluster) named, and those voters, sorted;
-// "" when none did. Each voter is counted once, for the one cluster it
-// named, so at most one cluster can reach a majority.
-func foreignMajority(foreign map[string]string, need int) (string, []string) {
-	by := map[string][]string{}
-	for id, cluster := range foreign {
-		by[cluster] = append(by[cluster], id)
+// result is what Confirm returns for a decided round b.
+func (v verdict) result(b *ballot) (sequencer.Confirmation, error) {
+	switch {
+	case v.outcome == won:
+		return v.conf, nil
+	case v.otherCluster != "":
+		return sequencer.Confirmation{}, fmt.Errorf("%w: %w: %d of %d voters (%s) answered as nodes of cluster %s, this node holds cluster %s",
+			sequencer.ErrNotLeader, ErrOtherCluster, len(v.otherVoters), len(b.voters), strings.Join(v.otherVoters, ", "), v.otherCluster, b.cluster)
 	}
-	for cluster, ids := range by {
-		if len(ids) >= need {
-			slices.Sort(ids)
-			return cluster, ids
-		}
-	}
-	return "", nil
+	return sequencer.Confirmation{}, fmt.Errorf("%w: only %d of %d voters are still in term %d", sequencer.ErrNotLeader, v.have, len(b.voters), b.term)
 }
 
 // probeEvery is how often a round asks every voter, not only those it

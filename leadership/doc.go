@@ -33,6 +33,10 @@
 // Unlike hashicorp/raft's VerifyLeader, no answer to a message sent before
 // the call is counted: every answer here is to a request sent by this call.
 //
+// Which answers count, and when they decide a round, is one function,
+// tally, of what the round knows: it starts no goroutine and reads no
+// clock, so the rule reads, and is tested, as a table.
+//
 // # The lease
 //
 // The lease (Config.Lease, off by default) lets a leader answer from
