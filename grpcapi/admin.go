@@ -41,8 +41,8 @@ func (a *Admin) NodeStatus(context.Context, *api.NodeStatusRequest) (*api.NodeIn
 }
 
 // Status implements api.AdminServer.
-func (a *Admin) Status(ctx context.Context, _ *api.StatusRequest) (*api.StatusResponse, error) {
-	return a.srv.Status(ctx)
+func (a *Admin) Status(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
+	return a.srv.clusterStatus(ctx, req)
 }
 
 // Status is the cluster's status, as Admin/Status answers it: it asks
@@ -50,9 +50,13 @@ func (a *Admin) Status(ctx context.Context, _ *api.StatusRequest) (*api.StatusRe
 // whose view of the membership and addresses is the newest; without a
 // leader it answers itself. Its error is a status.
 func (s *Server) Status(ctx context.Context) (*api.StatusResponse, error) {
+	return s.clusterStatus(ctx, &api.StatusRequest{})
+}
+
+func (s *Server) clusterStatus(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
 	if conn, fwd, err := s.forward(ctx); err == nil && fwd {
 		fctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
-		resp, err := api.NewAdminClient(conn).Status(s.forwardContext(fctx), &api.StatusRequest{})
+		resp, err := api.NewAdminClient(conn).Status(s.forwardContext(fctx), req)
 		cancel()
 		if err == nil {
 			return resp, nil

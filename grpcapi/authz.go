@@ -174,7 +174,7 @@ func (a *Auth) checkNodeJoin(c caller, req any) error {
 	if !ok {
 		return nil
 	}
-	if !a.node.Leads() {
+	if !a.node.IsLeader() {
 		return fmt.Errorf("%w: a node joins through the leader", sequencer.ErrNotLeader)
 	}
 	return checkNodeAddrs(c, join.RaftAddr, join.GrpcAddr)

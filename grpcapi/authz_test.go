@@ -27,6 +27,7 @@ type fakeNode struct {
 
 func (f fakeNode) ClusterID() string { return f.cluster }
 func (f fakeNode) Leads() bool       { return f.leader }
+func (f fakeNode) IsLeader() bool    { return f.leader }
 func (f fakeNode) Refusal() error    { return nil }
 func (f fakeNode) Leader() (id, addr string) {
 	if f.addr == "" {

@@ -29,7 +29,7 @@ func (q *Sequencer) Next(ctx context.Context, req *api.NextRequest) (*api.NextRe
 	if err := q.srv.checkWidth(ctx); err != nil {
 		return nil, ToStatus(ctx, err, "")
 	}
-	resp, err := q.srv.nextIDs(ctx, req.Count)
+	resp, err := q.srv.nextIDs(ctx, req)
 	if err == nil {
 		return resp, nil // the common case: no leader to look up
 	}

@@ -22,9 +22,8 @@ import (
 type Cluster interface {
 	// ClusterID is the id of the node's cluster; "" while it has none.
 	ClusterID() string
-	// Leads reports whether the calls only a leader serves are served
-	// here: whether the node leads now.
-	Leads() bool
+	// IsLeader reports whether Raft says the node leads now.
+	IsLeader() bool
 	// Leader is the leader's id and gRPC address, as far as the node
 	// knows; empty when it knows none.
 	Leader() (id, addr string)
@@ -37,6 +36,9 @@ type Cluster interface {
 // (ToStatus). *server.Node satisfies it.
 type Node interface {
 	Cluster
+	// Leads reports whether the calls only a leader serves are served
+	// here: while the node leads.
+	Leads() bool
 	// Refusal is why the node refuses to serve for good; nil while it
 	// does not.
 	Refusal() error
@@ -246,22 +248,22 @@ func (s *Server) forwardContext(ctx context.Context) context.Context {
 // HTTP API share: the count check, then one forward to the leader or the
 // sequencer here, and the runs of IDs. Its errors are statuses.
 func (s *Server) NextIDs(ctx context.Context, count uint32) (*api.NextResponse, error) {
-	resp, err := s.nextIDs(ctx, count)
+	resp, err := s.nextIDs(ctx, &api.NextRequest{Count: count})
 	return resp, s.status(ctx, err)
 }
 
-func (s *Server) nextIDs(ctx context.Context, count uint32) (*api.NextResponse, error) {
-	if count == 0 || uint64(count) > s.cfg.MaxCount {
-		return nil, fmt.Errorf("%w: count %d, want 1 to %d", sequencer.ErrBadCount, count, s.cfg.MaxCount)
+func (s *Server) nextIDs(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	if req.Count == 0 || uint64(req.Count) > s.cfg.MaxCount {
+		return nil, fmt.Errorf("%w: count %d, want 1 to %d", sequencer.ErrBadCount, req.Count, s.cfg.MaxCount)
 	}
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if fwd {
-		return api.NewSequencerClient(conn).Next(s.forwardContext(ctx), &api.NextRequest{Count: count})
+		return api.NewSequencerClient(conn).Next(s.forwardContext(ctx), req)
 	}
-	b, err := s.ids.Next(ctx, uint64(count))
+	b, err := s.ids.Next(ctx, uint64(req.Count))
 	if err != nil {
 		return nil, err
 	}

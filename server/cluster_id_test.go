@@ -193,7 +193,7 @@ func TestRaftRefusesAnotherCluster(t *testing.T) {
 				t.Fatalf("%s's log holds another cluster's entry %d", tt.to.ID(), i)
 			}
 		}
-		if !tt.to.isLeader() {
+		if !tt.to.IsLeader() {
 			t.Fatalf("%s no longer leads its own cluster", tt.to.ID())
 		}
 	}

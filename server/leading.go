@@ -41,7 +41,7 @@ func (n *Node) openConfirmer(store raft.StableStore) (*leadership.Confirmer, err
 type raftView struct{ n *Node }
 
 func (v raftView) CurrentTerm() uint64 { return v.n.raft.CurrentTerm() }
-func (v raftView) Leads() bool         { return v.n.isLeader() }
+func (v raftView) Leads() bool         { return v.n.IsLeader() }
 
 func (v raftView) Leader() string {
 	_, id := v.n.raft.LeaderWithID()
@@ -150,7 +150,7 @@ func (n *Node) handOver(transfer func() raft.Future) error {
 	n.seq.EndLease()
 	n.confirmer.Release()
 	err := transfer().Error()
-	if err != nil && n.isLeader() {
+	if err != nil && n.IsLeader() {
 		n.seq.ResumeLease()
 	}
 	return err
@@ -256,16 +256,16 @@ func (n *Node) Leader() (id, addr string) {
 }
 
 // Leads reports whether this node serves the calls only a leader serves
-// (grpcapi.Cluster): while Raft says it leads. Under
+// (grpcapi.Node): while Raft says it leads. Under
 // TestHooks.UnsafeTrustReservation also while its sequencer still serves
 // a reservation after Raft has moved on: the stale-leader bug
 // (trustingLog).
 func (n *Node) Leads() bool {
-	return n.isLeader() || (n.cfg.TestHooks.UnsafeTrustReservation && n.seq.Serving())
+	return n.IsLeader() || (n.cfg.TestHooks.UnsafeTrustReservation && n.seq.Serving())
 }
 
-// isLeader reports whether Raft says this node leads.
-func (n *Node) isLeader() bool { return n.raft.State() == raft.Leader }
+// IsLeader reports whether Raft says this node leads (grpcapi.Cluster).
+func (n *Node) IsLeader() bool { return n.raft.State() == raft.Leader }
 
 // transferLeader hands leadership, on the leader, to member id, or to
 // whichever voter Raft picks when id is "", through handOver, which stops

@@ -97,7 +97,7 @@ func (n *Node) AddMember(ctx context.Context, req *api.JoinRequest) error {
 // member of this cluster. It runs only on the leader, never forwarded:
 // the certificate check needs the member's own call.
 func (n *Node) RegisterMember(ctx context.Context, id, grpcAddr string) error {
-	if !n.isLeader() {
+	if !n.IsLeader() {
 		return fmt.Errorf("%w: a member registers with the leader", sequencer.ErrNotLeader)
 	}
 	if id == n.cfg.ID {
@@ -300,7 +300,7 @@ func (n *Node) watchMembership() {
 func (n *Node) registerMoved() bool {
 	n.registerMu.Lock()
 	defer n.registerMu.Unlock()
-	if recorded, _ := n.fsm.NodeAddr(n.cfg.ID); recorded == n.grpcAddr || n.isLeader() || n.cfg.TestHooks.holdsAddress() {
+	if recorded, _ := n.fsm.NodeAddr(n.cfg.ID); recorded == n.grpcAddr || n.IsLeader() || n.cfg.TestHooks.holdsAddress() {
 		return false
 	}
 	_, addr := n.Leader()

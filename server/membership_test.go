@@ -107,7 +107,7 @@ func TestNodeOfAnotherClusterNeverLeads(t *testing.T) {
 	if got := odd.ClusterID(); got != "another-cluster" {
 		t.Fatalf("%s restarted holding cluster %q, want another-cluster", odd.ID(), got)
 	}
-	if err := leader.TransferLeadership(odd.ID()); err == nil && odd.isLeader() {
+	if err := leader.TransferLeadership(odd.ID()); err == nil && odd.IsLeader() {
 		t.Errorf("leadership was transferred to %s, a node of another cluster", odd.ID())
 	}
 	eventually.True(t, seqTestWait, odd.ID()+" to refuse as a node of another cluster", func() bool {
@@ -127,7 +127,7 @@ func TestNodeOfAnotherClusterNeverLeads(t *testing.T) {
 	}
 	next := mustLeader(t, rest)
 	mustNext(t, next.GRPCAddr(), 10)
-	if odd.isLeader() {
+	if odd.IsLeader() {
 		t.Errorf("%s leads", odd.ID())
 	}
 }

@@ -210,7 +210,7 @@ func mustLeader(t *testing.T, nodes []*Node) *Node {
 	var leader *Node
 	eventually.True(t, seqTestWait, "a serving leader", func() bool {
 		for _, n := range nodes {
-			if n.isLeader() && n.seq.Serving() {
+			if n.IsLeader() && n.seq.Serving() {
 				leader = n
 				return true
 			}
@@ -731,7 +731,7 @@ func TestTransferUnderLoadFailsNoCall(t *testing.T) {
 		}
 		eventually.True(t, seqTestWait, "a new leader", func() bool {
 			for _, n := range nodes {
-				if n != old && n.isLeader() && n.seq.Serving() {
+				if n != old && n.IsLeader() && n.seq.Serving() {
 					return true
 				}
 			}

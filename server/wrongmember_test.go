@@ -34,15 +34,15 @@ func TestMemberDownWhileANodeWasAddedCatchesUp(t *testing.T) {
 		t.Fatalf("join n4: %v", err)
 	}
 	eventually.True(t, seqTestWait, "n4 to lead", func() bool {
-		if n4.isLeader() {
+		if n4.IsLeader() {
 			return true
 		}
 		for _, n := range nodes {
-			if n != down && n.isLeader() {
+			if n != down && n.IsLeader() {
 				_ = n.TransferLeadership("n4")
 			}
 		}
-		return n4.isLeader()
+		return n4.IsLeader()
 	})
 	eventually.True(t, seqTestWait, "n4 to serve", func() bool { return n4.seq.Serving() })
 
