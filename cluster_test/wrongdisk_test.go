@@ -292,6 +292,22 @@ func mustWipe(t *testing.T, n *node) {
 	}
 }
 
+// rejoinAndCheck mends n as an operator would (removeAndRejoin), lets
+// the workload run one more phase, stops every caller, and checks the
+// whole history and that no node ever reported a cluster id but mainID.
+func rejoinAndCheck(t *testing.T, c *cluster, n *node, w *workload, pinned *pinnedCaller, watch *statusWatch, mainID string) {
+	t.Helper()
+	removeAndRejoin(t, c, n)
+	w.mustAcks(phaseAcks, phaseTimeout, "after "+n.Name+" joined again")
+	pinned.stop()
+	ops := w.stop()
+	watch.stop()
+	if ids := watch.foreignIDs(mainID); len(ids) > 0 {
+		t.Errorf("after the rejoin, a node reported a cluster id other than %s: %v", mainID, ids)
+	}
+	mustCheck(t, ops)
+}
+
 // removeAndRejoin is the operator's remedy for a node refused with an
 // empty data dir: `ordo remove`, then a start with an empty data dir and
 // the node's usual command line, which must make it a voting follower
@@ -405,15 +421,7 @@ func TestFounderWithOneEntryListLostDataDirIsRefused(t *testing.T) {
 	}
 	checkCreatedNothing(t, "restarted with an empty data dir", served, led, watch, mainID, out, rec)
 
-	removeAndRejoin(t, c, n1)
-	w.mustAcks(phaseAcks, phaseTimeout, "after n1 joined again")
-	pinned.stop()
-	ops := w.stop()
-	watch.stop()
-	if ids := watch.foreignIDs(mainID); len(ids) > 0 {
-		t.Errorf("after the rejoin, a node reported a cluster id other than %s: %v", mainID, ids)
-	}
-	mustCheck(t, ops)
+	rejoinAndCheck(t, c, n1, w, pinned, watch, mainID)
 }
 
 // TestFounderLostDataDirInWholeClusterCrashIsRefused is issue 22's first
@@ -484,16 +492,8 @@ func TestFounderLostDataDirInWholeClusterCrashIsRefused(t *testing.T) {
 	served := pinned.served() - servedBefore - servedAlone
 	checkCreatedNothing(t, "started with an empty data dir, after n2 and n3 came back,", served, watch.ledSince(n1.Name), watch, mainID, out, rec)
 
-	removeAndRejoin(t, c, n1)
-	w.mustAcks(phaseAcks, phaseTimeout, "after n1 joined again")
+	rejoinAndCheck(t, c, n1, w, pinned, watch, mainID)
 	mustStatusJSONCluster(t, c, mainID)
-	pinned.stop()
-	ops := w.stop()
-	watch.stop()
-	if ids := watch.foreignIDs(mainID); len(ids) > 0 {
-		t.Errorf("after the rejoin, a node reported a cluster id other than %s: %v", mainID, ids)
-	}
-	mustCheck(t, ops)
 }
 
 // mustStatusJSONCluster checks that `ordo status --json` names one

@@ -62,12 +62,12 @@ func (s *Server) clusterStatus(ctx context.Context, req *api.StatusRequest) (*ap
 			return resp, nil
 		}
 	}
-	members, err := s.node.Members()
-	leaderID, leaderAddr := s.node.Leader()
+	members, err := s.Node.Members()
+	leaderID, leaderAddr := s.Node.Leader()
 	if err != nil {
 		return nil, ToStatus(ctx, fmt.Errorf("read configuration: %w", err), leaderAddr)
 	}
-	st := s.state.State()
+	st := s.State.State()
 	resp := &api.StatusResponse{Nodes: make([]*api.NodeInfo, len(members)), LeaderId: leaderID, LeaderAddr: leaderAddr, Group: st.Group}
 	if st.Layout != nil {
 		resp.Layout = st.Layout.String()
@@ -97,7 +97,7 @@ func (s *Server) peerStatus(ctx context.Context, m Member) *api.NodeInfo {
 	if addr == "" {
 		return unreachable(fmt.Errorf("gRPC address unknown"))
 	}
-	conn, err := s.peers.Get(addr)
+	conn, err := s.Peers.Get(addr)
 	if err != nil {
 		return unreachable(err)
 	}
@@ -110,7 +110,7 @@ func (s *Server) peerStatus(ctx context.Context, m Member) *api.NodeInfo {
 	if err != nil {
 		return unreachable(err)
 	}
-	if own := s.node.ClusterID(); info.Id != id || own != "" && info.ClusterId != "" && info.ClusterId != own {
+	if own := s.Node.ClusterID(); info.Id != id || own != "" && info.ClusterId != "" && info.ClusterId != own {
 		return unreachable(fmt.Errorf("the node at %s answers as %q of cluster %q, not as member %q of cluster %q",
 			addr, info.Id, info.ClusterId, id, own))
 	}
@@ -149,7 +149,7 @@ func (a *Admin) join(ctx context.Context, req *api.JoinRequest) error {
 		}
 	}
 	_, err := atLeader(ctx, a.srv, req, api.AdminClient.Join, func() (*api.JoinResponse, error) {
-		return nil, a.srv.node.AddMember(ctx, req)
+		return nil, a.srv.Node.AddMember(ctx, req)
 	})
 	return err
 }
@@ -172,7 +172,7 @@ func (a *Admin) register(ctx context.Context, req *api.RegisterRequest) error {
 	if err := CheckDialAddr(req.GrpcAddr); err != nil {
 		return err
 	}
-	return a.srv.node.RegisterMember(ctx, req.Id, req.GrpcAddr)
+	return a.srv.Node.RegisterMember(ctx, req.Id, req.GrpcAddr)
 }
 
 // Remove implements api.AdminServer.
@@ -185,7 +185,7 @@ func (a *Admin) remove(ctx context.Context, req *api.RemoveRequest) error {
 		return err
 	}
 	_, err := atLeader(ctx, a.srv, req, api.AdminClient.Remove, func() (*api.RemoveResponse, error) {
-		return nil, a.srv.node.RemoveMember(ctx, req.Id)
+		return nil, a.srv.Node.RemoveMember(ctx, req.Id)
 	})
 	return err
 }
@@ -194,7 +194,7 @@ func (a *Admin) remove(ctx context.Context, req *api.RemoveRequest) error {
 // node sees it after the transfer, wherever the transfer was served.
 func (a *Admin) TransferLeader(ctx context.Context, req *api.TransferLeaderRequest) (*api.TransferLeaderResponse, error) {
 	err := a.transfer(ctx, req)
-	leaderID, leaderAddr := a.srv.node.Leader()
+	leaderID, leaderAddr := a.srv.Node.Leader()
 	return &api.TransferLeaderResponse{LeaderId: leaderID}, ToStatus(ctx, err, leaderAddr)
 }
 
@@ -205,7 +205,7 @@ func (a *Admin) transfer(ctx context.Context, req *api.TransferLeaderRequest) er
 		}
 	}
 	_, err := atLeader(ctx, a.srv, req, api.AdminClient.TransferLeader, func() (*api.TransferLeaderResponse, error) {
-		return nil, a.srv.node.TransferLeadership(req.Id)
+		return nil, a.srv.Node.TransferLeadership(req.Id)
 	})
 	return err
 }
@@ -214,7 +214,7 @@ func (a *Admin) transfer(ctx context.Context, req *api.TransferLeaderRequest) er
 // without a leader it fails with the leader hint, if any.
 func (a *Admin) Backup(ctx context.Context, req *api.BackupRequest) (*api.BackupResponse, error) {
 	resp, err := atLeader(ctx, a.srv, req, api.AdminClient.Backup, func() (*api.BackupResponse, error) {
-		return a.srv.node.Backup(ctx)
+		return a.srv.Node.Backup(ctx)
 	})
 	return resp, a.srv.status(ctx, err)
 }

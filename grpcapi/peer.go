@@ -19,11 +19,11 @@ type Peer struct {
 // that a leader's stream never holds up a graceful stop.
 func (p *Peer) Term(stream grpc.BidiStreamingServer[api.TermRequest, api.TermResponse]) error {
 	done := make(chan error, 1)
-	go func() { done <- p.srv.voter.AnswerTerms(stream) }()
+	go func() { done <- p.srv.Voter.AnswerTerms(stream) }()
 	select {
 	case err := <-done:
 		return ToStatus(stream.Context(), err, "")
-	case <-p.srv.stop:
+	case <-p.srv.Stop:
 		return ToStatus(stream.Context(), sequencer.ErrNotLeader, "")
 	}
 }

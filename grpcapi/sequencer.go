@@ -38,8 +38,8 @@ func (q *Sequencer) Next(ctx context.Context, req *api.NextRequest) (*api.NextRe
 
 // Layout implements api.SequencerServer.
 func (q *Sequencer) Layout(ctx context.Context, _ *api.LayoutRequest) (*api.LayoutResponse, error) {
-	st := q.srv.state.State()
-	leaderID, leaderAddr := q.srv.node.Leader()
+	st := q.srv.State.State()
+	leaderID, leaderAddr := q.srv.Node.Leader()
 	if st.Layout == nil {
 		return nil, ToStatus(ctx, ErrNotReady, leaderAddr)
 	}
@@ -75,13 +75,13 @@ func (q *Sequencer) forwardStream(conn *grpc.ClientConn, stream grpc.BidiStreami
 	// the client moves on instead of waiting out the graceful stop.
 	go func() {
 		select {
-		case <-q.srv.stop:
+		case <-q.srv.Stop:
 			cancel()
 		case <-ctx.Done():
 		}
 	}()
 	err := q.relay(ctx, cancel, conn, stream)
-	if err != nil && isClosed(q.srv.stop) {
+	if err != nil && isClosed(q.srv.Stop) {
 		return sequencer.ErrNotLeader
 	}
 	return err
@@ -96,7 +96,7 @@ func (q *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *
 	}
 	// The header names the leader, so a client that can reach it moves
 	// its calls to a stream of its own there.
-	if _, leaderAddr := q.srv.node.Leader(); leaderAddr != "" {
+	if _, leaderAddr := q.srv.Node.Leader(); leaderAddr != "" {
 		_ = stream.SetHeader(metadata.Pairs(api.LeaderAddrKey, leaderAddr))
 	}
 	_ = stream.SendHeader(nil)
@@ -160,7 +160,7 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 					return end(<-recvErr) // nil once the client is done sending
 				}
 				next = &c
-			case <-q.srv.stop:
+			case <-q.srv.Stop:
 				return end(sequencer.ErrNotLeader)
 			}
 		}
@@ -168,7 +168,7 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 		case <-next.ticket.Done():
 		case <-ctx.Done():
 			return end(<-recvErr)
-		case <-q.srv.stop:
+		case <-q.srv.Stop:
 			return end(sequencer.ErrNotLeader)
 		}
 		// Gather every call whose round has ended: usually the whole
@@ -234,7 +234,7 @@ func (q *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 				k = 1
 				answers = []streamCall{{id: calls[0].Id, invalid: fmt.Sprintf("count %d, want 1 to %d", calls[0].Count, q.srv.cfg.MaxCount)}}
 			} else {
-				t, err := q.srv.ids.Assign(ctx, total)
+				t, err := q.srv.IDs.Assign(ctx, total)
 				for errors.Is(err, sequencer.ErrAhead) && k > 1 {
 					// Refused whole near the lead bound: serve the calls
 					// that fit, as assigning one by one would, and end
@@ -243,7 +243,7 @@ func (q *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 					for _, call := range calls[:k] {
 						total += uint64(call.Count)
 					}
-					t, err = q.srv.ids.Assign(ctx, total)
+					t, err = q.srv.IDs.Assign(ctx, total)
 				}
 				if err != nil {
 					return err

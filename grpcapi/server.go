@@ -127,16 +127,8 @@ type Config struct {
 // services (Sequencer, Admin, Peer, Floor) and package httpapi's handlers
 // share it, so every way in has one path to IDs.
 type Server struct {
-	cfg   Config
-	node  Node
-	raft  Raft
-	state State
-	ids   IDs
-	voter Voter
-	peers *Peers
-	meter Meter
-	auth  *Auth
-	stop  <-chan struct{}
+	cfg Config
+	Parts
 }
 
 // Parts are the node's parts a Server serves from: the real types, each
@@ -155,17 +147,14 @@ type Parts struct {
 }
 
 // NewServer returns the Server of a node configured with cfg.
-func NewServer(cfg Config, p Parts) *Server {
-	return &Server{cfg: cfg, node: p.Node, raft: p.Raft, state: p.State, ids: p.IDs, voter: p.Voter,
-		peers: p.Peers, meter: p.Meter, auth: p.Auth, stop: p.Stop}
-}
+func NewServer(cfg Config, p Parts) *Server { return &Server{cfg: cfg, Parts: p} }
 
 // Register registers every service on g.
 func (s *Server) Register(g *grpc.Server) {
 	api.RegisterSequencerServer(g, &Sequencer{srv: s})
 	api.RegisterAdminServer(g, &Admin{srv: s})
 	api.RegisterPeerServer(g, &Peer{srv: s})
-	api.RegisterFloorServer(g, NewFloor(s.stop))
+	api.RegisterFloorServer(g, NewFloor(s.Stop))
 }
 
 // Options are the server options of the node's gRPC server, the
@@ -175,8 +164,8 @@ func (s *Server) Register(g *grpc.Server) {
 // were let in.
 func (s *Server) Options() []grpc.ServerOption {
 	return append(ServerOptions(),
-		grpc.ChainUnaryInterceptor(s.measureUnary, s.auth.Unary, BoundUnary(s.cfg.RPCTimeout)),
-		grpc.ChainStreamInterceptor(s.measureStream, s.auth.Stream),
+		grpc.ChainUnaryInterceptor(s.measureUnary, s.Auth.Unary, BoundUnary(s.cfg.RPCTimeout)),
+		grpc.ChainStreamInterceptor(s.measureStream, s.Auth.Stream),
 	)
 }
 
@@ -184,7 +173,7 @@ func (s *Server) Options() []grpc.ServerOption {
 func (s *Server) measureUnary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := handler(ctx, req)
-	s.meter.Served(info.FullMethod, status.Code(err).String(), time.Since(start))
+	s.Meter.Served(info.FullMethod, status.Code(err).String(), time.Since(start))
 	return resp, err
 }
 
@@ -192,12 +181,12 @@ func (s *Server) measureUnary(ctx context.Context, req any, info *grpc.UnaryServ
 func (s *Server) measureStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	start := time.Now()
 	err := handler(srv, ss)
-	s.meter.Served(info.FullMethod, status.Code(err).String(), time.Since(start))
+	s.Meter.Served(info.FullMethod, status.Code(err).String(), time.Since(start))
 	return err
 }
 
 // Leader is the leader's id and gRPC address, as far as the node knows.
-func (s *Server) Leader() (id, addr string) { return s.node.Leader() }
+func (s *Server) Leader() (id, addr string) { return s.Node.Leader() }
 
 // status is err as the status a caller gets, naming the leader's address
 // whenever the node knows it, so the caller can go there.
@@ -205,7 +194,7 @@ func (s *Server) status(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	_, leaderAddr := s.node.Leader()
+	_, leaderAddr := s.Node.Leader()
 	return ToStatus(ctx, err, leaderAddr)
 }
 
@@ -214,20 +203,20 @@ func (s *Server) status(ctx context.Context, err error) error {
 // serve it nor forward it. It is the one place that decides where such a
 // call is served.
 func (s *Server) forward(ctx context.Context) (*grpc.ClientConn, bool, error) {
-	if err := s.node.Refusal(); err != nil {
+	if err := s.Node.Refusal(); err != nil {
 		return nil, false, fmt.Errorf("%w: %w", ErrRefusing, err)
 	}
-	if s.node.Leads() {
+	if s.Node.Leads() {
 		return nil, false, nil
 	}
 	if Forwarded(ctx) {
 		return nil, false, sequencer.ErrNotLeader
 	}
-	id, addr := s.node.Leader()
+	id, addr := s.Node.Leader()
 	if id == "" || addr == "" || id == s.cfg.ID {
 		return nil, false, ErrNoLeader
 	}
-	conn, err := s.peers.Get(addr)
+	conn, err := s.Peers.Get(addr)
 	if err != nil {
 		return nil, false, err
 	}
@@ -241,7 +230,7 @@ func (s *Server) forwardContext(ctx context.Context) context.Context {
 	// Under a 128-bit layout the caller passed checkWidth here, or is
 	// this node's HTTP API, which renders what the runs carry: it reads
 	// ticks.
-	return ForwardContext(ctx, s.node.ClusterID(), s.cfg.Layout.Wide())
+	return ForwardContext(ctx, s.Node.ClusterID(), s.cfg.Layout.Wide())
 }
 
 // NextIDs is the path to IDs of one request, which gRPC's Next and the
@@ -263,7 +252,7 @@ func (s *Server) nextIDs(ctx context.Context, req *api.NextRequest) (*api.NextRe
 	if fwd {
 		return api.NewSequencerClient(conn).Next(s.forwardContext(ctx), req)
 	}
-	b, err := s.ids.Next(ctx, uint64(req.Count))
+	b, err := s.IDs.Next(ctx, uint64(req.Count))
 	if err != nil {
 		return nil, err
 	}
@@ -273,7 +262,7 @@ func (s *Server) nextIDs(ctx context.Context, req *api.NextRequest) (*api.NextRe
 // issue renders a confirmed block as runs of IDs with this node's layout
 // and group, and counts them as issued.
 func (s *Server) issue(b sequencer.Block) []*api.IDRun {
-	s.meter.Issued(b.Count)
+	s.Meter.Issued(b.Count)
 	return api.Runs(s.cfg.Layout, s.cfg.Group, b.First, b.Count)
 }
 
@@ -297,7 +286,7 @@ func (s *Server) checkWidth(ctx context.Context) error {
 // word, not this node's flags. Its error, while the node does not know
 // them yet, is a status.
 func (s *Server) ClusterLayout() (layout.Layout, uint64, error) {
-	st := s.state.State()
+	st := s.State.State()
 	if st.Layout == nil {
 		return layout.Layout{}, 0, s.status(context.Background(), fmt.Errorf("%w: the cluster's layout is not known here yet", ErrNotReady))
 	}
@@ -306,7 +295,7 @@ func (s *Server) ClusterLayout() (layout.Layout, uint64, error) {
 
 // Ready is nil when the node can serve IDs now, and a status that says
 // why not otherwise.
-func (s *Server) Ready() error { return s.status(context.Background(), s.node.Ready()) }
+func (s *Server) Ready() error { return s.status(context.Background(), s.Node.Ready()) }
 
 // localStatus is the node's own status, as NodeStatus answers.
 func (s *Server) localStatus() *api.NodeInfo {
@@ -314,25 +303,25 @@ func (s *Server) localStatus() *api.NodeInfo {
 		Id:           s.cfg.ID,
 		RaftAddr:     s.cfg.RaftAddr,
 		GrpcAddr:     s.cfg.GRPCAddr,
-		Role:         strings.ToLower(s.raft.State().String()), // as ordo_raft_role names it
-		Term:         s.raft.CurrentTerm(),
-		AppliedIndex: s.raft.AppliedIndex(),
-		CommitIndex:  s.raft.CommitIndex(),
-		HighWater:    s.state.HighWater(),
+		Role:         strings.ToLower(s.Raft.State().String()), // as ordo_raft_role names it
+		Term:         s.Raft.CurrentTerm(),
+		AppliedIndex: s.Raft.AppliedIndex(),
+		CommitIndex:  s.Raft.CommitIndex(),
+		HighWater:    s.State.HighWater(),
 		Voter:        true,
-		ClusterId:    s.node.ClusterID(),
+		ClusterId:    s.Node.ClusterID(),
 		// Raft keeps the last index and the term it stored: nothing else
 		// gives a node either.
-		HasState: s.raft.LastIndex() > 0 || s.raft.CurrentTerm() > 0,
+		HasState: s.Raft.LastIndex() > 0 || s.Raft.CurrentTerm() > 0,
 	}
-	switch last := s.raft.LastContact(); {
-	case s.raft.State() == raft.Leader:
+	switch last := s.Raft.LastContact(); {
+	case s.Raft.State() == raft.Leader:
 	case last.IsZero():
 		info.LastContactMs = -1
 	default:
 		info.LastContactMs = time.Since(last).Milliseconds()
 	}
-	if err := s.node.Refusal(); err != nil {
+	if err := s.Node.Refusal(); err != nil {
 		info.Error = err.Error()
 	}
 	return info

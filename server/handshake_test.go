@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -351,6 +352,58 @@ func TestDecideOtherCluster(t *testing.T) {
 	if got, want := describeOthers(map[string]string{"n2": "Y", "n1": "Y", "n4": "Z"}), "n1, n2 are of cluster Y; n4 is of cluster Z"; got != want {
 		t.Fatalf("describeOthers = %q, want %q", got, want)
 	}
+}
+
+// TestDecideOtherClusterEveryAnswer runs the rule on every mix of up to
+// five voters' answers (none, no cluster id, this cluster, two others),
+// with and without a cluster id of this node's, and a non-voter that
+// names another cluster. It never refuses while a majority of voters may
+// still be of this cluster (silent, no id yet, or this cluster's), and
+// always refuses once a majority named other clusters; it names exactly
+// the voters that did.
+func TestDecideOtherClusterEveryAnswer(t *testing.T) {
+	const silent = "(silent)"
+	kinds := []string{silent, "", "X", "Y", "Z"}
+	checked := 0
+	for n := 1; n <= 5; n++ {
+		voters := make([]string, n)
+		for i := range voters {
+			voters[i] = fmt.Sprintf("n%d", i+1)
+		}
+		combos := 1
+		for range n {
+			combos *= len(kinds)
+		}
+		for _, own := range []string{"", "X"} {
+			for c := range combos {
+				answers := map[string]string{"stranger": "Y"}
+				mayBeOurs, others := 0, 0
+				for i, k := 0, c; i < n; i, k = i+1, k/len(kinds) {
+					a := kinds[k%len(kinds)]
+					if a != silent {
+						answers[voters[i]] = a
+					}
+					if a == "Y" || a == "Z" {
+						others++
+					} else {
+						mayBeOurs++
+					}
+				}
+				v := decideOtherCluster(own, voters, answers)
+				majority := n/2 + 1
+				switch {
+				case v.refuse && (own == "" || mayBeOurs >= majority):
+					t.Fatalf("own %q, voters %v, answers %v: refused while %d of %d may be this cluster's", own, voters, answers, mayBeOurs, n)
+				case !v.refuse && own != "" && others >= majority:
+					t.Fatalf("own %q, voters %v, answers %v: not refused although %d of %d named other clusters", own, voters, answers, others, n)
+				case own != "" && len(v.others) != others, v.others["stranger"] != "":
+					t.Fatalf("own %q, answers %v: others %v, want the %d voters that named other clusters", own, answers, v.others, others)
+				}
+				checked++
+			}
+		}
+	}
+	t.Logf("%d combinations checked", checked)
 }
 
 // mustCloseSilentDialer serves Raft on l with a 200 ms handshake bound
