@@ -356,6 +356,23 @@ func (c *Client) Admin(ctx context.Context, fn func(ctx context.Context, a api.A
 	})
 }
 
+// Remove removes member id from the cluster, with Admin's retries. An
+// attempt whose answer is lost (a timeout, a leader change) may have
+// removed id, so a later attempt that finds id is no member (NotFound)
+// has done what was asked; on the first attempt NotFound is the error: id
+// was no member.
+func (c *Client) Remove(ctx context.Context, id string) error {
+	attempts := 0
+	return c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
+		attempts++
+		_, err := a.Remove(ctx, &api.RemoveRequest{Id: id}, opts...)
+		if attempts > 1 && status.Code(err) == codes.NotFound {
+			return nil
+		}
+		return err
+	})
+}
+
 // Decode splits an ID made with layout spec (a preset name or a custom
 // spec, see layout.Parse) into its time, group and sequence. It needs no
 // server. A 128-bit layout's IDs do not fit a uint64: for those it returns

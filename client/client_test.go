@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -613,5 +614,38 @@ func TestBadOptions(t *testing.T) {
 				t.Fatalf("New = %v, %v; want ErrBadOption", c, err)
 			}
 		})
+	}
+}
+
+// TestRemoveIsDoneWhenARetryFindsTheMemberGone: the first attempt removes
+// the member but its answer is lost (Unavailable); the retry finds it no
+// member (NotFound), which is what was asked. NotFound on a first attempt
+// is an error: the id was no member.
+func TestRemoveIsDoneWhenARetryFindsTheMemberGone(t *testing.T) {
+	var mu sync.Mutex
+	members := map[string]bool{"n2": true}
+	lost := true
+	a := &fakeAdmin{remove: func(_ context.Context, id string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if !members[id] {
+			return status.Errorf(codes.NotFound, "unknown node: %q is not a member", id)
+		}
+		delete(members, id)
+		if lost {
+			lost = false
+			return status.Error(codes.Unavailable, "leadership lost while committing")
+		}
+		return nil
+	}}
+	c := mustNew(t, []string{mustAdmin(t, a)})
+	if err := c.Remove(testCtx(t, 10*time.Second), "n2"); err != nil {
+		t.Fatalf("Remove after a lost answer: %v, want done", err)
+	}
+	if got := a.calls.Load(); got != 2 {
+		t.Fatalf("%d attempts, want 2", got)
+	}
+	if err := c.Remove(testCtx(t, 10*time.Second), "n9"); status.Code(err) != codes.NotFound {
+		t.Fatalf("Remove of a non-member: %v, want NotFound", err)
 	}
 }

@@ -52,11 +52,17 @@ func (f *fakeSeq) Layout(ctx context.Context, _ *api.LayoutRequest) (*api.Layout
 	return f.layout(ctx)
 }
 
-// fakeAdmin is a fake Admin server that answers NodeStatus.
+// fakeAdmin is a fake Admin server that answers NodeStatus and Remove.
 type fakeAdmin struct {
 	api.UnimplementedAdminServer
 	nodeStatus func(ctx context.Context) (*api.NodeInfo, error)
+	remove     func(ctx context.Context, id string) error
 	calls      atomic.Int64
+}
+
+func (f *fakeAdmin) Remove(ctx context.Context, req *api.RemoveRequest) (*api.RemoveResponse, error) {
+	f.calls.Add(1)
+	return &api.RemoveResponse{}, f.remove(ctx, req.Id)
 }
 
 func (f *fakeAdmin) NodeStatus(ctx context.Context, _ *api.NodeStatusRequest) (*api.NodeInfo, error) {

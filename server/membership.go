@@ -261,7 +261,11 @@ func (n *Node) watchMembership() {
 	defer n.wg.Done()
 	check := time.NewTicker(200 * time.Millisecond)
 	defer check.Stop()
-	wasMember := false
+	// wasMember: this node was a member, in this process or before it
+	// (its data dir held a configuration). Only then does a configuration
+	// that does not list it mean it was removed: a node that joins sees
+	// the configurations from before it was added as it catches up.
+	wasMember := n.storedConfiguration
 	var lastRegister time.Time
 	for {
 		select {

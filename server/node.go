@@ -104,6 +104,11 @@ type Node struct {
 	// Open: a node whose log is behind applies nothing until a leader
 	// reaches it, and may need them to ask the cluster (clusterMembers).
 	storedAddrs map[string]string
+	// storedConfiguration reports whether the data dir held a Raft
+	// configuration at Open: the node was a member once, and a later
+	// configuration that does not list it means it was removed (see
+	// watchMembership).
+	storedConfiguration bool
 	// raftIdentity is what the Raft stream layer's cluster handshake
 	// says and checks, and what peers answered it.
 	raftIdentity *raftIdentity
@@ -174,6 +179,11 @@ func (n *Node) openRaft() error {
 		return err
 	}
 	n.storedClusterID, n.storedAddrs = stored.ClusterID, stored.Nodes
+	conf, err := startup.StoredConfiguration(n.cfg.DataDir)
+	if err != nil {
+		return err
+	}
+	n.storedConfiguration = len(conf.Servers) > 0
 	store, snaps, err := startup.OpenStores(n.cfg.DataDir, n.logger.Named("snapshot"))
 	if err != nil {
 		return err

@@ -179,6 +179,31 @@ func TestRemovedWhileDownStopsWhenItsPeersRefuseIt(t *testing.T) {
 	})
 }
 
+// TestRemovedNodeRestartedOnItsDataDirStops: a node that received the
+// entry that removed it (here, removed while up) and is restarted on its
+// data dir stops as removed, instead of idling as a follower of nothing.
+// Its restart is the case a node removed while down meets when the
+// leader's last append reaches it as it comes back.
+func TestRemovedNodeRestartedOnItsDataDirStops(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	gone := followerOf(nodes, leader)
+	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
+	defer cancel()
+	if err := leader.RemoveMember(ctx, gone.ID()); err != nil {
+		t.Fatalf("remove %s: %v", gone.ID(), err)
+	}
+	eventually.True(t, seqTestWait, gone.ID()+"'s log to record its removal", func() bool {
+		member, known := gone.isMember(gone.ID())
+		return known && !member
+	})
+	cfg := mustCloseKeepingAddrs(t, gone)
+	back := mustOpen(t, cfg)
+	eventually.True(t, seqTestWait, cfg.ID+" (restarted after its removal) to stop as removed", func() bool {
+		return errors.Is(back.Refusal(), ErrRemoved)
+	})
+}
+
 // mustCloseKeepingAddrs closes n and returns its configuration with the
 // addresses it had, so that reopening it brings back the same member.
 func mustCloseKeepingAddrs(t *testing.T, n *Node) Config {

@@ -566,16 +566,32 @@ func (c *Cluster) WaitServing(ctx context.Context) error {
 
 // Admin runs an admin call through a failover client.
 func (c *Cluster) Admin(ctx context.Context, fn func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error) error {
-	opts := []client.Option{client.WithAttemptTimeout(time.Second)}
-	if c.adminTLS != nil {
-		opts = append(opts, client.WithTLS(c.adminTLS))
-	}
-	cl, err := client.New(c.Addrs(), opts...)
+	cl, err := c.adminClient()
 	if err != nil {
 		return err
 	}
 	defer cl.Close()
 	return cl.Admin(ctx, fn)
+}
+
+// adminClient is a client of the cluster with the operator's rights.
+func (c *Cluster) adminClient() (*client.Client, error) {
+	opts := []client.Option{client.WithAttemptTimeout(time.Second)}
+	if c.adminTLS != nil {
+		opts = append(opts, client.WithTLS(c.adminTLS))
+	}
+	return client.New(c.Addrs(), opts...)
+}
+
+// Remove removes n from the cluster (client.Remove: a retry that finds
+// it gone after an attempt whose answer was lost is done).
+func (c *Cluster) Remove(ctx context.Context, n *Node) error {
+	cl, err := c.adminClient()
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return cl.Remove(ctx, n.Name)
 }
 
 // Terminate stops n gracefully, with SIGTERM, as an operator would (a

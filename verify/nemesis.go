@@ -280,13 +280,7 @@ func refused(err error) bool {
 // brings it back with --join: a new member under the old name.
 func removeReadd(ctx context.Context, c *Cluster, _ *Node, fs []*Node, rng *rand.Rand) (string, func(context.Context) error, error) {
 	f := fs[rng.IntN(len(fs))]
-	actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	err := c.Admin(actx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
-		_, err := a.Remove(ctx, &api.RemoveRequest{Id: f.Name}, opts...)
-		return err
-	})
-	if err != nil {
+	if err := removeMember(ctx, c, f); err != nil {
 		return "", nil, fmt.Errorf("remove %s: %w", f.Name, err)
 	}
 	if err := c.Kill(f); err != nil {
@@ -381,13 +375,7 @@ func growShrink(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(con
 	}
 	return strings.Join(names(added), " "), func(ctx context.Context) error {
 		for _, n := range added {
-			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			err := c.Admin(actx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
-				_, err := a.Remove(ctx, &api.RemoveRequest{Id: n.Name}, opts...)
-				return err
-			})
-			cancel()
-			if err != nil {
+			if err := removeMember(ctx, c, n); err != nil {
 				return fmt.Errorf("remove %s: %w", n.Name, err)
 			}
 			// A removed node stops by itself; wait for it, then make sure.
@@ -606,10 +594,7 @@ func giveLaggardsAChance(ctx context.Context, c *Cluster, wiped *Node) {
 func removeMember(ctx context.Context, c *Cluster, n *Node) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {
-		_, err := a.Remove(ctx, &api.RemoveRequest{Id: n.Name}, opts...)
-		return err
-	})
+	return c.Remove(ctx, n)
 }
 
 // loseDataFounder is issue 22's first hole as a fault: a node that founded

@@ -306,9 +306,16 @@ func runRemove(args []string) error {
 	if *id == "" {
 		return fmt.Errorf("%w: --id is required", errUsage)
 	}
-	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (*api.RemoveResponse, error) {
-		return a.Remove(ctx, &api.RemoveRequest{Id: *id}, opts...)
-	}, "removed "+*id)
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	if err := c.Remove(ctx, *id); err != nil {
+		return err
+	}
+	return report(cf, "removed "+*id)
 }
 
 func runTransferLeader(args []string) error {
@@ -345,6 +352,11 @@ func adminCall[R any](cf clientFlags, call func(context.Context, api.AdminClient
 	if _, err := askAdmin(cf, call); err != nil {
 		return err
 	}
+	return report(cf, done)
+}
+
+// report prints what an admin command did, as text or JSON.
+func report(cf clientFlags, done string) error {
 	if *cf.json {
 		return printJSON(map[string]string{"result": done})
 	}
