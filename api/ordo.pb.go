@@ -25,6 +25,505 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Fate is where a reservation stands.
+type Fate int32
+
+const (
+	Fate_FATE_UNSPECIFIED Fate = 0
+	Fate_FATE_OPEN        Fate = 1
+	Fate_FATE_COMPLETED   Fate = 2
+	Fate_FATE_ABANDONED   Fate = 3
+	Fate_FATE_EXPIRED     Fate = 4
+)
+
+// Enum value maps for Fate.
+var (
+	Fate_name = map[int32]string{
+		0: "FATE_UNSPECIFIED",
+		1: "FATE_OPEN",
+		2: "FATE_COMPLETED",
+		3: "FATE_ABANDONED",
+		4: "FATE_EXPIRED",
+	}
+	Fate_value = map[string]int32{
+		"FATE_UNSPECIFIED": 0,
+		"FATE_OPEN":        1,
+		"FATE_COMPLETED":   2,
+		"FATE_ABANDONED":   3,
+		"FATE_EXPIRED":     4,
+	}
+)
+
+func (x Fate) Enum() *Fate {
+	p := new(Fate)
+	*p = x
+	return p
+}
+
+func (x Fate) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Fate) Descriptor() protoreflect.EnumDescriptor {
+	return file_ordo_proto_enumTypes[0].Descriptor()
+}
+
+func (Fate) Type() protoreflect.EnumType {
+	return &file_ordo_proto_enumTypes[0]
+}
+
+func (x Fate) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Fate.Descriptor instead.
+func (Fate) EnumDescriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{0}
+}
+
+type ReserveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Count uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// How long the reservation lives unless completed, abandoned or
+	// extended; 0: the server's default.
+	TtlMs         uint32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveRequest) Reset() {
+	*x = ReserveRequest{}
+	mi := &file_ordo_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveRequest) ProtoMessage() {}
+
+func (x *ReserveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveRequest.ProtoReflect.Descriptor instead.
+func (*ReserveRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ReserveRequest) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ReserveRequest) GetTtlMs() uint32 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type ReserveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Opaque; names the reservation in Complete, Abandon and Extend.
+	Handle string `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	// The IDs, as Next answers them (ticks under a 128-bit layout).
+	Runs []*IDRun `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
+	// The TTL the reservation got.
+	TtlMs         uint32 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	LeaderId      string `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddr    string `protobuf:"bytes,5,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReserveResponse) Reset() {
+	*x = ReserveResponse{}
+	mi := &file_ordo_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReserveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReserveResponse) ProtoMessage() {}
+
+func (x *ReserveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReserveResponse.ProtoReflect.Descriptor instead.
+func (*ReserveResponse) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReserveResponse) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+func (x *ReserveResponse) GetRuns() []*IDRun {
+	if x != nil {
+		return x.Runs
+	}
+	return nil
+}
+
+func (x *ReserveResponse) GetTtlMs() uint32 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+func (x *ReserveResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *ReserveResponse) GetLeaderAddr() string {
+	if x != nil {
+		return x.LeaderAddr
+	}
+	return ""
+}
+
+type HandleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Handle        string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HandleRequest) Reset() {
+	*x = HandleRequest{}
+	mi := &file_ordo_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HandleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HandleRequest) ProtoMessage() {}
+
+func (x *HandleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HandleRequest.ProtoReflect.Descriptor instead.
+func (*HandleRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *HandleRequest) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+type ExtendRequest struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Handle string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	// 0: the server's default.
+	TtlMs         uint32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ExtendRequest) Reset() {
+	*x = ExtendRequest{}
+	mi := &file_ordo_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ExtendRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ExtendRequest) ProtoMessage() {}
+
+func (x *ExtendRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ExtendRequest.ProtoReflect.Descriptor instead.
+func (*ExtendRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ExtendRequest) GetHandle() string {
+	if x != nil {
+		return x.Handle
+	}
+	return ""
+}
+
+func (x *ExtendRequest) GetTtlMs() uint32 {
+	if x != nil {
+		return x.TtlMs
+	}
+	return 0
+}
+
+type SettleResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Fate  Fate                   `protobuf:"varint,1,opt,name=fate,proto3,enum=ordo.v1.Fate" json:"fate,omitempty"`
+	// W after the call, as in WatermarkResponse.
+	Watermark     uint64 `protobuf:"varint,2,opt,name=watermark,proto3" json:"watermark,omitempty"`
+	WatermarkTick uint64 `protobuf:"varint,3,opt,name=watermark_tick,json=watermarkTick,proto3" json:"watermark_tick,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SettleResponse) Reset() {
+	*x = SettleResponse{}
+	mi := &file_ordo_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SettleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SettleResponse) ProtoMessage() {}
+
+func (x *SettleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SettleResponse.ProtoReflect.Descriptor instead.
+func (*SettleResponse) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *SettleResponse) GetFate() Fate {
+	if x != nil {
+		return x.Fate
+	}
+	return Fate_FATE_UNSPECIFIED
+}
+
+func (x *SettleResponse) GetWatermark() uint64 {
+	if x != nil {
+		return x.Watermark
+	}
+	return 0
+}
+
+func (x *SettleResponse) GetWatermarkTick() uint64 {
+	if x != nil {
+		return x.WatermarkTick
+	}
+	return 0
+}
+
+type WatermarkRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatermarkRequest) Reset() {
+	*x = WatermarkRequest{}
+	mi := &file_ordo_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatermarkRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatermarkRequest) ProtoMessage() {}
+
+func (x *WatermarkRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatermarkRequest.ProtoReflect.Descriptor instead.
+func (*WatermarkRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{5}
+}
+
+type WatchRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// How often W is sent while it does not move; 0: 1000.
+	HeartbeatMs   uint32 `protobuf:"varint,1,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchRequest) Reset() {
+	*x = WatchRequest{}
+	mi := &file_ordo_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchRequest) ProtoMessage() {}
+
+func (x *WatchRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchRequest.ProtoReflect.Descriptor instead.
+func (*WatchRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *WatchRequest) GetHeartbeatMs() uint32 {
+	if x != nil {
+		return x.HeartbeatMs
+	}
+	return 0
+}
+
+type WatermarkResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// W as an ID of the cluster's 64-bit layout: every ID below it is
+	// settled. 0 under a 128-bit layout: compare ticks there.
+	Watermark uint64 `protobuf:"varint,1,opt,name=watermark,proto3" json:"watermark,omitempty"`
+	// W in ticks: an ID is settled when its tick is below it.
+	WatermarkTick uint64 `protobuf:"varint,2,opt,name=watermark_tick,json=watermarkTick,proto3" json:"watermark_tick,omitempty"`
+	LeaderId      string `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddr    string `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatermarkResponse) Reset() {
+	*x = WatermarkResponse{}
+	mi := &file_ordo_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatermarkResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatermarkResponse) ProtoMessage() {}
+
+func (x *WatermarkResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatermarkResponse.ProtoReflect.Descriptor instead.
+func (*WatermarkResponse) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *WatermarkResponse) GetWatermark() uint64 {
+	if x != nil {
+		return x.Watermark
+	}
+	return 0
+}
+
+func (x *WatermarkResponse) GetWatermarkTick() uint64 {
+	if x != nil {
+		return x.WatermarkTick
+	}
+	return 0
+}
+
+func (x *WatermarkResponse) GetLeaderId() string {
+	if x != nil {
+		return x.LeaderId
+	}
+	return ""
+}
+
+func (x *WatermarkResponse) GetLeaderAddr() string {
+	if x != nil {
+		return x.LeaderAddr
+	}
+	return ""
+}
+
 type NextStreamRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The calls a client sends together: whatever queued while its previous
@@ -39,7 +538,7 @@ type NextStreamRequest struct {
 
 func (x *NextStreamRequest) Reset() {
 	*x = NextStreamRequest{}
-	mi := &file_ordo_proto_msgTypes[0]
+	mi := &file_ordo_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -51,7 +550,7 @@ func (x *NextStreamRequest) String() string {
 func (*NextStreamRequest) ProtoMessage() {}
 
 func (x *NextStreamRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[0]
+	mi := &file_ordo_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -64,7 +563,7 @@ func (x *NextStreamRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextStreamRequest.ProtoReflect.Descriptor instead.
 func (*NextStreamRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{0}
+	return file_ordo_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *NextStreamRequest) GetCalls() []*StreamCall {
@@ -92,7 +591,7 @@ type StreamCall struct {
 
 func (x *StreamCall) Reset() {
 	*x = StreamCall{}
-	mi := &file_ordo_proto_msgTypes[1]
+	mi := &file_ordo_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -104,7 +603,7 @@ func (x *StreamCall) String() string {
 func (*StreamCall) ProtoMessage() {}
 
 func (x *StreamCall) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[1]
+	mi := &file_ordo_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -117,7 +616,7 @@ func (x *StreamCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamCall.ProtoReflect.Descriptor instead.
 func (*StreamCall) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{1}
+	return file_ordo_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *StreamCall) GetId() uint64 {
@@ -144,7 +643,7 @@ type NextStreamResponse struct {
 
 func (x *NextStreamResponse) Reset() {
 	*x = NextStreamResponse{}
-	mi := &file_ordo_proto_msgTypes[2]
+	mi := &file_ordo_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -156,7 +655,7 @@ func (x *NextStreamResponse) String() string {
 func (*NextStreamResponse) ProtoMessage() {}
 
 func (x *NextStreamResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[2]
+	mi := &file_ordo_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -169,7 +668,7 @@ func (x *NextStreamResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextStreamResponse.ProtoReflect.Descriptor instead.
 func (*NextStreamResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{2}
+	return file_ordo_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *NextStreamResponse) GetAnswers() []*StreamAnswer {
@@ -198,7 +697,7 @@ type StreamAnswer struct {
 
 func (x *StreamAnswer) Reset() {
 	*x = StreamAnswer{}
-	mi := &file_ordo_proto_msgTypes[3]
+	mi := &file_ordo_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -210,7 +709,7 @@ func (x *StreamAnswer) String() string {
 func (*StreamAnswer) ProtoMessage() {}
 
 func (x *StreamAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[3]
+	mi := &file_ordo_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -223,7 +722,7 @@ func (x *StreamAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StreamAnswer.ProtoReflect.Descriptor instead.
 func (*StreamAnswer) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{3}
+	return file_ordo_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StreamAnswer) GetId() uint64 {
@@ -286,7 +785,7 @@ type TermRequest struct {
 
 func (x *TermRequest) Reset() {
 	*x = TermRequest{}
-	mi := &file_ordo_proto_msgTypes[4]
+	mi := &file_ordo_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +797,7 @@ func (x *TermRequest) String() string {
 func (*TermRequest) ProtoMessage() {}
 
 func (x *TermRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[4]
+	mi := &file_ordo_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +810,7 @@ func (x *TermRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermRequest.ProtoReflect.Descriptor instead.
 func (*TermRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{4}
+	return file_ordo_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TermRequest) GetNodeId() string {
@@ -378,7 +877,7 @@ type TermResponse struct {
 
 func (x *TermResponse) Reset() {
 	*x = TermResponse{}
-	mi := &file_ordo_proto_msgTypes[5]
+	mi := &file_ordo_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +889,7 @@ func (x *TermResponse) String() string {
 func (*TermResponse) ProtoMessage() {}
 
 func (x *TermResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[5]
+	mi := &file_ordo_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +902,7 @@ func (x *TermResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermResponse.ProtoReflect.Descriptor instead.
 func (*TermResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{5}
+	return file_ordo_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TermResponse) GetTerm() uint64 {
@@ -443,7 +942,7 @@ type NextRequest struct {
 
 func (x *NextRequest) Reset() {
 	*x = NextRequest{}
-	mi := &file_ordo_proto_msgTypes[6]
+	mi := &file_ordo_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -455,7 +954,7 @@ func (x *NextRequest) String() string {
 func (*NextRequest) ProtoMessage() {}
 
 func (x *NextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[6]
+	mi := &file_ordo_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -468,7 +967,7 @@ func (x *NextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextRequest.ProtoReflect.Descriptor instead.
 func (*NextRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{6}
+	return file_ordo_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *NextRequest) GetCount() uint32 {
@@ -493,7 +992,7 @@ type IDRun struct {
 
 func (x *IDRun) Reset() {
 	*x = IDRun{}
-	mi := &file_ordo_proto_msgTypes[7]
+	mi := &file_ordo_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -505,7 +1004,7 @@ func (x *IDRun) String() string {
 func (*IDRun) ProtoMessage() {}
 
 func (x *IDRun) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[7]
+	mi := &file_ordo_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -518,7 +1017,7 @@ func (x *IDRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRun.ProtoReflect.Descriptor instead.
 func (*IDRun) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{7}
+	return file_ordo_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *IDRun) GetFirst() uint64 {
@@ -554,7 +1053,7 @@ type NextResponse struct {
 
 func (x *NextResponse) Reset() {
 	*x = NextResponse{}
-	mi := &file_ordo_proto_msgTypes[8]
+	mi := &file_ordo_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +1065,7 @@ func (x *NextResponse) String() string {
 func (*NextResponse) ProtoMessage() {}
 
 func (x *NextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[8]
+	mi := &file_ordo_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +1078,7 @@ func (x *NextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextResponse.ProtoReflect.Descriptor instead.
 func (*NextResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{8}
+	return file_ordo_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NextResponse) GetRuns() []*IDRun {
@@ -611,7 +1110,7 @@ type LayoutRequest struct {
 
 func (x *LayoutRequest) Reset() {
 	*x = LayoutRequest{}
-	mi := &file_ordo_proto_msgTypes[9]
+	mi := &file_ordo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +1122,7 @@ func (x *LayoutRequest) String() string {
 func (*LayoutRequest) ProtoMessage() {}
 
 func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[9]
+	mi := &file_ordo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +1135,7 @@ func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutRequest.ProtoReflect.Descriptor instead.
 func (*LayoutRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{9}
+	return file_ordo_proto_rawDescGZIP(), []int{17}
 }
 
 type LayoutResponse struct {
@@ -659,7 +1158,7 @@ type LayoutResponse struct {
 
 func (x *LayoutResponse) Reset() {
 	*x = LayoutResponse{}
-	mi := &file_ordo_proto_msgTypes[10]
+	mi := &file_ordo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +1170,7 @@ func (x *LayoutResponse) String() string {
 func (*LayoutResponse) ProtoMessage() {}
 
 func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[10]
+	mi := &file_ordo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +1183,7 @@ func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutResponse.ProtoReflect.Descriptor instead.
 func (*LayoutResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{10}
+	return file_ordo_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LayoutResponse) GetLayout() string {
@@ -765,7 +1264,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_ordo_proto_msgTypes[11]
+	mi := &file_ordo_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +1276,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[11]
+	mi := &file_ordo_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +1289,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{11}
+	return file_ordo_proto_rawDescGZIP(), []int{19}
 }
 
 type NodeStatusRequest struct {
@@ -801,7 +1300,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_ordo_proto_msgTypes[12]
+	mi := &file_ordo_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +1312,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[12]
+	mi := &file_ordo_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +1325,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{12}
+	return file_ordo_proto_rawDescGZIP(), []int{20}
 }
 
 type NodeInfo struct {
@@ -849,6 +1348,13 @@ type NodeInfo struct {
 	HighWater uint64 `protobuf:"varint,10,opt,name=high_water,json=highWater,proto3" json:"high_water,omitempty"`
 	// Set when the node could not be asked.
 	Error string `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`
+	// The highest cluster version this node's Ordo reads (fsm.Reads); 0
+	// from versions before cluster versions, which read version 1.
+	ReadsVersion uint32 `protobuf:"varint,14,opt,name=reads_version,json=readsVersion,proto3" json:"reads_version,omitempty"`
+	// The cluster version its replicated state records (0 until known).
+	ClusterVersion uint32 `protobuf:"varint,15,opt,name=cluster_version,json=clusterVersion,proto3" json:"cluster_version,omitempty"`
+	// The settled mark, in ticks, as this node's state records it.
+	WatermarkTick uint64 `protobuf:"varint,16,opt,name=watermark_tick,json=watermarkTick,proto3" json:"watermark_tick,omitempty"`
 	// The id of the cluster this node's state belongs to, recorded by the
 	// cluster's first leader, as its data dir holds it: known from the
 	// node's start, before any leader is elected; empty when the data dir
@@ -864,7 +1370,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_ordo_proto_msgTypes[13]
+	mi := &file_ordo_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -876,7 +1382,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[13]
+	mi := &file_ordo_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -889,7 +1395,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{13}
+	return file_ordo_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -969,6 +1475,27 @@ func (x *NodeInfo) GetError() string {
 	return ""
 }
 
+func (x *NodeInfo) GetReadsVersion() uint32 {
+	if x != nil {
+		return x.ReadsVersion
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetClusterVersion() uint32 {
+	if x != nil {
+		return x.ClusterVersion
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetWatermarkTick() uint64 {
+	if x != nil {
+		return x.WatermarkTick
+	}
+	return 0
+}
+
 func (x *NodeInfo) GetClusterId() string {
 	if x != nil {
 		return x.ClusterId
@@ -996,7 +1523,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_ordo_proto_msgTypes[14]
+	mi := &file_ordo_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1535,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[14]
+	mi := &file_ordo_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1548,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{14}
+	return file_ordo_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *StatusResponse) GetNodes() []*NodeInfo {
@@ -1066,15 +1593,19 @@ type JoinRequest struct {
 	GrpcAddr string                 `protobuf:"bytes,3,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
 	// The joining node's configured layout and group; the cluster refuses a
 	// node whose layout differs, since mixed layouts could break the order.
-	Layout        string `protobuf:"bytes,4,opt,name=layout,proto3" json:"layout,omitempty"`
-	Group         uint64 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
+	Layout string `protobuf:"bytes,4,opt,name=layout,proto3" json:"layout,omitempty"`
+	Group  uint64 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
+	// The highest cluster version the joining node reads; 0 from versions
+	// before cluster versions (they read 1). A cluster whose version is
+	// higher refuses it: it would stop at the first entry it cannot read.
+	ReadsVersion  uint32 `protobuf:"varint,6,opt,name=reads_version,json=readsVersion,proto3" json:"reads_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_ordo_proto_msgTypes[15]
+	mi := &file_ordo_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1617,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[15]
+	mi := &file_ordo_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1630,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{15}
+	return file_ordo_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JoinRequest) GetId() string {
@@ -1137,6 +1668,13 @@ func (x *JoinRequest) GetGroup() uint64 {
 	return 0
 }
 
+func (x *JoinRequest) GetReadsVersion() uint32 {
+	if x != nil {
+		return x.ReadsVersion
+	}
+	return 0
+}
+
 type JoinResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1145,7 +1683,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_ordo_proto_msgTypes[16]
+	mi := &file_ordo_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1157,7 +1695,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[16]
+	mi := &file_ordo_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1170,7 +1708,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{16}
+	return file_ordo_proto_rawDescGZIP(), []int{24}
 }
 
 type RegisterRequest struct {
@@ -1183,7 +1721,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_ordo_proto_msgTypes[17]
+	mi := &file_ordo_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1733,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[17]
+	mi := &file_ordo_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1746,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{17}
+	return file_ordo_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RegisterRequest) GetId() string {
@@ -1233,7 +1771,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_ordo_proto_msgTypes[18]
+	mi := &file_ordo_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1245,7 +1783,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[18]
+	mi := &file_ordo_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1258,7 +1796,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{18}
+	return file_ordo_proto_rawDescGZIP(), []int{26}
 }
 
 type RemoveRequest struct {
@@ -1270,7 +1808,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_ordo_proto_msgTypes[19]
+	mi := &file_ordo_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1282,7 +1820,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[19]
+	mi := &file_ordo_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1295,7 +1833,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{19}
+	return file_ordo_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RemoveRequest) GetId() string {
@@ -1313,7 +1851,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_ordo_proto_msgTypes[20]
+	mi := &file_ordo_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1325,7 +1863,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[20]
+	mi := &file_ordo_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1338,7 +1876,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{20}
+	return file_ordo_proto_rawDescGZIP(), []int{28}
 }
 
 type TransferLeaderRequest struct {
@@ -1350,7 +1888,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_ordo_proto_msgTypes[21]
+	mi := &file_ordo_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1362,7 +1900,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[21]
+	mi := &file_ordo_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1375,7 +1913,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{21}
+	return file_ordo_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *TransferLeaderRequest) GetId() string {
@@ -1394,7 +1932,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_ordo_proto_msgTypes[22]
+	mi := &file_ordo_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1406,7 +1944,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[22]
+	mi := &file_ordo_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1419,7 +1957,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{22}
+	return file_ordo_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -1437,7 +1975,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_ordo_proto_msgTypes[23]
+	mi := &file_ordo_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1449,7 +1987,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[23]
+	mi := &file_ordo_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1462,7 +2000,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{23}
+	return file_ordo_proto_rawDescGZIP(), []int{31}
 }
 
 type BackupResponse struct {
@@ -1489,13 +2027,16 @@ type BackupResponse struct {
 	ReserveWindowMs int64  `protobuf:"varint,10,opt,name=reserve_window_ms,json=reserveWindowMs,proto3" json:"reserve_window_ms,omitempty"`
 	LeadBoundTicks  uint64 `protobuf:"varint,11,opt,name=lead_bound_ticks,json=leadBoundTicks,proto3" json:"lead_bound_ticks,omitempty"`
 	MaxCount        uint64 `protobuf:"varint,12,opt,name=max_count,json=maxCount,proto3" json:"max_count,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The settled mark, in ticks, when the copy was taken. A restore starts
+	// its cluster with W at its restored high-water mark, above this.
+	WatermarkTick uint64 `protobuf:"varint,13,opt,name=watermark_tick,json=watermarkTick,proto3" json:"watermark_tick,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_ordo_proto_msgTypes[24]
+	mi := &file_ordo_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1507,7 +2048,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[24]
+	mi := &file_ordo_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1520,7 +2061,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{24}
+	return file_ordo_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *BackupResponse) GetClusterId() string {
@@ -1607,12 +2148,47 @@ func (x *BackupResponse) GetMaxCount() uint64 {
 	return 0
 }
 
+func (x *BackupResponse) GetWatermarkTick() uint64 {
+	if x != nil {
+		return x.WatermarkTick
+	}
+	return 0
+}
+
 var File_ordo_proto protoreflect.FileDescriptor
 
 const file_ordo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"ordo.proto\x12\aordo.v1\"T\n" +
+	"ordo.proto\x12\aordo.v1\"=\n" +
+	"\x0eReserveRequest\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\"\xa2\x01\n" +
+	"\x0fReserveResponse\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\"\n" +
+	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x15\n" +
+	"\x06ttl_ms\x18\x03 \x01(\rR\x05ttlMs\x12\x1b\n" +
+	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x1f\n" +
+	"\vleader_addr\x18\x05 \x01(\tR\n" +
+	"leaderAddr\"'\n" +
+	"\rHandleRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle\">\n" +
+	"\rExtendRequest\x12\x16\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\x15\n" +
+	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\"x\n" +
+	"\x0eSettleResponse\x12!\n" +
+	"\x04fate\x18\x01 \x01(\x0e2\r.ordo.v1.FateR\x04fate\x12\x1c\n" +
+	"\twatermark\x18\x02 \x01(\x04R\twatermark\x12%\n" +
+	"\x0ewatermark_tick\x18\x03 \x01(\x04R\rwatermarkTick\"\x12\n" +
+	"\x10WatermarkRequest\"1\n" +
+	"\fWatchRequest\x12!\n" +
+	"\fheartbeat_ms\x18\x01 \x01(\rR\vheartbeatMs\"\x96\x01\n" +
+	"\x11WatermarkResponse\x12\x1c\n" +
+	"\twatermark\x18\x01 \x01(\x04R\twatermark\x12%\n" +
+	"\x0ewatermark_tick\x18\x02 \x01(\x04R\rwatermarkTick\x12\x1b\n" +
+	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x1f\n" +
+	"\vleader_addr\x18\x04 \x01(\tR\n" +
+	"leaderAddr\"T\n" +
 	"\x11NextStreamRequest\x12)\n" +
 	"\x05calls\x18\x01 \x03(\v2\x13.ordo.v1.StreamCallR\x05calls\x12\x14\n" +
 	"\x05joint\x18\x02 \x01(\bR\x05joint\"2\n" +
@@ -1669,7 +2245,7 @@ const file_ordo_proto_rawDesc = "" +
 	" \x01(\tR\n" +
 	"leaderAddr\"\x0f\n" +
 	"\rStatusRequest\"\x13\n" +
-	"\x11NodeStatusRequest\"\xf3\x02\n" +
+	"\x11NodeStatusRequest\"\xe8\x03\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -1683,7 +2259,10 @@ const file_ordo_proto_rawDesc = "" +
 	"\n" +
 	"high_water\x18\n" +
 	" \x01(\x04R\thighWater\x12\x14\n" +
-	"\x05error\x18\v \x01(\tR\x05error\x12\x1d\n" +
+	"\x05error\x18\v \x01(\tR\x05error\x12#\n" +
+	"\rreads_version\x18\x0e \x01(\rR\freadsVersion\x12'\n" +
+	"\x0fcluster_version\x18\x0f \x01(\rR\x0eclusterVersion\x12%\n" +
+	"\x0ewatermark_tick\x18\x10 \x01(\x04R\rwatermarkTick\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\f \x01(\tR\tclusterId\x12\x1b\n" +
 	"\thas_state\x18\r \x01(\bR\bhasState\"\xa5\x01\n" +
@@ -1693,13 +2272,14 @@ const file_ordo_proto_rawDesc = "" +
 	"\vleader_addr\x18\x03 \x01(\tR\n" +
 	"leaderAddr\x12\x16\n" +
 	"\x06layout\x18\x04 \x01(\tR\x06layout\x12\x14\n" +
-	"\x05group\x18\x05 \x01(\x04R\x05group\"\x85\x01\n" +
+	"\x05group\x18\x05 \x01(\x04R\x05group\"\xaa\x01\n" +
 	"\vJoinRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
 	"\tgrpc_addr\x18\x03 \x01(\tR\bgrpcAddr\x12\x16\n" +
 	"\x06layout\x18\x04 \x01(\tR\x06layout\x12\x14\n" +
-	"\x05group\x18\x05 \x01(\x04R\x05group\"\x0e\n" +
+	"\x05group\x18\x05 \x01(\x04R\x05group\x12#\n" +
+	"\rreads_version\x18\x06 \x01(\rR\freadsVersion\"\x0e\n" +
 	"\fJoinResponse\">\n" +
 	"\x0fRegisterRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -1712,7 +2292,7 @@ const file_ordo_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
 	"\x16TransferLeaderResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x0f\n" +
-	"\rBackupRequest\"\xe5\x03\n" +
+	"\rBackupRequest\"\x8c\x04\n" +
 	"\x0eBackupResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -1728,15 +2308,28 @@ const file_ordo_proto_rawDesc = "" +
 	"\x11reserve_window_ms\x18\n" +
 	" \x01(\x03R\x0freserveWindowMs\x12(\n" +
 	"\x10lead_bound_ticks\x18\v \x01(\x04R\x0eleadBoundTicks\x12\x1b\n" +
-	"\tmax_count\x18\f \x01(\x04R\bmaxCount\x1a:\n" +
+	"\tmax_count\x18\f \x01(\x04R\bmaxCount\x12%\n" +
+	"\x0ewatermark_tick\x18\r \x01(\x04R\rwatermarkTick\x1a:\n" +
 	"\fMembersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x012\xc6\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*e\n" +
+	"\x04Fate\x12\x14\n" +
+	"\x10FATE_UNSPECIFIED\x10\x00\x12\r\n" +
+	"\tFATE_OPEN\x10\x01\x12\x12\n" +
+	"\x0eFATE_COMPLETED\x10\x02\x12\x12\n" +
+	"\x0eFATE_ABANDONED\x10\x03\x12\x10\n" +
+	"\fFATE_EXPIRED\x10\x042\xc3\x04\n" +
 	"\tSequencer\x123\n" +
 	"\x04Next\x12\x14.ordo.v1.NextRequest\x1a\x15.ordo.v1.NextResponse\x129\n" +
 	"\x06Layout\x12\x16.ordo.v1.LayoutRequest\x1a\x17.ordo.v1.LayoutResponse\x12I\n" +
 	"\n" +
-	"NextStream\x12\x1a.ordo.v1.NextStreamRequest\x1a\x1b.ordo.v1.NextStreamResponse(\x010\x012\xbe\x03\n" +
+	"NextStream\x12\x1a.ordo.v1.NextStreamRequest\x1a\x1b.ordo.v1.NextStreamResponse(\x010\x01\x12<\n" +
+	"\aReserve\x12\x17.ordo.v1.ReserveRequest\x1a\x18.ordo.v1.ReserveResponse\x12;\n" +
+	"\bComplete\x12\x16.ordo.v1.HandleRequest\x1a\x17.ordo.v1.SettleResponse\x12:\n" +
+	"\aAbandon\x12\x16.ordo.v1.HandleRequest\x1a\x17.ordo.v1.SettleResponse\x129\n" +
+	"\x06Extend\x12\x16.ordo.v1.ExtendRequest\x1a\x17.ordo.v1.SettleResponse\x12B\n" +
+	"\tWatermark\x12\x19.ordo.v1.WatermarkRequest\x1a\x1a.ordo.v1.WatermarkResponse\x12E\n" +
+	"\x0eWatchWatermark\x12\x15.ordo.v1.WatchRequest\x1a\x1a.ordo.v1.WatermarkResponse0\x012\xbe\x03\n" +
 	"\x05Admin\x129\n" +
 	"\x06Status\x12\x16.ordo.v1.StatusRequest\x1a\x17.ordo.v1.StatusResponse\x12;\n" +
 	"\n" +
@@ -1763,71 +2356,95 @@ func file_ordo_proto_rawDescGZIP() []byte {
 	return file_ordo_proto_rawDescData
 }
 
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_ordo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
 var file_ordo_proto_goTypes = []any{
-	(*NextStreamRequest)(nil),      // 0: ordo.v1.NextStreamRequest
-	(*StreamCall)(nil),             // 1: ordo.v1.StreamCall
-	(*NextStreamResponse)(nil),     // 2: ordo.v1.NextStreamResponse
-	(*StreamAnswer)(nil),           // 3: ordo.v1.StreamAnswer
-	(*TermRequest)(nil),            // 4: ordo.v1.TermRequest
-	(*TermResponse)(nil),           // 5: ordo.v1.TermResponse
-	(*NextRequest)(nil),            // 6: ordo.v1.NextRequest
-	(*IDRun)(nil),                  // 7: ordo.v1.IDRun
-	(*NextResponse)(nil),           // 8: ordo.v1.NextResponse
-	(*LayoutRequest)(nil),          // 9: ordo.v1.LayoutRequest
-	(*LayoutResponse)(nil),         // 10: ordo.v1.LayoutResponse
-	(*StatusRequest)(nil),          // 11: ordo.v1.StatusRequest
-	(*NodeStatusRequest)(nil),      // 12: ordo.v1.NodeStatusRequest
-	(*NodeInfo)(nil),               // 13: ordo.v1.NodeInfo
-	(*StatusResponse)(nil),         // 14: ordo.v1.StatusResponse
-	(*JoinRequest)(nil),            // 15: ordo.v1.JoinRequest
-	(*JoinResponse)(nil),           // 16: ordo.v1.JoinResponse
-	(*RegisterRequest)(nil),        // 17: ordo.v1.RegisterRequest
-	(*RegisterResponse)(nil),       // 18: ordo.v1.RegisterResponse
-	(*RemoveRequest)(nil),          // 19: ordo.v1.RemoveRequest
-	(*RemoveResponse)(nil),         // 20: ordo.v1.RemoveResponse
-	(*TransferLeaderRequest)(nil),  // 21: ordo.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 22: ordo.v1.TransferLeaderResponse
-	(*BackupRequest)(nil),          // 23: ordo.v1.BackupRequest
-	(*BackupResponse)(nil),         // 24: ordo.v1.BackupResponse
-	nil,                            // 25: ordo.v1.BackupResponse.MembersEntry
+	(Fate)(0),                      // 0: ordo.v1.Fate
+	(*ReserveRequest)(nil),         // 1: ordo.v1.ReserveRequest
+	(*ReserveResponse)(nil),        // 2: ordo.v1.ReserveResponse
+	(*HandleRequest)(nil),          // 3: ordo.v1.HandleRequest
+	(*ExtendRequest)(nil),          // 4: ordo.v1.ExtendRequest
+	(*SettleResponse)(nil),         // 5: ordo.v1.SettleResponse
+	(*WatermarkRequest)(nil),       // 6: ordo.v1.WatermarkRequest
+	(*WatchRequest)(nil),           // 7: ordo.v1.WatchRequest
+	(*WatermarkResponse)(nil),      // 8: ordo.v1.WatermarkResponse
+	(*NextStreamRequest)(nil),      // 9: ordo.v1.NextStreamRequest
+	(*StreamCall)(nil),             // 10: ordo.v1.StreamCall
+	(*NextStreamResponse)(nil),     // 11: ordo.v1.NextStreamResponse
+	(*StreamAnswer)(nil),           // 12: ordo.v1.StreamAnswer
+	(*TermRequest)(nil),            // 13: ordo.v1.TermRequest
+	(*TermResponse)(nil),           // 14: ordo.v1.TermResponse
+	(*NextRequest)(nil),            // 15: ordo.v1.NextRequest
+	(*IDRun)(nil),                  // 16: ordo.v1.IDRun
+	(*NextResponse)(nil),           // 17: ordo.v1.NextResponse
+	(*LayoutRequest)(nil),          // 18: ordo.v1.LayoutRequest
+	(*LayoutResponse)(nil),         // 19: ordo.v1.LayoutResponse
+	(*StatusRequest)(nil),          // 20: ordo.v1.StatusRequest
+	(*NodeStatusRequest)(nil),      // 21: ordo.v1.NodeStatusRequest
+	(*NodeInfo)(nil),               // 22: ordo.v1.NodeInfo
+	(*StatusResponse)(nil),         // 23: ordo.v1.StatusResponse
+	(*JoinRequest)(nil),            // 24: ordo.v1.JoinRequest
+	(*JoinResponse)(nil),           // 25: ordo.v1.JoinResponse
+	(*RegisterRequest)(nil),        // 26: ordo.v1.RegisterRequest
+	(*RegisterResponse)(nil),       // 27: ordo.v1.RegisterResponse
+	(*RemoveRequest)(nil),          // 28: ordo.v1.RemoveRequest
+	(*RemoveResponse)(nil),         // 29: ordo.v1.RemoveResponse
+	(*TransferLeaderRequest)(nil),  // 30: ordo.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 31: ordo.v1.TransferLeaderResponse
+	(*BackupRequest)(nil),          // 32: ordo.v1.BackupRequest
+	(*BackupResponse)(nil),         // 33: ordo.v1.BackupResponse
+	nil,                            // 34: ordo.v1.BackupResponse.MembersEntry
 }
 var file_ordo_proto_depIdxs = []int32{
-	1,  // 0: ordo.v1.NextStreamRequest.calls:type_name -> ordo.v1.StreamCall
-	3,  // 1: ordo.v1.NextStreamResponse.answers:type_name -> ordo.v1.StreamAnswer
-	7,  // 2: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
-	7,  // 3: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
-	13, // 4: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
-	25, // 5: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
-	6,  // 6: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	9,  // 7: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	0,  // 8: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
-	11, // 9: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	12, // 10: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	15, // 11: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	17, // 12: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
-	19, // 13: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	21, // 14: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	23, // 15: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
-	4,  // 16: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	0,  // 17: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
-	8,  // 18: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	10, // 19: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	2,  // 20: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	14, // 21: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	13, // 22: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	16, // 23: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	18, // 24: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
-	20, // 25: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	22, // 26: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	24, // 27: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
-	5,  // 28: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	2,  // 29: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
-	18, // [18:30] is the sub-list for method output_type
-	6,  // [6:18] is the sub-list for method input_type
-	6,  // [6:6] is the sub-list for extension type_name
-	6,  // [6:6] is the sub-list for extension extendee
-	0,  // [0:6] is the sub-list for field type_name
+	16, // 0: ordo.v1.ReserveResponse.runs:type_name -> ordo.v1.IDRun
+	0,  // 1: ordo.v1.SettleResponse.fate:type_name -> ordo.v1.Fate
+	10, // 2: ordo.v1.NextStreamRequest.calls:type_name -> ordo.v1.StreamCall
+	12, // 3: ordo.v1.NextStreamResponse.answers:type_name -> ordo.v1.StreamAnswer
+	16, // 4: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
+	16, // 5: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
+	22, // 6: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
+	34, // 7: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
+	15, // 8: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	18, // 9: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	9,  // 10: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	1,  // 11: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
+	3,  // 12: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
+	3,  // 13: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
+	4,  // 14: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
+	6,  // 15: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
+	7,  // 16: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
+	20, // 17: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	21, // 18: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	24, // 19: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	26, // 20: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
+	28, // 21: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	30, // 22: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	32, // 23: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
+	13, // 24: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	9,  // 25: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
+	17, // 26: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	19, // 27: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	11, // 28: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	2,  // 29: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
+	5,  // 30: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
+	5,  // 31: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
+	5,  // 32: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
+	8,  // 33: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
+	8,  // 34: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
+	23, // 35: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	22, // 36: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	25, // 37: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	27, // 38: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
+	29, // 39: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	31, // 40: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	33, // 41: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	14, // 42: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	11, // 43: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
+	26, // [26:44] is the sub-list for method output_type
+	8,  // [8:26] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }
@@ -1840,13 +2457,14 @@ func file_ordo_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   26,
+			NumEnums:      1,
+			NumMessages:   34,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
 		GoTypes:           file_ordo_proto_goTypes,
 		DependencyIndexes: file_ordo_proto_depIdxs,
+		EnumInfos:         file_ordo_proto_enumTypes,
 		MessageInfos:      file_ordo_proto_msgTypes,
 	}.Build()
 	File_ordo_proto = out.File

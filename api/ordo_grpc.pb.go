@@ -23,9 +23,15 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	Sequencer_Next_FullMethodName       = "/ordo.v1.Sequencer/Next"
-	Sequencer_Layout_FullMethodName     = "/ordo.v1.Sequencer/Layout"
-	Sequencer_NextStream_FullMethodName = "/ordo.v1.Sequencer/NextStream"
+	Sequencer_Next_FullMethodName           = "/ordo.v1.Sequencer/Next"
+	Sequencer_Layout_FullMethodName         = "/ordo.v1.Sequencer/Layout"
+	Sequencer_NextStream_FullMethodName     = "/ordo.v1.Sequencer/NextStream"
+	Sequencer_Reserve_FullMethodName        = "/ordo.v1.Sequencer/Reserve"
+	Sequencer_Complete_FullMethodName       = "/ordo.v1.Sequencer/Complete"
+	Sequencer_Abandon_FullMethodName        = "/ordo.v1.Sequencer/Abandon"
+	Sequencer_Extend_FullMethodName         = "/ordo.v1.Sequencer/Extend"
+	Sequencer_Watermark_FullMethodName      = "/ordo.v1.Sequencer/Watermark"
+	Sequencer_WatchWatermark_FullMethodName = "/ordo.v1.Sequencer/WatchWatermark"
 )
 
 // SequencerClient is the client API for Sequencer service.
@@ -47,6 +53,34 @@ type SequencerClient interface {
 	// opens a new stream to the new leader and sends again what was not
 	// answered (unanswered IDs, if any were assigned, are a gap).
 	NextStream(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[NextStreamRequest, NextStreamResponse], error)
+	// Reserve hands out count IDs as Next does (same order, same
+	// guarantees) and tracks them as one reservation until the caller
+	// completes or abandons it, or it expires: the settled mark does not
+	// pass its IDs until then. The answer is sent once the reservation is
+	// committed. A ttl of 0 means the server's default; one above its
+	// maximum, or more open reservations than its maximum, is
+	// ResourceExhausted.
+	Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error)
+	// Complete settles a reservation whose IDs the caller published. It is
+	// idempotent. An expired or abandoned reservation is FailedPrecondition
+	// ("do not publish these IDs"), for good; an unknown handle NotFound.
+	Complete(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
+	// Abandon settles a reservation whose IDs will not be published. It is
+	// idempotent; abandoning an expired one answers its fate, EXPIRED; a
+	// completed one is FailedPrecondition.
+	Abandon(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*SettleResponse, error)
+	// Extend gives an open reservation ttl_ms more, counted from now. An
+	// expired, abandoned or completed one is FailedPrecondition.
+	Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*SettleResponse, error)
+	// Watermark returns the settled mark W: every ID below it was
+	// completed, abandoned, expired, or handed out by Next. It is read
+	// from committed state by a leader that confirmed it leads, after
+	// every call that completed before this one began.
+	Watermark(ctx context.Context, in *WatermarkRequest, opts ...grpc.CallOption) (*WatermarkResponse, error)
+	// WatchWatermark sends W each time it moves, and again every
+	// heartbeat_ms (default 1000) while it does not. Like NextStream, only
+	// the leader serves it; a follower relays it to the leader.
+	WatchWatermark(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatermarkResponse], error)
 }
 
 type sequencerClient struct {
@@ -90,6 +124,75 @@ func (c *sequencerClient) NextStream(ctx context.Context, opts ...grpc.CallOptio
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Sequencer_NextStreamClient = grpc.BidiStreamingClient[NextStreamRequest, NextStreamResponse]
 
+func (c *sequencerClient) Reserve(ctx context.Context, in *ReserveRequest, opts ...grpc.CallOption) (*ReserveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReserveResponse)
+	err := c.cc.Invoke(ctx, Sequencer_Reserve_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sequencerClient) Complete(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*SettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleResponse)
+	err := c.cc.Invoke(ctx, Sequencer_Complete_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sequencerClient) Abandon(ctx context.Context, in *HandleRequest, opts ...grpc.CallOption) (*SettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleResponse)
+	err := c.cc.Invoke(ctx, Sequencer_Abandon_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sequencerClient) Extend(ctx context.Context, in *ExtendRequest, opts ...grpc.CallOption) (*SettleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SettleResponse)
+	err := c.cc.Invoke(ctx, Sequencer_Extend_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sequencerClient) Watermark(ctx context.Context, in *WatermarkRequest, opts ...grpc.CallOption) (*WatermarkResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(WatermarkResponse)
+	err := c.cc.Invoke(ctx, Sequencer_Watermark_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *sequencerClient) WatchWatermark(ctx context.Context, in *WatchRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatermarkResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &Sequencer_ServiceDesc.Streams[1], Sequencer_WatchWatermark_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchRequest, WatermarkResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sequencer_WatchWatermarkClient = grpc.ServerStreamingClient[WatermarkResponse]
+
 // SequencerServer is the server API for Sequencer service.
 // All implementations must embed UnimplementedSequencerServer
 // for forward compatibility.
@@ -109,6 +212,34 @@ type SequencerServer interface {
 	// opens a new stream to the new leader and sends again what was not
 	// answered (unanswered IDs, if any were assigned, are a gap).
 	NextStream(grpc.BidiStreamingServer[NextStreamRequest, NextStreamResponse]) error
+	// Reserve hands out count IDs as Next does (same order, same
+	// guarantees) and tracks them as one reservation until the caller
+	// completes or abandons it, or it expires: the settled mark does not
+	// pass its IDs until then. The answer is sent once the reservation is
+	// committed. A ttl of 0 means the server's default; one above its
+	// maximum, or more open reservations than its maximum, is
+	// ResourceExhausted.
+	Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error)
+	// Complete settles a reservation whose IDs the caller published. It is
+	// idempotent. An expired or abandoned reservation is FailedPrecondition
+	// ("do not publish these IDs"), for good; an unknown handle NotFound.
+	Complete(context.Context, *HandleRequest) (*SettleResponse, error)
+	// Abandon settles a reservation whose IDs will not be published. It is
+	// idempotent; abandoning an expired one answers its fate, EXPIRED; a
+	// completed one is FailedPrecondition.
+	Abandon(context.Context, *HandleRequest) (*SettleResponse, error)
+	// Extend gives an open reservation ttl_ms more, counted from now. An
+	// expired, abandoned or completed one is FailedPrecondition.
+	Extend(context.Context, *ExtendRequest) (*SettleResponse, error)
+	// Watermark returns the settled mark W: every ID below it was
+	// completed, abandoned, expired, or handed out by Next. It is read
+	// from committed state by a leader that confirmed it leads, after
+	// every call that completed before this one began.
+	Watermark(context.Context, *WatermarkRequest) (*WatermarkResponse, error)
+	// WatchWatermark sends W each time it moves, and again every
+	// heartbeat_ms (default 1000) while it does not. Like NextStream, only
+	// the leader serves it; a follower relays it to the leader.
+	WatchWatermark(*WatchRequest, grpc.ServerStreamingServer[WatermarkResponse]) error
 	mustEmbedUnimplementedSequencerServer()
 }
 
@@ -127,6 +258,24 @@ func (UnimplementedSequencerServer) Layout(context.Context, *LayoutRequest) (*La
 }
 func (UnimplementedSequencerServer) NextStream(grpc.BidiStreamingServer[NextStreamRequest, NextStreamResponse]) error {
 	return status.Errorf(codes.Unimplemented, "method NextStream not implemented")
+}
+func (UnimplementedSequencerServer) Reserve(context.Context, *ReserveRequest) (*ReserveResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Reserve not implemented")
+}
+func (UnimplementedSequencerServer) Complete(context.Context, *HandleRequest) (*SettleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Complete not implemented")
+}
+func (UnimplementedSequencerServer) Abandon(context.Context, *HandleRequest) (*SettleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Abandon not implemented")
+}
+func (UnimplementedSequencerServer) Extend(context.Context, *ExtendRequest) (*SettleResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Extend not implemented")
+}
+func (UnimplementedSequencerServer) Watermark(context.Context, *WatermarkRequest) (*WatermarkResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method Watermark not implemented")
+}
+func (UnimplementedSequencerServer) WatchWatermark(*WatchRequest, grpc.ServerStreamingServer[WatermarkResponse]) error {
+	return status.Errorf(codes.Unimplemented, "method WatchWatermark not implemented")
 }
 func (UnimplementedSequencerServer) mustEmbedUnimplementedSequencerServer() {}
 func (UnimplementedSequencerServer) testEmbeddedByValue()                   {}
@@ -192,6 +341,107 @@ func _Sequencer_NextStream_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type Sequencer_NextStreamServer = grpc.BidiStreamingServer[NextStreamRequest, NextStreamResponse]
 
+func _Sequencer_Reserve_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReserveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SequencerServer).Reserve(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sequencer_Reserve_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SequencerServer).Reserve(ctx, req.(*ReserveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sequencer_Complete_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SequencerServer).Complete(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sequencer_Complete_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SequencerServer).Complete(ctx, req.(*HandleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sequencer_Abandon_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(HandleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SequencerServer).Abandon(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sequencer_Abandon_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SequencerServer).Abandon(ctx, req.(*HandleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sequencer_Extend_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ExtendRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SequencerServer).Extend(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sequencer_Extend_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SequencerServer).Extend(ctx, req.(*ExtendRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sequencer_Watermark_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(WatermarkRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(SequencerServer).Watermark(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Sequencer_Watermark_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(SequencerServer).Watermark(ctx, req.(*WatermarkRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Sequencer_WatchWatermark_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(SequencerServer).WatchWatermark(m, &grpc.GenericServerStream[WatchRequest, WatermarkResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type Sequencer_WatchWatermarkServer = grpc.ServerStreamingServer[WatermarkResponse]
+
 // Sequencer_ServiceDesc is the grpc.ServiceDesc for Sequencer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -207,6 +457,26 @@ var Sequencer_ServiceDesc = grpc.ServiceDesc{
 			MethodName: "Layout",
 			Handler:    _Sequencer_Layout_Handler,
 		},
+		{
+			MethodName: "Reserve",
+			Handler:    _Sequencer_Reserve_Handler,
+		},
+		{
+			MethodName: "Complete",
+			Handler:    _Sequencer_Complete_Handler,
+		},
+		{
+			MethodName: "Abandon",
+			Handler:    _Sequencer_Abandon_Handler,
+		},
+		{
+			MethodName: "Extend",
+			Handler:    _Sequencer_Extend_Handler,
+		},
+		{
+			MethodName: "Watermark",
+			Handler:    _Sequencer_Watermark_Handler,
+		},
 	},
 	Streams: []grpc.StreamDesc{
 		{
@@ -214,6 +484,11 @@ var Sequencer_ServiceDesc = grpc.ServiceDesc{
 			Handler:       _Sequencer_NextStream_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
+		},
+		{
+			StreamName:    "WatchWatermark",
+			Handler:       _Sequencer_WatchWatermark_Handler,
+			ServerStreams: true,
 		},
 	},
 	Metadata: "ordo.proto",
