@@ -42,6 +42,10 @@ var (
 	// ErrLayoutMismatch means an init names a layout or group other than
 	// the one the cluster was created with.
 	ErrLayoutMismatch = errors.New("layout mismatch")
+	// ErrClusterVersion means a command needs a higher cluster version
+	// than the cluster has: some voter may run an Ordo that cannot read
+	// it.
+	ErrClusterVersion = errors.New("cluster version too low")
 	// ErrUnreadable means a committed log entry could not be read (see
 	// FSM.Unreadable); it wraps the Decode error.
 	ErrUnreadable = errors.New("a committed log entry this node cannot read (written by a newer Ordo, or damaged); upgrade this node or restore it")
@@ -52,6 +56,16 @@ var endOfTime = time.UnixMilli(math.MaxInt64)
 
 // Version is the command format this FSM writes and reads.
 const Version = 1
+
+// Reads is the highest cluster version this FSM reads. A cluster's
+// version (State.ClusterVersion) says which ops its log may hold: a
+// leader raises it only once every voter reports it reads the new one,
+// since a node that meets an op it does not know stops (Unreadable).
+// Version 2 adds OpSettle.
+const Reads = 2
+
+// settleVersion is the cluster version from which OpSettle is accepted.
+const settleVersion = 2
 
 // Op names a command.
 type Op string
@@ -71,6 +85,12 @@ const (
 	// one for every confirmed read; it is still read, as a no-op, so that
 	// their logs replay (an op this FSM does not know stops the node).
 	opConfirm Op = "confirm"
+	// OpSettle applies Tracks (tracked reservations opened, completed,
+	// abandoned, extended, expired) and raises the tracked frontier
+	// (cluster version 2).
+	OpSettle Op = "settle"
+	// OpClusterVersion raises the cluster version to ClusterVersion.
+	OpClusterVersion Op = "cluster_version"
 )
 
 // Command is one log entry's payload.
@@ -85,6 +105,11 @@ type Command struct {
 	UpTo      uint64 `json:"up_to,omitempty"`
 	NodeID    string `json:"node_id,omitempty"`
 	GRPCAddr  string `json:"grpc_addr,omitempty"`
+	// Tracks and Frontier are a settle's (see Tracking).
+	Tracks   []Track `json:"tracks,omitempty"`
+	Frontier uint64  `json:"frontier,omitempty"`
+	// ClusterVersion is what OpClusterVersion raises the version to.
+	ClusterVersion int `json:"cluster_version,omitempty"`
 	// Clock is the proposer's clock reading in ticks (reserve only; 0 for
 	// none). It travels in the log entry's Extensions, not in its Data:
 	// nodes built before it existed decode Data strictly and would reject
@@ -117,6 +142,10 @@ type Result struct {
 	// its own term: a match proves the entry was appended by that leader
 	// and committed by a majority in that term.
 	Term uint64
+	// Outcomes holds what each of a settle's Tracks did, in order.
+	Outcomes []Outcome
+	// Settled is W after the command, in ticks.
+	Settled uint64
 }
 
 // Encode serialises a command, stamping the current version.
@@ -180,6 +209,16 @@ func Decode(b []byte) (Command, error) {
 		if c.NodeID == "" {
 			return Command{}, fmt.Errorf("%w: delete_node needs node_id", ErrInvalid)
 		}
+	case OpSettle:
+		for _, t := range c.Tracks {
+			if err := checkTrack(t); err != nil {
+				return Command{}, err
+			}
+		}
+	case OpClusterVersion:
+		if c.ClusterVersion < 1 || c.ClusterVersion > Reads {
+			return Command{}, fmt.Errorf("%w: cluster version %d (this node reads up to %d)", ErrUnknownVersion, c.ClusterVersion, Reads)
+		}
 	case opConfirm:
 	default:
 		return Command{}, fmt.Errorf("%w: %q", ErrUnknownOp, c.Op)
@@ -209,6 +248,11 @@ type State struct {
 	// carried; 0 when it carried none (written by an older version), and
 	// then a new leader cannot tell how far the mark is ahead of a clock.
 	MarkClock uint64 `json:"mark_clock,omitempty"`
+	// ClusterVersion is the cluster version (see Reads); 0 means 1.
+	ClusterVersion int `json:"cluster_version,omitempty"`
+	// Tracking holds the tracked reservations and W. State() leaves its
+	// open and dead sets out (see State).
+	Tracking Tracking `json:"tracking,omitzero"`
 }
 
 // FSM implements raft.FSM.
@@ -256,17 +300,46 @@ func unreadable(err error) bool {
 	return errors.Is(err, ErrMalformed) || errors.Is(err, ErrUnknownVersion) || errors.Is(err, ErrUnknownOp)
 }
 
-// State returns a copy of the current state.
+// State returns a copy of the current state, without the tracked
+// reservations' open and dead sets, which can be large: Tracked has them.
 func (f *FSM) State() State {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := f.state
+	s.Tracking = Tracking{Settled: s.Tracking.Settled, Frontier: s.Tracking.Frontier}
 	s.Nodes = maps.Clone(f.state.Nodes)
 	if f.state.Layout != nil {
 		l := *f.state.Layout
 		s.Layout = &l
 	}
 	return s
+}
+
+// Tracked returns a copy of the tracked reservations and W.
+func (f *FSM) Tracked() Tracking {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.Tracking.clone()
+}
+
+// Settled returns W, in ticks.
+func (f *FSM) Settled() uint64 {
+	w, _ := f.Marks()
+	return w
+}
+
+// Marks returns W and the tracked frontier, in ticks.
+func (f *FSM) Marks() (settled, frontier uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.Tracking.Settled, f.state.Tracking.Frontier
+}
+
+// ClusterVersion returns the cluster version (see Reads).
+func (f *FSM) ClusterVersion() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return max(f.state.ClusterVersion, 1)
 }
 
 // HighWater returns the replicated high-water mark.
@@ -367,8 +440,16 @@ func (f *FSM) apply(c Command, term uint64) Result {
 		f.state.Nodes[c.NodeID] = c.GRPCAddr
 	case OpDeleteNode:
 		delete(f.state.Nodes, c.NodeID)
+	case OpSettle:
+		if v := max(f.state.ClusterVersion, 1); v < settleVersion {
+			r.Err = fmt.Errorf("%w: tracked reservations need cluster version %d, the cluster has %d", ErrClusterVersion, settleVersion, v)
+			break
+		}
+		r.Outcomes, r.Err = f.state.Tracking.settle(c.Tracks, c.Frontier, f.state.HighWater)
+	case OpClusterVersion:
+		f.state.ClusterVersion = max(f.state.ClusterVersion, c.ClusterVersion)
 	}
-	r.HighWater, r.ClockHigh = f.state.HighWater, f.state.ClockHigh
+	r.HighWater, r.ClockHigh, r.Settled = f.state.HighWater, f.state.ClockHigh, f.state.Tracking.Settled
 	group, onInit := f.state.Group, f.onInit
 	f.mu.Unlock()
 	if notify != nil && onInit != nil {
@@ -383,7 +464,12 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if err := f.Unreadable(); err != nil {
 		return nil, fmt.Errorf("no snapshot may leave behind an entry not applied: %w", err)
 	}
-	b, err := json.Marshal(f.State())
+	f.mu.RLock()
+	s := f.state
+	s.Nodes = maps.Clone(f.state.Nodes)
+	s.Tracking = f.state.Tracking.clone()
+	f.mu.RUnlock()
+	b, err := json.Marshal(s)
 	if err != nil {
 		return nil, fmt.Errorf("encode snapshot: %w", err)
 	}
@@ -407,6 +493,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if s.Nodes == nil {
 		s.Nodes = map[string]string{}
 	}
+	s.Tracking.restore()
 	f.mu.Lock()
 	f.state, f.unreadable = s, nil
 	onInit := f.onInit
@@ -428,3 +515,20 @@ func (s snapshot) Persist(sink raft.SnapshotSink) error {
 }
 
 func (s snapshot) Release() {}
+
+// checkTrack validates a Track as Decode does: what every version that
+// knows OpSettle refuses alike.
+func checkTrack(t Track) error {
+	switch t.Do {
+	case DoOpen, DoComplete, DoAbandon, DoExtend, DoExpire:
+	default:
+		return fmt.Errorf("%w: %q", ErrUnknownOp, "settle/"+t.Do)
+	}
+	if t.First == 0 || t.Count == 0 || t.First+t.Count < t.First {
+		return fmt.Errorf("%w: %s of ticks %d+%d", ErrInvalid, t.Do, t.First, t.Count)
+	}
+	if (t.Do == DoOpen || t.Do == DoExtend) && t.TTLMs <= 0 {
+		return fmt.Errorf("%w: %s with ttl %d ms", ErrInvalid, t.Do, t.TTLMs)
+	}
+	return nil
+}

@@ -338,26 +338,71 @@ func (s *Sequencer) Next(ctx context.Context, n uint64) (Block, error) {
 // stream) wait for many tickets at once. It waits only when the
 // reservation is used up, for the next one to commit.
 func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
+	t, _, err := s.assign(ctx, n, true)
+	return t, err
+}
+
+// AssignTracked assigns n consecutive ticks for a tracked reservation and
+// returns the term they were assigned in. It starts no confirmation
+// round: the settle entry that opens the reservation, proposed after the
+// assignment and committed in that term, proves this node still led
+// after it, as a round would (a majority accepted the entry in the term,
+// so no newer leader had been elected before they did).
+func (s *Sequencer) AssignTracked(ctx context.Context, n uint64) (Block, uint64, error) {
+	t, term, err := s.assign(ctx, n, false)
+	return t.Block, term, err
+}
+
+// Frontier is the next tick to hand out and the term served in (0 when
+// not serving): every tick below it has been assigned.
+func (s *Sequencer) Frontier() (next, term uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.next, s.term
+}
+
+// Confirm returns once this node has proved it leads after the call, by a
+// round (or the lease), as Next does for its ticks.
+func (s *Sequencer) Confirm(ctx context.Context) error {
+	s.mu.Lock()
+	if s.term == 0 {
+		s.mu.Unlock()
+		return ErrNotLeader
+	}
+	t := Ticket{}
+	if !s.leaseHoldsLocked() {
+		t.batch = s.joinBatchLocked()
+	}
+	s.mu.Unlock()
+	select {
+	case <-t.Done():
+		return t.Err()
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (s *Sequencer) assign(ctx context.Context, n uint64, confirm bool) (Ticket, uint64, error) {
 	if n == 0 {
-		return Ticket{}, fmt.Errorf("%w: count 0", ErrBadCount)
+		return Ticket{}, 0, fmt.Errorf("%w: count 0", ErrBadCount)
 	}
 
 	s.mu.Lock()
 	for {
 		if s.term == 0 {
 			s.mu.Unlock()
-			return Ticket{}, ErrNotLeader
+			return Ticket{}, 0, ErrNotLeader
 		}
 		now := s.layout.TickAt(s.clock())
 		start := max(s.next, now)
 		end := start + n
 		if end-1 > s.layout.MaxTick() || end < start {
 			s.mu.Unlock()
-			return Ticket{}, fmt.Errorf("%w: tick %d is past the layout's last tick %d", ErrTimeExhausted, end-1, s.layout.MaxTick())
+			return Ticket{}, 0, fmt.Errorf("%w: tick %d is past the layout's last tick %d", ErrTimeExhausted, end-1, s.layout.MaxTick())
 		}
 		if n-1 > s.maxLead {
 			s.mu.Unlock()
-			return Ticket{}, fmt.Errorf("%w: count %d is more IDs than the lead bound holds (%d)", ErrBadCount, n, s.maxLead+1)
+			return Ticket{}, 0, fmt.Errorf("%w: count %d is more IDs than the lead bound holds (%d)", ErrBadCount, n, s.maxLead+1)
 		}
 		s.clockHigh = max(s.clockHigh, now)
 		// The request's last tick, not its first, is bounded: so no
@@ -365,7 +410,7 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 		// that a restore's margin counts on.
 		if end-1 > s.clockHigh+s.maxLead {
 			s.mu.Unlock()
-			return Ticket{}, fmt.Errorf("%w: the last ID asked for is %s ahead of this leader's clock, the most allowed is %s; more IDs are asked for than the layout's %d per second",
+			return Ticket{}, 0, fmt.Errorf("%w: the last ID asked for is %s ahead of this leader's clock, the most allowed is %s; more IDs are asked for than the layout's %d per second",
 				ErrAhead, s.span(end-1-s.clockHigh), s.span(s.maxLead), s.layout.TicksIn(time.Second))
 		}
 		if end <= s.limit {
@@ -377,11 +422,12 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 			t := Ticket{Block: Block{First: start, Count: n}}
 			// The lease is checked after the ticks were assigned: so
 			// while it holds, no newer leader has answered anyone.
-			if !s.leaseHoldsLocked() {
+			if confirm && !s.leaseHoldsLocked() {
 				t.batch = s.joinBatchLocked()
 			}
+			term := s.term
 			s.mu.Unlock()
-			return t, nil
+			return t, term, nil
 		}
 		done := s.renewDone
 		if done == nil {
@@ -393,7 +439,7 @@ func (s *Sequencer) Assign(ctx context.Context, n uint64) (Ticket, error) {
 		case <-done:
 		case <-serving:
 		case <-ctx.Done():
-			return Ticket{}, ctx.Err()
+			return Ticket{}, 0, ctx.Err()
 		}
 		s.mu.Lock()
 	}

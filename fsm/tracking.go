@@ -1,0 +1,284 @@
+package fsm
+
+// Tracked reservations and the settled mark W.
+//
+// A tracked reservation is a block of ticks a writer promised to complete
+// or abandon; until then, or until it expires, W does not pass it. Every
+// decision about one (opened, completed, abandoned, extended, expired) is
+// a Track in a committed OpSettle entry, so every node, every later
+// leader, and every retry sees the same fate. Apply decides each Track
+// from the state alone, in log order, which is why an expiry can never
+// race a completion: whichever the log holds first wins, and the other
+// reads the fate it left.
+//
+// W is min(Frontier, the first tick of the oldest open reservation), and
+// is kept as a maximum so it only moves up. Frontier is a tick below
+// which every tracked reservation the leader assigned is in this entry or
+// an earlier one (the leader assigns tracked ticks only in the loop that
+// writes these entries, and reads its next tick after them), so no
+// reservation can later open below W: Apply refuses an Open below the
+// frontier, which only a broken leader could send.
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Fate is where a tracked reservation stands.
+type Fate uint8
+
+// The fates. Completed covers every tick below the frontier that is not
+// open or dead: untracked ticks count as completed when handed out.
+const (
+	FateUnknown Fate = iota
+	FateOpen
+	FateCompleted
+	FateAbandoned
+	FateExpired
+)
+
+func (f Fate) String() string {
+	switch f {
+	case FateOpen:
+		return "open"
+	case FateCompleted:
+		return "completed"
+	case FateAbandoned:
+		return "abandoned"
+	case FateExpired:
+		return "expired"
+	}
+	return "unknown"
+}
+
+// Do names what a Track does.
+type Do string
+
+// The Track operations.
+const (
+	DoOpen     Do = "open"
+	DoComplete Do = "complete"
+	DoAbandon  Do = "abandon"
+	DoExtend   Do = "extend"
+	DoExpire   Do = "expire"
+)
+
+// Track is one decision about the reservation whose first tick is First.
+type Track struct {
+	Do    Do     `json:"do"`
+	First uint64 `json:"first"`
+	// Count is the reservation's size: Open sets it, the others name it,
+	// so a handle for a part of a reservation is not taken for the whole.
+	Count uint64 `json:"count"`
+	// TTLMs is how long the reservation lives (Open, Extend): a leader
+	// counts it from when it applies the entry, or from when it starts to
+	// lead, whichever is later.
+	TTLMs int64 `json:"ttl_ms,omitempty"`
+	// Ext is the reservation's extension count that an Expire judged: an
+	// Extend applied between the leader's judgement and the Expire makes
+	// the Expire a no-op.
+	Ext uint64 `json:"ext,omitempty"`
+}
+
+// Errors of tracking, in a Track's Outcome.
+var (
+	// ErrUnknownReservation means no reservation starts at the tick named,
+	// or it holds another count.
+	ErrUnknownReservation = errors.New("no such reservation")
+	// ErrBelowFrontier means an Open names ticks below the frontier: a
+	// leader that sent it broke the order, so it is refused.
+	ErrBelowFrontier = errors.New("reservation below the tracked frontier")
+)
+
+// Open is an open reservation as the state holds it.
+type Open struct {
+	Count uint64 `json:"count"`
+	TTLMs int64  `json:"ttl_ms"`
+	Ext   uint64 `json:"ext,omitempty"`
+}
+
+// Span is a run of dead ticks [First, End): every reservation in it was
+// abandoned or expired, as Fate says.
+type Span struct {
+	First uint64 `json:"first"`
+	End   uint64 `json:"end"`
+	Fate  Fate   `json:"fate"`
+}
+
+// Tracking is the tracked reservations and W of one sequence.
+type Tracking struct {
+	// Settled is W, in ticks: every tick below it is settled.
+	Settled uint64 `json:"settled,omitempty"`
+	// Frontier: every tracked reservation below it has been opened.
+	Frontier uint64 `json:"frontier,omitempty"`
+	// Open holds the open reservations by first tick.
+	Open map[uint64]Open `json:"open,omitempty"`
+	// Dead holds the abandoned and expired reservations, sorted and
+	// merged, so that they answer their fate for good.
+	Dead []Span `json:"dead,omitempty"`
+	// order is Open's keys ascending, with closed ones not yet dropped
+	// from its head: reservations open in tick order, so the head is the
+	// oldest open one, found in amortised constant time.
+	order []uint64
+}
+
+// Outcome is what one Track did.
+type Outcome struct {
+	Fate Fate
+	// Ext is the reservation's extension count after the Track (Open,
+	// Extend), which a later Expire must name.
+	Ext uint64
+	// Err is set when the Track was refused; nothing changed.
+	Err error
+}
+
+// IsZero reports whether nothing was ever tracked, so a snapshot of a
+// cluster that never tracked omits the field, and an older node (which
+// decodes snapshots strictly) still reads it.
+func (t Tracking) IsZero() bool {
+	return t.Settled == 0 && t.Frontier == 0 && len(t.Open) == 0 && len(t.Dead) == 0
+}
+
+// restore rebuilds what the snapshot does not carry.
+func (t *Tracking) restore() {
+	if t.Open == nil {
+		t.Open = map[uint64]Open{}
+	}
+	t.order = t.order[:0]
+	for first := range t.Open {
+		t.order = append(t.order, first)
+	}
+	slices.Sort(t.order)
+}
+
+// settle applies one OpSettle entry's Tracks and frontier. highWater
+// bounds the frontier: no tick at or above it was ever reserved.
+func (t *Tracking) settle(tracks []Track, frontier, highWater uint64) ([]Outcome, error) {
+	if frontier > highWater {
+		return nil, fmt.Errorf("%w: frontier %d is above the high-water mark %d", ErrInvalid, frontier, highWater)
+	}
+	if t.Open == nil {
+		t.Open = map[uint64]Open{}
+	}
+	out := make([]Outcome, len(tracks))
+	for i, tr := range tracks {
+		out[i] = t.track(tr, max(frontier, t.Frontier))
+	}
+	t.Frontier = max(t.Frontier, frontier)
+	t.Settled = max(t.Settled, min(t.Frontier, t.oldestOpen()))
+	return out, nil
+}
+
+// track applies one Track; reach is the frontier after the entry.
+func (t *Tracking) track(tr Track, reach uint64) Outcome {
+	if tr.Do == DoOpen {
+		return t.open(tr, reach)
+	}
+	o, isOpen := t.Open[tr.First]
+	if isOpen && o.Count != tr.Count {
+		return Outcome{Err: fmt.Errorf("%w: reservation at tick %d holds %d ticks, not %d", ErrUnknownReservation, tr.First, o.Count, tr.Count)}
+	}
+	if !isOpen {
+		return Outcome{Fate: t.fate(tr.First, tr.Count)}
+	}
+	switch tr.Do {
+	case DoComplete:
+		delete(t.Open, tr.First)
+		return Outcome{Fate: FateCompleted}
+	case DoAbandon:
+		t.bury(tr, FateAbandoned)
+		return Outcome{Fate: FateAbandoned}
+	case DoExtend:
+		o.TTLMs, o.Ext = tr.TTLMs, o.Ext+1
+		t.Open[tr.First] = o
+		return Outcome{Fate: FateOpen, Ext: o.Ext}
+	case DoExpire:
+		if tr.Ext != o.Ext {
+			return Outcome{Fate: FateOpen, Ext: o.Ext} // extended since judged
+		}
+		t.bury(tr, FateExpired)
+		return Outcome{Fate: FateExpired}
+	}
+	return Outcome{Err: fmt.Errorf("%w: track %q", ErrInvalid, tr.Do)}
+}
+
+// open records a new reservation. It must lie at or above the frontier
+// before this entry, above every reservation opened before it, and below
+// reach, the entry's own frontier.
+func (t *Tracking) open(tr Track, reach uint64) Outcome {
+	last := uint64(0)
+	if n := len(t.order); n > 0 {
+		last = t.order[n-1]
+	}
+	end := tr.First + tr.Count
+	if tr.First < t.Frontier || (len(t.order) > 0 && tr.First <= last) || end > reach || end < tr.First {
+		return Outcome{Err: fmt.Errorf("%w: ticks %d+%d, frontier %d, entry's frontier %d", ErrBelowFrontier, tr.First, tr.Count, t.Frontier, reach)}
+	}
+	t.Open[tr.First] = Open{Count: tr.Count, TTLMs: tr.TTLMs}
+	t.order = append(t.order, tr.First)
+	return Outcome{Fate: FateOpen}
+}
+
+// fate is where a reservation that is not open stands.
+func (t *Tracking) fate(first, count uint64) Fate {
+	i, found := slices.BinarySearchFunc(t.Dead, first, func(s Span, first uint64) int {
+		return cmp.Compare(s.First, first)
+	})
+	if !found {
+		i-- // the span that starts before first, if any
+	}
+	if i >= 0 && first < t.Dead[i].End {
+		if first+count > t.Dead[i].End {
+			return FateUnknown // not a reservation this cluster made
+		}
+		return t.Dead[i].Fate
+	}
+	if first+count <= t.Frontier {
+		return FateCompleted
+	}
+	return FateUnknown
+}
+
+// bury closes an open reservation as dead, merging its span with a
+// neighbour of the same fate.
+func (t *Tracking) bury(tr Track, f Fate) {
+	delete(t.Open, tr.First)
+	s := Span{First: tr.First, End: tr.First + tr.Count, Fate: f}
+	i, _ := slices.BinarySearchFunc(t.Dead, s.First, func(d Span, first uint64) int { return cmp.Compare(d.First, first) })
+	if i > 0 && t.Dead[i-1].End == s.First && t.Dead[i-1].Fate == f {
+		i--
+		s.First = t.Dead[i].First
+		t.Dead = slices.Delete(t.Dead, i, i+1)
+	}
+	if i < len(t.Dead) && t.Dead[i].First == s.End && t.Dead[i].Fate == f {
+		s.End = t.Dead[i].End
+		t.Dead = slices.Delete(t.Dead, i, i+1)
+	}
+	t.Dead = slices.Insert(t.Dead, i, s)
+}
+
+// oldestOpen is the first tick of the oldest open reservation, or the
+// largest tick when none is open. It drops closed ones from order's head.
+func (t *Tracking) oldestOpen() uint64 {
+	for len(t.order) > 0 {
+		if _, ok := t.Open[t.order[0]]; ok {
+			return t.order[0]
+		}
+		t.order = t.order[1:]
+	}
+	return ^uint64(0)
+}
+
+// clone is a deep copy, for a snapshot taken under the FSM's lock.
+func (t *Tracking) clone() Tracking {
+	c := *t
+	c.Open = make(map[uint64]Open, len(t.Open))
+	for k, v := range t.Open {
+		c.Open[k] = v
+	}
+	c.Dead = slices.Clone(t.Dead)
+	c.order = nil
+	return c
+}

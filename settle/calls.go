@@ -1,0 +1,403 @@
+package settle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/sequencer"
+)
+
+// request is one call waiting for the entry that carries it.
+type request struct {
+	ctx context.Context
+	// reserve: count and ttl; a decision: track; neither: a read of W.
+	count uint64
+	ttl   time.Duration
+	track *fsm.Track
+
+	done chan struct{}
+	// The answer: the block and the term it was assigned in (reserve),
+	// the outcome (a decision), W after the entry, or why not.
+	block   sequencer.Block
+	term    uint64
+	outcome fsm.Outcome
+	settled uint64
+	err     error
+}
+
+func (r *request) finish(err error) {
+	r.err = err
+	close(r.done)
+}
+
+// Reservation is what Reserve answers.
+type Reservation struct {
+	sequencer.Block
+	TTL time.Duration
+}
+
+// Reserve hands out count ticks as one tracked reservation that lives ttl
+// (0: the default), once its opening is committed.
+func (s *Settler) Reserve(ctx context.Context, count uint64, ttl time.Duration) (Reservation, error) {
+	if ttl == 0 {
+		ttl = s.cfg.DefaultTTL
+	}
+	if ttl < time.Millisecond || ttl > s.cfg.MaxTTL {
+		return Reservation{}, fmt.Errorf("%w: %s, the most this cluster allows is %s (--max-reservation-ttl)", ErrTTL, ttl, s.cfg.MaxTTL)
+	}
+	r, err := s.call(ctx, &request{count: count, ttl: ttl})
+	if err != nil {
+		return Reservation{}, err
+	}
+	return Reservation{Block: r.block, TTL: ttl}, nil
+}
+
+// Decide commits a Complete, Abandon or Extend (ttl 0: the default) of
+// the reservation of count ticks from first, and returns its fate and W
+// after it. A fate that refuses the call is an error too.
+func (s *Settler) Decide(ctx context.Context, do fsm.Do, first, count uint64, ttl time.Duration) (fsm.Fate, uint64, error) {
+	if do == fsm.DoExtend {
+		if ttl == 0 {
+			ttl = s.cfg.DefaultTTL
+		}
+		if ttl < time.Millisecond || ttl > s.cfg.MaxTTL {
+			return 0, 0, fmt.Errorf("%w: %s, the most this cluster allows is %s (--max-reservation-ttl)", ErrTTL, ttl, s.cfg.MaxTTL)
+		}
+	}
+	tr := fsm.Track{Do: do, First: first, Count: count, TTLMs: ttl.Milliseconds()}
+	r, err := s.call(ctx, &request{track: &tr})
+	if err != nil {
+		return 0, 0, err
+	}
+	o := r.outcome
+	if o.Err != nil {
+		return 0, r.settled, fmt.Errorf("%w: %w", ErrUnknown, o.Err)
+	}
+	return o.Fate, r.settled, refusal(do, o.Fate, first, count)
+}
+
+// refusal is the error a fate makes of a call, nil when the call did what
+// it asked (or a retry of it finds it done).
+func refusal(do fsm.Do, f fsm.Fate, first, count uint64) error {
+	switch {
+	case f == fsm.FateUnknown:
+		return fmt.Errorf("%w: none holds ticks %d to %d", ErrUnknown, first, first+count-1)
+	case do == fsm.DoAbandon && f == fsm.FateExpired:
+		return nil // given up either way: nothing may publish them
+	case f == fsm.FateExpired:
+		return ErrExpired
+	case f == fsm.FateAbandoned && do != fsm.DoAbandon:
+		return ErrAbandoned
+	case f == fsm.FateCompleted && do != fsm.DoComplete:
+		return ErrCompleted
+	}
+	return nil
+}
+
+// Watermark returns W after every call that completed before this one
+// began: read from state committed in this leader's term, either by an
+// entry this call waited for (when the frontier moved or decisions were
+// pending) or after a confirmation round.
+func (s *Settler) Watermark(ctx context.Context) (uint64, error) {
+	r, err := s.call(ctx, &request{})
+	return r.settled, err
+}
+
+// call queues r for the next entry and waits for its answer.
+func (s *Settler) call(ctx context.Context, r *request) (*request, error) {
+	if v := s.state.ClusterVersion(); v < fsm.Reads {
+		return r, fmt.Errorf("%w: it is %d, they need %d, which the leader records once every voter reports that it runs an Ordo that reads it (ordo status shows each node's): upgrade every node",
+			ErrClusterVersion, v, fsm.Reads)
+	}
+	r.ctx, r.done = ctx, make(chan struct{})
+	select {
+	case s.queue <- r:
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-s.stop:
+		return r, sequencer.ErrNotLeader
+	}
+	select {
+	case <-r.done:
+		return r, r.err
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-s.stop:
+		return r, sequencer.ErrNotLeader
+	}
+}
+
+// run gathers the calls that arrive together, and the expiries that fall
+// due, into one entry at a time.
+func (s *Settler) run() {
+	defer s.wg.Done()
+	defer close(s.flights)
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		var batch []*request
+		select {
+		case <-s.stop:
+			s.failQueued()
+			return
+		case r := <-s.queue:
+			batch = s.gather(r)
+		case <-timer.C:
+		case <-s.wake:
+		}
+		next := s.flush(batch)
+		timer.Reset(next)
+	}
+}
+
+// gather takes r and whatever else is queued, up to maxBatch.
+func (s *Settler) gather(r *request) []*request {
+	batch := []*request{r}
+	for len(batch) < maxBatch {
+		select {
+		case r := <-s.queue:
+			batch = append(batch, r)
+		default:
+			return batch
+		}
+	}
+	return batch
+}
+
+func (s *Settler) failQueued() {
+	for {
+		select {
+		case r := <-s.queue:
+			r.finish(sequencer.ErrNotLeader)
+		default:
+			return
+		}
+	}
+}
+
+// flight is a proposed entry and the calls it answers.
+type flight struct {
+	pending Pending
+	term    uint64
+	tracks  []fsm.Track
+	// owners[i] is the call track i answers; nil for an expiry.
+	owners []*request
+	reads  []*request
+}
+
+// flush proposes one entry for batch and the expiries due, or, when there
+// is nothing to commit, confirms leadership for the reads of W. It
+// returns how long until the next expiry is due.
+func (s *Settler) flush(batch []*request) time.Duration {
+	s.mu.Lock()
+	leading := s.leading
+	expiries, nextDue := s.dueLocked(s.clock())
+	s.mu.Unlock()
+	if !leading {
+		for _, r := range batch {
+			r.finish(sequencer.ErrNotLeader)
+		}
+		return time.Hour
+	}
+	f := flight{tracks: expiries, owners: make([]*request, len(expiries))}
+	for _, r := range batch {
+		s.add(&f, r)
+	}
+	next, term := s.ids.Frontier()
+	if term == 0 {
+		s.fail(f, sequencer.ErrNotLeader)
+		return untilDue(nextDue, s.clock())
+	}
+	f.term = term
+	if len(f.tracks) == 0 && next <= s.frontier() {
+		s.confirmReads(f.reads, term)
+		return untilDue(nextDue, s.clock())
+	}
+	f.pending = s.log.Settle(fsm.Command{Op: fsm.OpSettle, Tracks: f.tracks, Frontier: next})
+	s.flights <- f
+	return untilDue(nextDue, s.clock())
+}
+
+// add puts r into f: a reserve assigns its ticks now, in this loop, so
+// the entry's frontier, read after, covers them.
+func (s *Settler) add(f *flight, r *request) {
+	switch {
+	case r.track != nil:
+		f.tracks, f.owners = append(f.tracks, *r.track), append(f.owners, r)
+	case r.count > 0:
+		s.mu.Lock()
+		full := len(s.clocks)+s.opening >= s.cfg.MaxOpen
+		if !full {
+			s.opening++
+		}
+		s.mu.Unlock()
+		if full {
+			r.finish(fmt.Errorf("%w: %d are open, the most this cluster allows (--max-open-reservations); complete or abandon some", ErrTooManyOpen, s.cfg.MaxOpen))
+			return
+		}
+		b, term, err := s.ids.AssignTracked(r.ctx, r.count)
+		if err != nil {
+			s.mu.Lock()
+			s.opening--
+			s.mu.Unlock()
+			r.finish(err)
+			return
+		}
+		r.block, r.term = b, term
+		tr := fsm.Track{Do: fsm.DoOpen, First: b.First, Count: b.Count, TTLMs: r.ttl.Milliseconds()}
+		f.tracks, f.owners = append(f.tracks, tr), append(f.owners, r)
+	default:
+		f.reads = append(f.reads, r)
+	}
+}
+
+// frontier is the frontier of the last entry applied, as W's state holds
+// it.
+func (s *Settler) frontier() uint64 {
+	_, f := s.state.Marks()
+	return f
+}
+
+func untilDue(at, now time.Time) time.Duration {
+	if at.IsZero() {
+		return time.Hour
+	}
+	return max(at.Sub(now), time.Millisecond)
+}
+
+// confirmReads answers reads of W when nothing needs committing: W is
+// read after a round that started after they arrived proves this node
+// still led.
+func (s *Settler) confirmReads(reads []*request, term uint64) {
+	if len(reads) == 0 {
+		return
+	}
+	go func() {
+		err := s.ids.Confirm(context.Background())
+		w, _ := s.state.Marks()
+		if _, t := s.ids.Frontier(); err == nil && t != term {
+			err = fmt.Errorf("%w: leadership changed during the round", sequencer.ErrNotLeader)
+		}
+		for _, r := range reads {
+			r.settled = w
+			r.finish(err)
+		}
+	}()
+}
+
+// results answers each proposed entry's calls, in log order, and keeps
+// the deadlines in step with what the entry did.
+func (s *Settler) results() {
+	defer s.wg.Done()
+	for f := range s.flights {
+		res, err := f.pending.Result()
+		if err == nil && res.Err == nil && len(res.Outcomes) != len(f.tracks) {
+			err = fmt.Errorf("settle entry answered %d outcomes for %d tracks", len(res.Outcomes), len(f.tracks))
+		}
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			s.logger.Warn("settle entry failed", "tracks", len(f.tracks), "error", err)
+			s.fail(f, err)
+			continue
+		}
+		s.applied(f, res)
+	}
+}
+
+// applied updates the deadlines from an entry's outcomes and answers its
+// calls.
+func (s *Settler) applied(f flight, res fsm.Result) {
+	now := s.clock()
+	s.mu.Lock()
+	for i, tr := range f.tracks {
+		s.account(tr, res.Outcomes[i], now)
+	}
+	s.publishLocked(res.Settled)
+	s.mu.Unlock()
+	for i, r := range f.owners {
+		if r == nil {
+			continue
+		}
+		r.outcome, r.settled = res.Outcomes[i], res.Settled
+		var err error
+		if r.count > 0 && res.Term != r.term {
+			// Opened in another term than the ticks were assigned in:
+			// nothing proves no newer leader answered meanwhile. The
+			// reservation expires unanswered.
+			err = fmt.Errorf("%w: reservation committed in term %d, assigned in term %d", sequencer.ErrNotLeader, res.Term, r.term)
+		} else if r.count > 0 && res.Outcomes[i].Err != nil {
+			err = res.Outcomes[i].Err
+		}
+		r.finish(err)
+	}
+	for _, r := range f.reads {
+		r.settled = res.Settled
+		var err error
+		if res.Term != f.term {
+			err = fmt.Errorf("%w: W read in term %d, asked in term %d", sequencer.ErrNotLeader, res.Term, f.term)
+		}
+		r.finish(err)
+	}
+}
+
+// account keeps the deadlines in step with one Track's outcome.
+func (s *Settler) account(tr fsm.Track, o fsm.Outcome, now time.Time) {
+	if tr.Do == fsm.DoOpen {
+		s.opening--
+		s.stats.Reserved++
+	}
+	if !s.leading || o.Err != nil {
+		return
+	}
+	switch o.Fate {
+	case fsm.FateOpen:
+		// An Expire that finds it open was judged before an Extend,
+		// whose own outcome set the new deadline.
+		if tr.Do == fsm.DoOpen || tr.Do == fsm.DoExtend {
+			s.setDeadlineLocked(deadline{at: now.Add(ms(tr.TTLMs)), first: tr.First, count: tr.Count, ext: o.Ext})
+		}
+		return
+	case fsm.FateExpired:
+		if tr.Do == fsm.DoExpire {
+			s.stats.Expired++
+		}
+	case fsm.FateAbandoned:
+		if tr.Do == fsm.DoAbandon {
+			s.stats.Abandoned++
+		}
+	case fsm.FateCompleted:
+		if tr.Do == fsm.DoComplete {
+			s.stats.Completed++
+		}
+	}
+	delete(s.clocks, tr.First)
+}
+
+// fail answers every call of f with err. Expiries it carried are judged
+// again at once: the entry may not have committed.
+func (s *Settler) fail(f flight, err error) {
+	now := s.clock()
+	s.mu.Lock()
+	for i, tr := range f.tracks {
+		switch {
+		case tr.Do == fsm.DoOpen:
+			s.opening--
+		case f.owners[i] == nil && s.leading:
+			s.setDeadlineLocked(deadline{at: now, first: tr.First, count: tr.Count, ext: tr.Ext})
+		}
+	}
+	s.mu.Unlock()
+	s.wakeUp()
+	for _, r := range f.owners {
+		if r != nil {
+			r.finish(err)
+		}
+	}
+	for _, r := range f.reads {
+		r.finish(err)
+	}
+}

@@ -1,0 +1,290 @@
+// Package settle runs the leader's side of tracked reservations and the
+// settled mark W (docs/design.md, "Settled order").
+//
+// Every decision about a reservation is committed before it is answered:
+// the Settler gathers the calls that arrive together (Reserve, Complete,
+// Abandon, Extend, and the expiries that fall due) into one OpSettle
+// entry, and the FSM decides each from the replicated state, in log
+// order (package fsm, tracking.go). So a retry, on this leader or the
+// next, reads the same fate; an expiry and a completion of one
+// reservation are ordered by the log, and the second reads the first's
+// result; and W, which the FSM computes, is the same on every node.
+//
+// Only this loop assigns tracked ticks, and it reads the sequencer's next
+// tick (the entry's frontier) after assigning them: every tracked
+// reservation below the frontier is opened by this entry or an earlier
+// one, so W, which never passes the frontier, never passes a reservation
+// that could still open.
+//
+// Expiry is judged here, on the leader's monotonic clock, and only
+// proposed: a reservation expires when the log says so. A leader counts
+// each open reservation's TTL from when it applied the opening or the
+// last extension, or from when it began to lead, whichever is later; so a
+// new leader gives every open reservation its full TTL again, and clocks
+// of different nodes are never compared. That costs at most one TTL of W
+// after a leader change, and never expires a reservation early.
+package settle
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/sequencer"
+)
+
+// Errors of the Settler. Package grpcapi maps them to gRPC codes.
+var (
+	// ErrTooManyOpen means the open reservations reached Config.MaxOpen.
+	ErrTooManyOpen = errors.New("too many open reservations")
+	// ErrTTL means a TTL above Config.MaxTTL.
+	ErrTTL = errors.New("reservation TTL too long")
+	// ErrExpired means the reservation expired: its IDs must not be
+	// published.
+	ErrExpired = errors.New("reservation expired: do not publish these IDs")
+	// ErrAbandoned means the reservation was abandoned: its IDs must not
+	// be published.
+	ErrAbandoned = errors.New("reservation abandoned: do not publish these IDs")
+	// ErrCompleted means a completed reservation was abandoned or
+	// extended.
+	ErrCompleted = errors.New("reservation already completed")
+	// ErrUnknown means no reservation has the handle's ticks.
+	ErrUnknown = errors.New("no such reservation")
+	// ErrClusterVersion means the cluster's version does not allow
+	// tracked reservations yet (fsm.Reads).
+	ErrClusterVersion = errors.New("the cluster's version does not allow tracked reservations yet")
+)
+
+// IDs is the leader's sequencer (*sequencer.Sequencer).
+type IDs interface {
+	AssignTracked(ctx context.Context, n uint64) (sequencer.Block, uint64, error)
+	Frontier() (next, term uint64)
+	Confirm(ctx context.Context) error
+}
+
+// Log commits settle entries. Entries enter the log in the order Settle
+// is called; the Pending's Result waits for the entry to apply.
+type Log interface {
+	Settle(c fsm.Command) Pending
+}
+
+// Pending is a proposed entry.
+type Pending interface {
+	Result() (fsm.Result, error)
+}
+
+// State is the replicated state (*fsm.FSM).
+type State interface {
+	Tracked() fsm.Tracking
+	// Marks is W and the tracked frontier, in ticks.
+	Marks() (settled, frontier uint64)
+	ClusterVersion() int
+}
+
+// Config bounds the Settler.
+type Config struct {
+	// DefaultTTL is a reservation's TTL when the call names none.
+	DefaultTTL time.Duration
+	// MaxTTL bounds every TTL; MaxOpen the open reservations.
+	MaxTTL  time.Duration
+	MaxOpen int
+}
+
+// Defaults.
+const (
+	DefaultTTL     = 30 * time.Second
+	DefaultMaxTTL  = time.Hour
+	DefaultMaxOpen = 100_000
+	// inFlight bounds the settle entries proposed and not yet applied:
+	// while one commits, the next gathers the calls that arrive.
+	inFlight = 2
+	// maxBatch bounds the calls one entry carries.
+	maxBatch = 4096
+)
+
+// Validate checks the bounds.
+func (c Config) Validate() error {
+	switch {
+	case c.DefaultTTL < time.Millisecond || c.DefaultTTL > c.MaxTTL:
+		return fmt.Errorf("default reservation TTL %s: want 1ms to the maximum TTL %s", c.DefaultTTL, c.MaxTTL)
+	case c.MaxTTL > 24*time.Hour:
+		return fmt.Errorf("maximum reservation TTL %s: want at most 24h (an abandoned writer holds the settled mark back that long)", c.MaxTTL)
+	case c.MaxOpen < 1 || c.MaxOpen > 10_000_000:
+		return fmt.Errorf("maximum open reservations %d: want 1 to 10000000", c.MaxOpen)
+	}
+	return nil
+}
+
+// Settler is the leader's side of tracked reservations.
+type Settler struct {
+	cfg    Config
+	ids    IDs
+	log    Log
+	state  State
+	logger hclog.Logger
+	clock  func() time.Time
+
+	queue   chan *request
+	flights chan flight
+	wake    chan struct{}
+	stop    chan struct{}
+	wg      sync.WaitGroup
+
+	mu      sync.Mutex
+	leading bool
+	// clocks holds each open reservation's deadline, as this leader
+	// counts it; due is the same as a heap, with stale entries skipped.
+	clocks  map[uint64]deadline
+	due     deadlines
+	opening int // Opens proposed and not yet applied
+	// w is the highest W this node has seen applied; changed is closed
+	// and replaced when it rises.
+	w       uint64
+	changed chan struct{}
+	stats   Stats
+}
+
+// Stats counts what the Settler decided while leading.
+type Stats struct {
+	Open                int
+	Expired, Abandoned  uint64
+	Completed, Reserved uint64
+}
+
+type deadline struct {
+	at    time.Time
+	first uint64
+	count uint64
+	ext   uint64
+}
+
+// New returns a Settler; it serves once Lead is called.
+func New(cfg Config, ids IDs, log Log, state State, logger hclog.Logger) (*Settler, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	s := &Settler{
+		cfg: cfg, ids: ids, log: log, state: state, logger: logger, clock: time.Now,
+		queue:   make(chan *request, maxBatch),
+		flights: make(chan flight, inFlight),
+		wake:    make(chan struct{}, 1),
+		stop:    make(chan struct{}),
+		clocks:  map[uint64]deadline{},
+		changed: make(chan struct{}),
+	}
+	s.wg.Add(2)
+	go s.run()
+	go s.results()
+	return s, nil
+}
+
+// Close stops the Settler; waiting calls fail.
+func (s *Settler) Close() {
+	s.StepDown()
+	close(s.stop)
+	s.wg.Wait()
+}
+
+// Lead starts serving, after the sequencer leads and every earlier entry
+// is applied: every open reservation gets its full TTL from now.
+func (s *Settler) Lead() {
+	tk := s.state.Tracked()
+	now := s.clock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leading = true
+	s.clocks, s.due = map[uint64]deadline{}, nil
+	for first, o := range tk.Open {
+		s.setDeadlineLocked(deadline{at: now.Add(ms(o.TTLMs)), first: first, count: o.Count, ext: o.Ext})
+	}
+	s.publishLocked(tk.Settled)
+	s.wakeUp()
+}
+
+// StepDown stops serving: queued calls fail, and the deadlines are
+// forgotten (the next leader counts its own).
+func (s *Settler) StepDown() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.leading = false
+	s.clocks, s.due = map[uint64]deadline{}, nil
+}
+
+// Watch returns W as this node last saw it applied, and a channel closed
+// when it rises.
+func (s *Settler) Watch() (uint64, <-chan struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w, s.changed
+}
+
+// Stats returns the counts.
+func (s *Settler) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.stats
+	st.Open = len(s.clocks)
+	return st
+}
+
+func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
+
+func (s *Settler) setDeadlineLocked(d deadline) {
+	s.clocks[d.first] = d
+	heap.Push(&s.due, d)
+}
+
+func (s *Settler) publishLocked(w uint64) {
+	if w > s.w {
+		s.w = w
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+}
+
+func (s *Settler) wakeUp() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// deadlines is a min-heap of deadlines by time.
+type deadlines []deadline
+
+func (h deadlines) Len() int           { return len(h) }
+func (h deadlines) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h deadlines) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *deadlines) Push(x any)        { *h = append(*h, x.(deadline)) }
+func (h *deadlines) Pop() any {
+	old := *h
+	d := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return d
+}
+
+// dueLocked pops the reservations whose deadline passed by now, as
+// Expires, and the time the next one falls due (zero if none).
+func (s *Settler) dueLocked(now time.Time) ([]fsm.Track, time.Time) {
+	var out []fsm.Track
+	for s.due.Len() > 0 {
+		d := s.due[0]
+		if cur, ok := s.clocks[d.first]; !ok || cur != d {
+			heap.Pop(&s.due) // closed, or extended since pushed
+			continue
+		}
+		if d.at.After(now) {
+			return out, d.at
+		}
+		heap.Pop(&s.due)
+		delete(s.clocks, d.first)
+		out = append(out, fsm.Track{Do: fsm.DoExpire, First: d.first, Count: d.count, Ext: d.ext})
+	}
+	return out, time.Time{}
+}
