@@ -15,6 +15,7 @@ import (
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/settle"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -45,6 +46,9 @@ var (
 	ErrLayoutMismatch = errors.New("layout mismatch")
 	// ErrNoLeader means no leader is known to forward to.
 	ErrNoLeader = errors.New("no leader known")
+	// ErrVersionTooOld means a joining node cannot read the cluster's
+	// version (fsm.Reads).
+	ErrVersionTooOld = errors.New("node too old for this cluster")
 	// ErrRefusing means this node will not serve (Node.Refusal says why);
 	// other nodes may, so clients should move on.
 	ErrRefusing = errors.New("this node refuses to serve")
@@ -76,9 +80,17 @@ func codeOf(err error) codes.Code {
 	switch {
 	case errors.Is(err, ErrRefusing):
 		return codes.Unavailable
-	case errors.Is(err, sequencer.ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, layout.ErrInvalidLayout), errors.Is(err, leadership.ErrMisdirected):
+	case errors.Is(err, settle.ErrExpired), errors.Is(err, settle.ErrAbandoned), errors.Is(err, settle.ErrCompleted):
+		return codes.FailedPrecondition
+	case errors.Is(err, settle.ErrUnknown):
+		return codes.NotFound
+	case errors.Is(err, settle.ErrTooManyOpen), errors.Is(err, settle.ErrTTL):
+		return codes.ResourceExhausted
+	case errors.Is(err, settle.ErrClusterVersion):
+		return codes.Unavailable
+	case errors.Is(err, sequencer.ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, api.ErrBadHandle), errors.Is(err, layout.ErrInvalidLayout), errors.Is(err, leadership.ErrMisdirected):
 		return codes.InvalidArgument
-	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, startup.ErrClusterExists), errors.Is(err, startup.ErrOtherCluster):
+	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrVersionTooOld), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, startup.ErrClusterExists), errors.Is(err, startup.ErrOtherCluster):
 		return codes.FailedPrecondition
 	case errors.Is(err, ErrPermissionDenied):
 		return codes.PermissionDenied

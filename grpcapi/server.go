@@ -81,6 +81,9 @@ type Raft interface {
 type State interface {
 	State() fsm.State
 	HighWater() uint64
+	// Marks is W and the tracked frontier, in ticks.
+	Marks() (settled, frontier uint64)
+	ClusterVersion() int
 }
 
 // IDs is where IDs come from: the leader's sequencer. *sequencer.Sequencer
@@ -138,10 +141,12 @@ type Parts struct {
 	Raft  Raft
 	State State
 	IDs   IDs
-	Voter Voter
-	Peers *Peers
-	Meter Meter
-	Auth  *Auth
+	// Settle serves tracked reservations and W.
+	Settle Settle
+	Voter  Voter
+	Peers  *Peers
+	Meter  Meter
+	Auth   *Auth
 	// Stop is closed when the node closes: streams end then.
 	Stop <-chan struct{}
 }
@@ -300,20 +305,23 @@ func (s *Server) Ready() error { return s.status(context.Background(), s.Node.Re
 // localStatus is the node's own status, as NodeStatus answers.
 func (s *Server) localStatus() *api.NodeInfo {
 	info := &api.NodeInfo{
-		Id:           s.cfg.ID,
-		RaftAddr:     s.cfg.RaftAddr,
-		GrpcAddr:     s.cfg.GRPCAddr,
-		Role:         strings.ToLower(s.Raft.State().String()), // as ordo_raft_role names it
-		Term:         s.Raft.CurrentTerm(),
-		AppliedIndex: s.Raft.AppliedIndex(),
-		CommitIndex:  s.Raft.CommitIndex(),
-		HighWater:    s.State.HighWater(),
-		Voter:        true,
-		ClusterId:    s.Node.ClusterID(),
+		Id:             s.cfg.ID,
+		RaftAddr:       s.cfg.RaftAddr,
+		GrpcAddr:       s.cfg.GRPCAddr,
+		Role:           strings.ToLower(s.Raft.State().String()), // as ordo_raft_role names it
+		Term:           s.Raft.CurrentTerm(),
+		AppliedIndex:   s.Raft.AppliedIndex(),
+		CommitIndex:    s.Raft.CommitIndex(),
+		HighWater:      s.State.HighWater(),
+		Voter:          true,
+		ClusterId:      s.Node.ClusterID(),
+		ReadsVersion:   fsm.Reads,
+		ClusterVersion: uint32(s.State.ClusterVersion()),
 		// Raft keeps the last index and the term it stored: nothing else
 		// gives a node either.
 		HasState: s.Raft.LastIndex() > 0 || s.Raft.CurrentTerm() > 0,
 	}
+	info.WatermarkTick, _ = s.State.Marks()
 	switch last := s.Raft.LastContact(); {
 	case s.Raft.State() == raft.Leader:
 	case last.IsZero():

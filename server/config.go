@@ -13,6 +13,7 @@ import (
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/settle"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -74,6 +75,10 @@ type Config struct {
 	ReserveWindow time.Duration
 	// MaxCount is the largest count per Next request.
 	MaxCount uint64
+	// Reservations bounds tracked reservations (package settle): the
+	// default TTL, the largest TTL, and the most open at once. Zero
+	// fields take settle's defaults.
+	Reservations settle.Config
 	// ApplyTimeout bounds Raft commits made by this node.
 	ApplyTimeout time.Duration
 	// MaxConnsPerHost bounds the gRPC connections from one remote host;
@@ -131,6 +136,7 @@ func (c Config) withDefaults() Config {
 	if c.MaxCount == 0 {
 		c.MaxCount = DefaultMaxCount
 	}
+	c.Reservations = c.Reservations.WithDefaults()
 	if c.ApplyTimeout == 0 {
 		c.ApplyTimeout = DefaultApplyTimeout
 	}
@@ -195,6 +201,9 @@ func (c Config) Validate() error {
 	if lead := sequencer.MaxLeadTicks(c.Layout, c.ReserveWindow); c.MaxCount > lead+1 {
 		return fmt.Errorf("%w: max count %d is more IDs than the layout hands out in the lead bound (%d, %s of its capacity); lower --max-count or widen --reserve-window",
 			startup.ErrBadConfig, c.MaxCount, lead+1, time.Duration(lead>>c.Layout.SeqBits)*time.Duration(c.Layout.UnitMs)*time.Millisecond)
+	}
+	if err := c.Reservations.Validate(); err != nil {
+		return fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
 	}
 	if err := c.Layout.Validate(c.Clock()); err != nil {
 		return fmt.Errorf("%w: %w", startup.ErrBadConfig, err)

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/seed-e8569b35/ordo/fsm"
+
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -66,7 +68,7 @@ func (n *Node) Join(ctx context.Context, addrs ...string) error {
 	if len(addrs) == 0 {
 		return fmt.Errorf("%w: no address to join through", startup.ErrBadConfig)
 	}
-	req := &api.JoinRequest{Id: n.cfg.ID, RaftAddr: n.RaftAddr(), GrpcAddr: n.grpcAddr, Layout: n.cfg.Layout.String(), Group: n.cfg.Group}
+	req := &api.JoinRequest{Id: n.cfg.ID, RaftAddr: n.RaftAddr(), GrpcAddr: n.grpcAddr, Layout: n.cfg.Layout.String(), Group: n.cfg.Group, ReadsVersion: fsm.Reads}
 	hint := "" // the leader's address, when the last node asked named it
 	for i := 0; ; i++ {
 		// Raft gave this node the configuration: it was added, by an

@@ -18,6 +18,7 @@ import (
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/settle"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -93,6 +94,7 @@ func (n *Node) watchLeadership(notify <-chan bool) {
 			<-done
 			done = nil
 		}
+		n.settler.StepDown()
 		if !n.cfg.TestHooks.UnsafeTrustReservation {
 			n.seq.StepDown()
 		}
@@ -138,6 +140,7 @@ func (n *Node) lead(ctx context.Context) {
 			}
 		} else {
 			n.seq.RenewIfLow()
+			n.tryRaiseVersion(ctx)
 		}
 		sleepCtx(ctx, 50*time.Millisecond)
 	}
@@ -205,7 +208,11 @@ func (n *Node) becomeReady(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
-	return n.seq.Lead(ctx, n.fsm.HighWater())
+	if err := n.seq.Lead(ctx, n.fsm.HighWater()); err != nil {
+		return err
+	}
+	n.settler.Lead()
+	return nil
 }
 
 // confirm runs a confirmation round (leadership.Confirmer.Confirm). A
@@ -232,6 +239,36 @@ func (l raftLog) Reserve(ctx context.Context, upTo, clock uint64) (sequencer.Res
 	res, err := l.n.applyCtx(ctx, fsm.Command{Op: fsm.OpReserve, UpTo: upTo, Clock: clock})
 	l.n.metrics.Reserved(time.Since(start), err)
 	return sequencer.Reservation{Prev: res.Prev, HighWater: res.HighWater, ClockHigh: res.ClockHigh, PrevClock: res.PrevClock, Term: res.Term}, err
+}
+
+// Settle proposes a settle entry. Called from the settler's one loop, so
+// entries enter the log in the order it proposes them.
+func (l raftLog) Settle(c fsm.Command) settle.Pending {
+	entry, err := fsm.Entry(c)
+	if err != nil {
+		return settled{err: err}
+	}
+	return settled{f: l.n.raft.ApplyLog(entry, l.n.cfg.ApplyTimeout)}
+}
+
+// settled is a proposed settle entry (settle.Pending).
+type settled struct {
+	f   raft.ApplyFuture
+	err error
+}
+
+func (s settled) Result() (fsm.Result, error) {
+	if s.err != nil {
+		return fsm.Result{}, s.err
+	}
+	if err := s.f.Error(); err != nil {
+		return fsm.Result{}, err
+	}
+	res, ok := s.f.Response().(fsm.Result)
+	if !ok {
+		return fsm.Result{}, fmt.Errorf("unexpected FSM response %T", s.f.Response())
+	}
+	return res, nil
 }
 
 func (l raftLog) Confirm(ctx context.Context, askLease bool) (sequencer.Confirmation, error) {

@@ -77,6 +77,11 @@ func (n *Node) AddMember(ctx context.Context, req *api.JoinRequest) error {
 		return err
 	}
 	if err := n.changeMembership(ctx, func() raft.Future {
+		// Under membershipMu, as the version is raised: a joiner too
+		// old for it cannot be let in between the asking and the raise.
+		if err := n.checkJoinerReads(req); err != nil {
+			return refusedFuture{err}
+		}
 		return n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, n.cfg.ApplyTimeout)
 	}); err != nil {
 		return fmt.Errorf("add voter: %w", err)
@@ -332,6 +337,12 @@ func (n *Node) registerMoved() bool {
 // configuration or the one before it: the leader drops its own before
 // the change, and the round, which voters that promised another leader
 // hold back, waits out any other leader's, however it was counted.
+// refusedFuture is a membership change refused before it began.
+type refusedFuture struct{ err error }
+
+func (f refusedFuture) Error() error { return f.err }
+func (refusedFuture) Index() uint64  { return 0 }
+
 func (n *Node) changeMembership(ctx context.Context, change func() raft.Future) error {
 	n.membershipMu.Lock()
 	defer n.membershipMu.Unlock()

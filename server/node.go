@@ -43,6 +43,7 @@ import (
 	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/metrics"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/settle"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -64,6 +65,13 @@ type Node struct {
 	snaps     *raft.FileSnapshotStore
 	transport *raft.NetworkTransport
 	seq       *sequencer.Sequencer
+	// settler serves tracked reservations and W while this node leads.
+	settler *settle.Settler
+	// versionTried and versionWaits are lead's last attempt to raise the
+	// cluster version and what it waited for (tryRaiseVersion; only the
+	// lead goroutine touches them).
+	versionTried time.Time
+	versionWaits string
 
 	grpcServer *grpc.Server
 	grpcAddr   string
@@ -141,9 +149,7 @@ func Open(cfg Config) (*Node, error) {
 	n.peers = grpcapi.NewPeers(transportCredentials(cfg.TLS), n.ClusterID, cfg.AdminToken)
 	n.auth = newAuth(n)
 	if err := n.openRaft(); err != nil {
-		if n.seq != nil {
-			n.seq.Close()
-		}
+		n.closeSequencing()
 		n.closeStores()
 		return nil, err
 	}
@@ -151,7 +157,7 @@ func Open(cfg Config) (*Node, error) {
 		close(n.stop)
 		n.raft.Shutdown()
 		n.wg.Wait()
-		n.seq.Close()
+		n.closeSequencing()
 		n.closeStores()
 		return nil, err
 	}
@@ -163,7 +169,7 @@ func Open(cfg Config) (*Node, error) {
 		n.grpcServer.Stop()
 		n.raft.Shutdown()
 		n.wg.Wait()
-		n.seq.Close()
+		n.closeSequencing()
 		n.closeStores()
 		return nil, err
 	}
@@ -228,6 +234,9 @@ func (n *Node) openRaft() error {
 	}
 	n.seq = sequencer.New(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, log, n.logger.Named("sequencer"),
 		sequencer.Lease{Duration: n.cfg.Lease, Clock: leadership.LeaseClock})
+	if n.settler, err = settle.New(n.cfg.Reservations, n.seq, raftLog{n}, n.fsm, n.logger.Named("settle")); err != nil {
+		return err
+	}
 	rc := *n.cfg.Raft
 	notify := make(chan bool, 8)
 	rc.NotifyCh = notify
@@ -244,6 +253,17 @@ func (n *Node) openRaft() error {
 	n.wg.Add(1)
 	go n.watchLeadership(notify)
 	return nil
+}
+
+// closeSequencing stops the settler and the sequencer, those that were
+// opened.
+func (n *Node) closeSequencing() {
+	if n.settler != nil {
+		n.settler.Close()
+	}
+	if n.seq != nil {
+		n.seq.Close()
+	}
 }
 
 func (n *Node) closeStores() {
@@ -314,7 +334,7 @@ func (n *Node) Close() error {
 	n.transport.Close()
 	err := waitBounded(closeRaftTimeout, func() error {
 		err := shutdown.Error()
-		n.seq.Close()
+		n.closeSequencing()
 		n.wg.Wait()
 		return err
 	})

@@ -201,6 +201,9 @@ func (s *Settler) flush(batch []*request) time.Duration {
 		}
 		return time.Hour
 	}
+	if len(batch) == 0 && len(expiries) == 0 {
+		return untilDue(nextDue, s.clock()) // woken with nothing to do
+	}
 	f := flight{tracks: expiries, owners: make([]*request, len(expiries))}
 	for _, r := range batch {
 		s.add(&f, r)
@@ -318,6 +321,7 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 	}
 	s.publishLocked(res.Settled)
 	s.mu.Unlock()
+	s.wakeUp() // new deadlines: the loop sets its timer anew
 	for i, r := range f.owners {
 		if r == nil {
 			continue

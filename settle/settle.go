@@ -108,7 +108,21 @@ const (
 	maxBatch = 4096
 )
 
-// Validate checks the bounds.
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	if c.DefaultTTL == 0 {
+		c.DefaultTTL = DefaultTTL
+	}
+	if c.MaxTTL == 0 {
+		c.MaxTTL = DefaultMaxTTL
+	}
+	if c.MaxOpen == 0 {
+		c.MaxOpen = DefaultMaxOpen
+	}
+	return c
+}
+
+// Validate checks the bounds of a Config with its defaults filled.
 func (c Config) Validate() error {
 	switch {
 	case c.DefaultTTL < time.Millisecond || c.DefaultTTL > c.MaxTTL:
