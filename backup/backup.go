@@ -66,8 +66,9 @@ import (
 
 // backupVersion is the backup file format this Ordo writes. It reads
 // version 1 too, which lacks the old leader's bounds: a restore then takes
-// its own --reserve-window for the old cluster's, as before.
-const backupVersion = 2
+// its own --reserve-window for the old cluster's, as before; and version
+// 2, which lacks the settled mark.
+const backupVersion = 3
 
 // File is a backup as written to disk: versioned JSON, with a
 // SHA-256 checksum of its content.
@@ -101,6 +102,10 @@ type File struct {
 	ReserveWindowMs int64  `json:"reserve_window_ms,omitempty"`
 	LeadBound       string `json:"lead_bound,omitempty"`
 	MaxCount        uint64 `json:"max_count,omitempty"`
+	// Watermark is the settled mark W in ticks, in decimal (version 3
+	// on). A restored cluster starts with W at its restored high-water
+	// mark, above it: W never goes down across a restore.
+	Watermark string `json:"watermark,omitempty"`
 	// Checksum is "sha256:" and the hex SHA-256 of the compact JSON of
 	// every other field, in this order, with checksum left out.
 	Checksum string `json:"checksum,omitempty"`
@@ -128,6 +133,7 @@ func NewFile(r *api.BackupResponse) (*File, error) {
 		ReserveWindowMs: r.ReserveWindowMs,
 		LeadBound:       strconv.FormatUint(r.LeadBoundTicks, 10),
 		MaxCount:        r.MaxCount,
+		Watermark:       strconv.FormatUint(r.WatermarkTick, 10),
 	}
 	if b.Members == nil {
 		b.Members = map[string]string{}
@@ -173,6 +179,9 @@ func (b *File) check() (backupContent, error) {
 	if b.Version == 1 && (b.ReserveWindowMs != 0 || b.LeadBound != "" || b.MaxCount != 0) {
 		return c, fmt.Errorf("%w: version 1 with version 2 fields", ErrBadBackup)
 	}
+	if b.Version < 3 && b.Watermark != "" {
+		return c, fmt.Errorf("%w: version %d with a watermark, which version 3 added", ErrBadBackup, b.Version)
+	}
 	var err error
 	if c.created, err = time.Parse(time.RFC3339Nano, b.Created); err != nil {
 		return c, fmt.Errorf("%w: created %q: %v", ErrBadBackup, b.Created, err)
@@ -188,6 +197,12 @@ func (b *File) check() (backupContent, error) {
 	}
 	if c.highWater, err = strconv.ParseUint(b.HighWater, 10, 64); err != nil {
 		return c, fmt.Errorf("%w: high_water %q: %v", ErrBadBackup, b.HighWater, err)
+	}
+	if b.Version >= 3 {
+		w, err := strconv.ParseUint(b.Watermark, 10, 64)
+		if err != nil || w > c.highWater {
+			return c, fmt.Errorf("%w: watermark %q: want a tick at most the high-water mark %d", ErrBadBackup, b.Watermark, c.highWater)
+		}
 	}
 	if b.Version >= 2 {
 		if b.ReserveWindowMs <= 0 {
@@ -521,6 +536,13 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 	st := fsm.State{
 		HighWater: hw, ClockHigh: hw, MarkClock: hw, Layout: &l, Group: o.Backup.Group, ClusterID: id,
 		Nodes: map[string]string{o.ID: o.GRPCAddr},
+		// A new cluster of one node, this version: it reads what it
+		// writes, and joiners are checked against it. W starts at the
+		// mark: every ID the old cluster handed out is below it, and no
+		// reservation of the old cluster can be completed here, so W
+		// never goes down and never passes one that still can.
+		ClusterVersion: fsm.Reads,
+		Tracking:       fsm.Tracking{Settled: hw, Frontier: hw},
 	}
 	if err := writeRestoredState(o.DataDir, o.ID, o.RaftAddr, st, logger); err != nil {
 		return res, err

@@ -4,11 +4,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
@@ -21,7 +23,7 @@ func TestFileRefusesDamage(t *testing.T) {
 	b, err := NewFile(&api.BackupResponse{
 		ClusterId: "c0ffee", Layout: "default", HighWater: 123456789, Members: map[string]string{"n1": "127.0.0.1:7001"},
 		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: time.Now().UnixMilli(),
-		ReserveWindowMs: 3000, LeadBoundTicks: 40960000, MaxCount: 100_000,
+		ReserveWindowMs: 3000, LeadBoundTicks: 40960000, MaxCount: 100_000, WatermarkTick: 1000,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +40,10 @@ func TestFileRefusesDamage(t *testing.T) {
 		"high-water changed": strings.Replace(good, `"123456789"`, `"123456788"`, 1),
 		"member changed":     strings.Replace(good, "7001", "7002", 1),
 		"checksum removed":   strings.Replace(good, `"checksum"`, `"checksum_"`, 1),
-		"other version":      strings.Replace(good, `"version": 2`, `"version": 3`, 1),
-		"no version":         strings.Replace(good, `"version": 2,`, ``, 1),
+		"other version":      strings.Replace(good, `"version": 3`, `"version": 4`, 1),
+		"no version":         strings.Replace(good, `"version": 3,`, ``, 1),
+		"watermark changed":  strings.Replace(good, `"watermark": "1000"`, `"watermark": "1001"`, 1),
+		"watermark in v2":    strings.Replace(good, `"version": 3`, `"version": 2`, 1),
 		"window changed":     strings.Replace(good, `"reserve_window_ms": 3000`, `"reserve_window_ms": 300`, 1),
 		"truncated":          good[:len(good)/2],
 		"trailing data":      good + "{}",
@@ -52,7 +56,7 @@ func TestFileRefusesDamage(t *testing.T) {
 			t.Errorf("%s: %v, want ErrBadBackup", name, err)
 		}
 	}
-	if _, err := parseFile([]byte(strings.Replace(good, `"version": 2`, `"version": 3`, 1))); err == nil || !strings.Contains(err.Error(), "version 3") {
+	if _, err := parseFile([]byte(strings.Replace(good, `"version": 3`, `"version": 4`, 1))); err == nil || !strings.Contains(err.Error(), "version 4") {
 		t.Errorf("another version: %v, want it named", err)
 	}
 
@@ -111,7 +115,7 @@ func TestRestoreTakesTheBackupsBounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	v1 := *v2
-	v1.Version, v1.ReserveWindowMs, v1.LeadBound, v1.MaxCount = 1, 0, "", 0
+	v1.Version, v1.ReserveWindowMs, v1.LeadBound, v1.MaxCount, v1.Watermark = 1, 0, "", 0, ""
 	if v1.Checksum, err = v1.sum(); err != nil {
 		t.Fatal(err)
 	}
@@ -183,5 +187,45 @@ func TestRestoreHighWater(t *testing.T) {
 	}
 	if _, err := RestoreHighWater(l, 1, now, now, -time.Second, window, 0); err == nil {
 		t.Fatal("a negative jump was accepted")
+	}
+}
+
+// A restored cluster starts with W at its restored high-water mark: above
+// the backup's W and every ID the old cluster handed out, so W never
+// goes down across a restore. A W above the mark is a damaged backup.
+func TestRestoreStartsWAtTheRestoredMark(t *testing.T) {
+	taken := time.Now()
+	l := layout.MustPreset("default")
+	b, err := NewFile(&api.BackupResponse{
+		ClusterId: "c0ffee", Layout: "default", HighWater: l.TickAt(taken), Members: map[string]string{"n1": "127.0.0.1:1"},
+		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: taken.UnixMilli(),
+		ReserveWindowMs: 3000, LeadBoundTicks: 40960000, MaxCount: 100_000, WatermarkTick: l.TickAt(taken) - 5,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := parseFile(mustMarshal(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	res, err := Restore(RestoreOptions{Backup: parsed, DataDir: dir, ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Now: func() time.Time { return taken }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := startup.StoredState(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Tracking.Settled != res.HighWater || st.Tracking.Frontier != res.HighWater || st.ClusterVersion != fsm.Reads {
+		t.Fatalf("restored W %d, frontier %d, cluster version %d; want W and frontier at the mark %d, version %d",
+			st.Tracking.Settled, st.Tracking.Frontier, st.ClusterVersion, res.HighWater, fsm.Reads)
+	}
+	b.Watermark = strconv.FormatUint(l.TickAt(taken)+1, 10)
+	if b.Checksum, err = b.sum(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parseFile(mustMarshal(t, b)); !errors.Is(err, ErrBadBackup) {
+		t.Fatalf("a backup whose W is above its mark: %v, want ErrBadBackup", err)
 	}
 }

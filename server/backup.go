@@ -60,5 +60,6 @@ func (n *Node) Backup(ctx context.Context) (*api.BackupResponse, error) {
 		ReserveWindowMs: n.cfg.ReserveWindow.Milliseconds(),
 		LeadBoundTicks:  n.seq.State().MaxLead,
 		MaxCount:        n.cfg.MaxCount,
+		WatermarkTick:   st.Tracking.Settled,
 	}, nil
 }
