@@ -19,6 +19,7 @@ import (
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/server"
+	"github.com/seed-e8569b35/ordo/settle"
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
@@ -142,6 +143,9 @@ type serveFlags struct {
 	logJSON        *bool
 	unsafeTrust    *bool
 	clockFile      *string
+	resTTL         *time.Duration
+	resMaxTTL      *time.Duration
+	resMaxOpen     *int
 }
 
 // newServeFlags registers ordo serve's flags on fs, with its usage.
@@ -168,6 +172,9 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		group:          fs.Uint64("group", 0, "group field of every ID (names this cluster)"),
 		window:         fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches"),
 		maxCount:       fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for"),
+		resTTL:         fs.Duration("reservation-ttl", settle.DefaultTTL, "how long a tracked reservation lives when Reserve names no TTL (see docs/event-stores.md)"),
+		resMaxTTL:      fs.Duration("max-reservation-ttl", settle.DefaultMaxTTL, "longest TTL a Reserve or Extend may ask for (at most 24h): a writer that vanished holds the settled mark back this long"),
+		resMaxOpen:     fs.Int("max-open-reservations", settle.DefaultMaxOpen, "most tracked reservations open at once; past it Reserve answers ResourceExhausted"),
 		maxConns:       fs.Int("max-conns-per-host", server.DefaultMaxConnsPerHost, "gRPC connections one remote host may hold open (-1: no limit)"),
 		rpcTimeout:     fs.Duration("rpc-timeout", server.DefaultRPCTimeout, "longest any unary call may run, whatever deadline the caller gave"),
 		heartbeat:      fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, "raft heartbeat timeout"),
@@ -206,7 +213,8 @@ func (f *serveFlags) config(l layout.Layout, logger hclog.Logger) (server.Config
 		ID: *f.id, DataDir: *f.dataDir, RaftAddr: *f.raftAddr, RaftAdvertise: *f.raftAdvertise, GRPCAddr: *f.grpcAddr, GRPCAdvertise: *f.grpcAdvertise, HTTPAddr: *f.httpAddr,
 		Layout: l, Group: *f.group, ReserveWindow: *f.window, MaxCount: *f.maxCount, MaxConnsPerHost: *f.maxConns, RPCTimeout: *f.rpcTimeout,
 		Lease: f.lease.d, Raft: rc, Logger: logger,
-		TestHooks: server.TestHooks{UnsafeTrustReservation: *f.unsafeTrust},
+		Reservations: settle.Config{DefaultTTL: *f.resTTL, MaxTTL: *f.resMaxTTL, MaxOpen: *f.resMaxOpen},
+		TestHooks:    server.TestHooks{UnsafeTrustReservation: *f.unsafeTrust},
 	}
 	var err error
 	if cfg.TLS, err = f.tlsFiles.load(); err != nil {
