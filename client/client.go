@@ -46,6 +46,17 @@ var (
 	// one the client is pinned to (WithClusterID, or the first answer's):
 	// its answer is dropped and the client moves on.
 	ErrOtherCluster = errors.New("answer from another cluster")
+	// ErrBadTTL means a reservation's TTL is negative or does not fit the
+	// request (32-bit milliseconds).
+	ErrBadTTL = errors.New("bad reservation TTL")
+	// ErrExpired means a reservation expired before Complete or Extend:
+	// the settled mark has passed its IDs, so they must not be published.
+	// It wraps the server's FailedPrecondition.
+	ErrExpired = errors.New("reservation expired: do not publish its IDs")
+	// ErrAbandoned means a reservation was abandoned before Complete or
+	// Extend: its IDs must not be published. It wraps the server's
+	// FailedPrecondition.
+	ErrAbandoned = errors.New("reservation abandoned: do not publish its IDs")
 )
 
 // Defaults for the options.
@@ -153,6 +164,9 @@ type Client struct {
 	// returned is the highest ID returned so far; every call reads it
 	// and most raise it, so it is an atomic, not under mu.
 	returned atomic.Uint64
+	// mark is the highest settled mark reported so far (settle.go): no
+	// call reports a lower one.
+	mark atomic.Pointer[Mark]
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
