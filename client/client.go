@@ -46,6 +46,17 @@ var (
 	// one the client is pinned to (WithClusterID, or the first answer's):
 	// its answer is dropped and the client moves on.
 	ErrOtherCluster = errors.New("answer from another cluster")
+	// ErrBadTTL means a reservation's TTL is negative or does not fit the
+	// request (32-bit milliseconds).
+	ErrBadTTL = errors.New("bad reservation TTL")
+	// ErrExpired means a reservation expired before Complete or Extend:
+	// the settled mark has passed its IDs, so they must not be published.
+	// It wraps the server's FailedPrecondition.
+	ErrExpired = errors.New("reservation expired: do not publish its IDs")
+	// ErrAbandoned means a reservation was abandoned before Complete or
+	// Extend: its IDs must not be published. It wraps the server's
+	// FailedPrecondition.
+	ErrAbandoned = errors.New("reservation abandoned: do not publish its IDs")
 )
 
 // Defaults for the options.
@@ -153,6 +164,9 @@ type Client struct {
 	// returned is the highest ID returned so far; every call reads it
 	// and most raise it, so it is an atomic, not under mu.
 	returned atomic.Uint64
+	// mark is the highest settled mark reported so far (settle.go): no
+	// call reports a lower one.
+	mark atomic.Pointer[Mark]
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -310,12 +324,19 @@ func (c *Client) fetch(ctx context.Context, n int, ticks bool) ([]uint64, error)
 	if err != nil {
 		return nil, err
 	}
-	if resp.LeaderAddr != "" {
-		c.mu.Lock()
-		c.leader = resp.LeaderAddr
-		c.mu.Unlock()
-	}
+	c.noteLeader(resp.LeaderAddr)
 	return ids, nil
+}
+
+// noteLeader takes the leader an answer named, if any, as the leader
+// guess, so the next call goes there directly.
+func (c *Client) noteLeader(addr string) {
+	if addr == "" {
+		return
+	}
+	c.mu.Lock()
+	c.leader = addr
+	c.mu.Unlock()
 }
 
 // expand turns the runs that answer one call of n IDs into the IDs,
@@ -411,8 +432,29 @@ func DecodeWide(spec, text string) (layout.Parts, error) {
 type call func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error
 
 // retry runs fn against the leader guess until it succeeds, fails in a way
-// retrying cannot mend, or ctx ends.
+// retrying cannot mend, or ctx ends. Each attempt is bounded by the
+// attempt timeout, so a node that hangs is left behind.
 func (c *Client) retry(ctx context.Context, fn call) error {
+	return c.follow(ctx, func(ctx context.Context, _ string, conn *grpc.ClientConn, md *sent) error {
+		ctx, cancel := context.WithTimeout(ctx, c.attemptTimeout)
+		defer cancel()
+		return fn(ctx, conn, grpc.Header(&md.header), grpc.Trailer(&md.trailer))
+	})
+}
+
+// sent is the metadata a node sent with its answer: the header names its
+// cluster, and the trailer of a refusal may name the leader.
+type sent struct{ header, trailer metadata.MD }
+
+// attemptFunc makes one attempt at the node at addr, on conn, bounding it
+// itself, and records in md what the node sent.
+type attemptFunc func(ctx context.Context, addr string, conn *grpc.ClientConn, md *sent) error
+
+// follow runs try against the leader guess until it succeeds, fails in a
+// way retrying cannot mend, or ctx ends: it follows the leader hint a
+// refusal names, moves on to the next address without one, and backs off
+// between attempts. Unary calls (retry) and the watermark stream share it.
+func (c *Client) follow(ctx context.Context, try attemptFunc) error {
 	backoff := c.minBackoff
 	for attempt := 0; ; attempt++ {
 		addr := c.target()
@@ -420,12 +462,10 @@ func (c *Client) retry(ctx context.Context, fn call) error {
 		if err != nil {
 			return err
 		}
-		var header, trailer metadata.MD
-		actx, cancel := context.WithTimeout(c.clusterCtx(ctx), c.attemptTimeout)
-		err = fn(actx, conn, grpc.Header(&header), grpc.Trailer(&trailer))
-		cancel()
+		var md sent
+		err = try(c.clusterCtx(ctx), addr, conn, &md)
 		if err == nil {
-			if err = c.pin(addr, header); err == nil {
+			if err = c.pin(addr, md.header); err == nil {
 				return nil
 			}
 			// The answer is dropped: retried elsewhere, below.
@@ -436,22 +476,38 @@ func (c *Client) retry(ctx context.Context, fn call) error {
 		if !retryable(err) {
 			return err
 		}
-		hint := ""
-		if v := trailer.Get(api.LeaderAddrKey); len(v) > 0 && v[0] != addr {
-			hint = v[0]
-		}
-		c.moveOn(addr, hint)
-		if hint != "" && attempt == 0 {
+		if c.leave(addr, md.trailer) && attempt == 0 {
 			continue // a fresh hint: go there at once
 		}
-		// Full jitter keeps many clients from retrying in step.
-		pause := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
-		select {
-		case <-ctx.Done():
+		if pause(ctx, backoff) != nil {
 			return fmt.Errorf("%w (last error from %s: %w)", ctx.Err(), addr, err)
-		case <-time.After(pause):
 		}
 		backoff = min(2*backoff, c.maxBackoff)
+	}
+}
+
+// leave drops addr as the leader guess after an attempt there failed,
+// taking the leader hint its trailer names, if any; it reports whether
+// there was one.
+func (c *Client) leave(addr string, trailer metadata.MD) bool {
+	hint := ""
+	if v := trailer.Get(api.LeaderAddrKey); len(v) > 0 && v[0] != addr {
+		hint = v[0]
+	}
+	c.moveOn(addr, hint)
+	return hint != ""
+}
+
+// pause waits a random time up to backoff, or until ctx ends (its error).
+// Full jitter keeps many clients from retrying in step.
+func pause(ctx context.Context, backoff time.Duration) error {
+	t := time.NewTimer(time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 

@@ -378,3 +378,94 @@ type wideStreamSeq struct {
 func (f wideStreamSeq) NextStream(st nextStream) error {
 	return answerEach(st, func(c *api.StreamCall) *api.StreamAnswer { return &api.StreamAnswer{Id: c.Id, Runs: f.runs} })
 }
+
+// watchStream is a fake's side of one WatchWatermark.
+type watchStream = grpc.ServerStreamingServer[api.WatermarkResponse]
+
+// fakeSettle is a fake Sequencer server for the settled-order calls; its
+// fakeSeq answers Layout and Next. A nil handler answers Unimplemented;
+// calls counts every call and stream.
+type fakeSettle struct {
+	*fakeSeq
+	reserve func(context.Context, *api.ReserveRequest) (*api.ReserveResponse, error)
+	// settle answers Complete, Abandon and Extend; call names which.
+	settle    func(ctx context.Context, call, handle string, ttlMs uint32) (*api.SettleResponse, error)
+	watermark func(context.Context) (*api.WatermarkResponse, error)
+	watch     func(*api.WatchRequest, watchStream) error
+	calls     atomic.Int64
+}
+
+var errNoHandler = status.Error(codes.Unimplemented, "fake: no handler")
+
+func (f *fakeSettle) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error) {
+	f.calls.Add(1)
+	if f.reserve == nil {
+		return nil, errNoHandler
+	}
+	return f.reserve(ctx, req)
+}
+
+func (f *fakeSettle) Complete(ctx context.Context, req *api.HandleRequest) (*api.SettleResponse, error) {
+	return f.settleCall(ctx, "Complete", req.Handle, 0)
+}
+
+func (f *fakeSettle) Abandon(ctx context.Context, req *api.HandleRequest) (*api.SettleResponse, error) {
+	return f.settleCall(ctx, "Abandon", req.Handle, 0)
+}
+
+func (f *fakeSettle) Extend(ctx context.Context, req *api.ExtendRequest) (*api.SettleResponse, error) {
+	return f.settleCall(ctx, "Extend", req.Handle, req.TtlMs)
+}
+
+func (f *fakeSettle) settleCall(ctx context.Context, call, handle string, ttlMs uint32) (*api.SettleResponse, error) {
+	f.calls.Add(1)
+	if f.settle == nil {
+		return nil, errNoHandler
+	}
+	return f.settle(ctx, call, handle, ttlMs)
+}
+
+func (f *fakeSettle) Watermark(ctx context.Context, _ *api.WatermarkRequest) (*api.WatermarkResponse, error) {
+	f.calls.Add(1)
+	if f.watermark == nil {
+		return nil, errNoHandler
+	}
+	return f.watermark(ctx)
+}
+
+func (f *fakeSettle) WatchWatermark(req *api.WatchRequest, st watchStream) error {
+	f.calls.Add(1)
+	if f.watch == nil {
+		return errNoHandler
+	}
+	return f.watch(req, st)
+}
+
+// settleNode is a fakeSettle with a fakeSeq that answers nothing.
+func settleNode() *fakeSettle { return &fakeSettle{fakeSeq: &fakeSeq{}} }
+
+// mark is a watermark answer of id and tick.
+func mark(id, tick uint64) *api.WatermarkResponse {
+	return &api.WatermarkResponse{Watermark: id, WatermarkTick: tick}
+}
+
+// sendMarks sends each of marks on st, then holds the stream open until
+// the client ends it.
+func sendMarks(st watchStream, marks ...*api.WatermarkResponse) error {
+	for _, m := range marks {
+		if err := st.Send(m); err != nil {
+			return err
+		}
+	}
+	<-st.Context().Done()
+	return nil
+}
+
+// refuseStream ends a stream as a node that does not lead does: code, and
+// hint (if any) named as the leader in the trailer.
+func refuseStream(st watchStream, code codes.Code, hint string) error {
+	if hint != "" {
+		st.SetTrailer(metadata.Pairs(api.LeaderAddrKey, hint))
+	}
+	return status.Error(code, "fake stream failure")
+}

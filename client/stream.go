@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -139,11 +138,8 @@ func (s *Stream) nextN(ctx context.Context, n int) ([]uint64, error) {
 			return nil, err
 		}
 		lastErr = err
-		pause := time.Duration(rand.Int64N(int64(backoff))) + time.Millisecond
-		select {
-		case <-ctx.Done():
+		if pause(ctx, backoff) != nil {
 			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), lastErr)
-		case <-time.After(pause):
 		}
 		backoff = min(2*backoff, s.c.maxBackoff)
 	}
@@ -375,13 +371,11 @@ func (s *Stream) receive(conn *streamConn) {
 			closed := s.closed
 			s.mu.Unlock()
 			if !closed {
-				hint := ""
+				var trailer metadata.MD
 				if !foreign { // a foreign node's trailer names its own leader
-					if v := conn.st.Trailer().Get(api.LeaderAddrKey); len(v) > 0 && v[0] != conn.target {
-						hint = v[0]
-					}
+					trailer = conn.st.Trailer()
 				}
-				s.c.moveOn(conn.target, hint)
+				s.c.leave(conn.target, trailer)
 			}
 			conn.err = err
 			close(conn.dead)

@@ -64,6 +64,12 @@ func nextWide[T ~[16]byte](ctx context.Context, c *Client, format layout.Format,
 	if err != nil {
 		return nil, err
 	}
+	return render[T](w, ticks)
+}
+
+// render turns checked ticks into IDs of w's layout. A tick the layout
+// cannot render is the server's bug: ErrBadResponse, and no IDs.
+func render[T ~[16]byte](w wideLayout, ticks []uint64) ([]T, error) {
 	ids, err := layout.RenderAll[T](w.layout, ticks, w.group)
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadResponse, err)
@@ -100,7 +106,7 @@ func (c *Client) wideLayout(ctx context.Context, format layout.Format) (wideLayo
 // makes 128-bit IDs. Before that, the cluster refuses it.
 func (c *Client) checkNarrow() error {
 	if w := c.wide.Load(); w != nil {
-		return fmt.Errorf("the cluster's layout %s makes 128-bit IDs: call NextUUIDs or NextULIDs: %w", w.layout, layout.ErrWrongWidth)
+		return fmt.Errorf("the cluster's layout %s makes 128-bit IDs: call NextUUIDs or NextULIDs (ReserveUUIDs or ReserveULIDs): %w", w.layout, layout.ErrWrongWidth)
 	}
 	return nil
 }

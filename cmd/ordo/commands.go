@@ -123,11 +123,11 @@ func runNext(args []string) error {
 // canonical UUIDv7 or ULID text under a 128-bit one. The cluster's layout
 // says which call to make.
 func nextText(ctx context.Context, c *client.Client, count int) ([]string, error) {
-	l, _, err := c.Layout(ctx)
+	format, err := clusterFormat(ctx, c)
 	if err != nil {
-		return nil, fmt.Errorf("ask the cluster for its layout: %w", err)
+		return nil, err
 	}
-	switch l.Format {
+	switch format {
 	case layout.FormatULID:
 		return texts(c.NextULIDs(ctx, count))
 	case layout.FormatUUIDv7:
@@ -137,11 +137,26 @@ func nextText(ctx context.Context, c *client.Client, count int) ([]string, error
 	if err != nil {
 		return nil, err
 	}
+	return decimals(ids), nil
+}
+
+// clusterFormat asks the cluster for its layout: its format says which
+// calls serve it ("" for the 64-bit calls).
+func clusterFormat(ctx context.Context, c *client.Client) (layout.Format, error) {
+	l, _, err := c.Layout(ctx)
+	if err != nil {
+		return "", fmt.Errorf("ask the cluster for its layout: %w", err)
+	}
+	return l.Format, nil
+}
+
+// decimals returns 64-bit IDs as decimal text.
+func decimals(ids []uint64) []string {
 	s := make([]string, len(ids))
 	for i, id := range ids {
 		s[i] = strconv.FormatUint(id, 10)
 	}
-	return s, nil
+	return s
 }
 
 // texts returns the canonical text of 128-bit IDs.

@@ -19,6 +19,11 @@ Usage: ordo <command> [flags]
 Commands:
   serve            run a node
   next             get IDs
+  reserve          get IDs that hold the settled mark back until completed or abandoned
+  complete         settle reservation HANDLE once its IDs are published
+  abandon          settle reservation HANDLE without publishing its IDs
+  extend           give open reservation HANDLE more time
+  watermark        show the settled mark (--watch: follow it)
   status           show every node of the cluster
   decode           split IDs (64-bit, UUIDv7, ULID) into time, group and sequence (offline)
   join             add a node to the cluster
@@ -43,6 +48,11 @@ func main() {
 	commands := map[string]func([]string) error{
 		"serve":           runServe,
 		"next":            runNext,
+		"reserve":         runReserve,
+		"complete":        runComplete,
+		"abandon":         runAbandon,
+		"extend":          runExtend,
+		"watermark":       runWatermark,
 		"status":          runStatus,
 		"decode":          runDecode,
 		"join":            runJoin,
@@ -71,11 +81,21 @@ func main() {
 		if hint := tlsHint(err); hint != "" {
 			fmt.Fprintf(os.Stderr, "ordo %s: %s\n", name, hint)
 		}
-		if errors.Is(err, errUsage) {
-			os.Exit(2)
-		}
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// exitCode is the status a command that failed with err exits with: 2
+// for a bad command line, 3 for a reservation whose IDs must not be
+// published, 1 otherwise.
+func exitCode(err error) int {
+	switch {
+	case errors.Is(err, errUsage):
+		return 2
+	case errors.Is(err, errMustNotPublish):
+		return 3
+	}
+	return 1
 }
 
 // tlsHint suggests what to check when a connection failed in a way that

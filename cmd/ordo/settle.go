@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// errMustNotPublish marks a reservation that expired or was abandoned
+// before it was completed: its IDs must not be published. It exits 3, so
+// a script tells it from a failure to reach the cluster (exit 1), after
+// which completing again is what to do.
+var errMustNotPublish = errors.New("do NOT publish its IDs")
+
+// ttlUsage explains --ttl for reserve and extend.
+const ttlUsage = "how long the reservation lives unless completed, abandoned or extended (0: the cluster's default, 30s)"
+
+func runReserve(args []string) error {
+	fs := flag.NewFlagSet("reserve", flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	count := fs.Int("count", 1, "how many IDs")
+	ttl := fs.Duration("ttl", 0, ttlUsage)
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs, "give the count with --count and the TTL with --ttl"); err != nil {
+		return err
+	}
+	if *count < 1 {
+		return fmt.Errorf("%w: --count %d: want at least 1", errUsage, *count)
+	}
+	if err := checkTTL(*ttl); err != nil {
+		return err
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	handle, ids, err := reserveText(ctx, c, *count, *ttl)
+	if err != nil {
+		return err
+	}
+	if *cf.json {
+		return printJSON(map[string]any{"handle": handle, "ids": ids})
+	}
+	w := bufio.NewWriter(os.Stdout)
+	fmt.Fprintln(w, handle)
+	for _, id := range ids {
+		fmt.Fprintln(w, id)
+	}
+	return w.Flush()
+}
+
+// reserveText reserves count IDs with the call the cluster's layout
+// takes, and returns the handle and the IDs as text, as nextText does.
+func reserveText(ctx context.Context, c *client.Client, count int, ttl time.Duration) (string, []string, error) {
+	format, err := clusterFormat(ctx, c)
+	if err != nil {
+		return "", nil, err
+	}
+	switch format {
+	case layout.FormatULID:
+		handle, ids, err := c.ReserveULIDs(ctx, count, ttl)
+		s, err := texts(ids, err)
+		return handle, s, err
+	case layout.FormatUUIDv7:
+		handle, ids, err := c.ReserveUUIDs(ctx, count, ttl)
+		s, err := texts(ids, err)
+		return handle, s, err
+	}
+	r, err := c.Reserve(ctx, count, ttl)
+	if err != nil {
+		return "", nil, err
+	}
+	return r.Handle, decimals(r.IDs), nil
+}
+
+func runComplete(args []string) error {
+	fs := flag.NewFlagSet("complete", flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	handle, err := parseHandle(fs, args)
+	if err != nil {
+		return err
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	if err := c.Complete(ctx, handle); err != nil {
+		return unpublishable(handle, err)
+	}
+	return report(cf, "completed "+handle)
+}
+
+func runAbandon(args []string) error {
+	fs := flag.NewFlagSet("abandon", flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	handle, err := parseHandle(fs, args)
+	if err != nil {
+		return err
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	fate, err := c.Abandon(ctx, handle)
+	if err != nil {
+		return err
+	}
+	// "abandoned", or "expired" when it expired first: settled either way.
+	name := strings.ToLower(strings.TrimPrefix(fate.String(), "FATE_"))
+	if *cf.json {
+		return printJSON(map[string]string{"handle": handle, "fate": name})
+	}
+	fmt.Println(name)
+	return nil
+}
+
+func runExtend(args []string) error {
+	fs := flag.NewFlagSet("extend", flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	ttl := fs.Duration("ttl", 0, "how long the reservation lives from now (0: the cluster's default, 30s)")
+	handle, err := parseHandle(fs, args)
+	if err != nil {
+		return err
+	}
+	if err := checkTTL(*ttl); err != nil {
+		return err
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	if err := c.Extend(ctx, handle, *ttl); err != nil {
+		return unpublishable(handle, err)
+	}
+	return report(cf, "extended "+handle)
+}
+
+// unpublishable says plainly that the IDs of a reservation that expired
+// or was abandoned must not be published (errMustNotPublish); other
+// errors pass as they are.
+func unpublishable(handle string, err error) error {
+	fate := ""
+	switch {
+	case errors.Is(err, client.ErrExpired):
+		fate = "expired"
+	case errors.Is(err, client.ErrAbandoned):
+		fate = "was abandoned"
+	default:
+		return err
+	}
+	return fmt.Errorf("reservation %s %s: %w (readers past the settled mark may already have skipped them); reserve new IDs", handle, fate, errMustNotPublish)
+}
+
+func runWatermark(args []string) error {
+	fs := flag.NewFlagSet("watermark", flag.ContinueOnError)
+	cf := addClientFlags(fs)
+	watch := fs.Bool("watch", false, "print the settled mark each time it moves, and every second while it does not, until interrupted (or --timeout, when given)")
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs, "give --watch to follow the mark"); err != nil {
+		return err
+	}
+	c, ctx, cancel, err := cf.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	if !*watch {
+		m, err := c.Watermark(ctx)
+		if err != nil {
+			return err
+		}
+		return printMark(m, *cf.json)
+	}
+	if !flagSet(fs, "timeout") {
+		ctx = context.Background() // a watch runs until interrupted
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	printed := false
+	err = c.WatchWatermark(ctx, func(m client.Mark) error {
+		printed = true
+		return printMark(m, *cf.json)
+	})
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) && !printed:
+		return fmt.Errorf("no settled mark within --timeout %s: %w", *cf.timeout, err)
+	case ctx.Err() != nil:
+		return nil // interrupted, or --timeout passed: the watch is done
+	}
+	return err
+}
+
+// printMark prints m on one line: JSON (strings, as IDs are), or text.
+func printMark(m client.Mark, asJSON bool) error {
+	id, tick := strconv.FormatUint(m.ID, 10), strconv.FormatUint(m.Tick, 10)
+	if asJSON {
+		// One compact object a line, so that a watch is JSON lines.
+		return json.NewEncoder(os.Stdout).Encode(map[string]string{"watermark": id, "tick": tick})
+	}
+	_, err := fmt.Printf("watermark %s tick %s\n", id, tick)
+	return err
+}
+
+// checkTTL refuses a negative --ttl before anything is asked.
+func checkTTL(ttl time.Duration) error {
+	if ttl < 0 {
+		return fmt.Errorf("%w: --ttl %s: want 0 (the cluster's default) or more", errUsage, ttl)
+	}
+	return nil
+}
+
+// noArgs refuses arguments a command does not take; fix says what to
+// give instead.
+func noArgs(fs *flag.FlagSet, fix string) error {
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected arguments %q: %s", errUsage, fs.Args(), fix)
+	}
+	return nil
+}
+
+// parseHandle parses the flags of a command that takes one reservation
+// handle, before or after its flags (ordo extend HANDLE --ttl 1m), and
+// returns the handle.
+func parseHandle(fs *flag.FlagSet, args []string) (string, error) {
+	rest, err := parseArgs(fs, args)
+	if err != nil {
+		return "", err
+	}
+	switch {
+	case len(rest) == 0:
+		return "", fmt.Errorf("%w: give the reservation's handle, as ordo reserve printed it: ordo %s HANDLE", errUsage, fs.Name())
+	case len(rest) > 1:
+		return "", fmt.Errorf("%w: one handle only, got %d arguments %q: ordo %s HANDLE", errUsage, len(rest), rest, fs.Name())
+	case rest[0] == "":
+		return "", fmt.Errorf("%w: the handle is empty: give it as ordo reserve printed it", errUsage)
+	}
+	return rest[0], nil
+}
+
+// parseArgs is parseFlags for a command that takes arguments, and lets
+// flags follow them: the flag package stops at the first argument.
+func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	if err := parseFlags(fs, args); err != nil {
+		return nil, err
+	}
+	var rest []string
+	for fs.NArg() > 0 {
+		rest = append(rest, fs.Arg(0))
+		if err := fs.Parse(fs.Args()[1:]); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+	}
+	return rest, nil
+}
