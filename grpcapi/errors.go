@@ -84,8 +84,12 @@ func codeOf(err error) codes.Code {
 		return codes.FailedPrecondition
 	case errors.Is(err, settle.ErrUnknown):
 		return codes.NotFound
-	case errors.Is(err, settle.ErrTooManyOpen), errors.Is(err, settle.ErrTTL):
+	case errors.Is(err, settle.ErrTooManyOpen):
 		return codes.ResourceExhausted
+	case errors.Is(err, settle.ErrTTL):
+		// Not ResourceExhausted, which clients back off on and retry: no
+		// retry of a TTL over the maximum can succeed.
+		return codes.InvalidArgument
 	case errors.Is(err, settle.ErrClusterVersion):
 		return codes.Unavailable
 	case errors.Is(err, sequencer.ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, api.ErrBadHandle), errors.Is(err, layout.ErrInvalidLayout), errors.Is(err, leadership.ErrMisdirected):

@@ -7,6 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/settle"
+
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -41,6 +44,15 @@ func TestToStatus(t *testing.T) {
 		{ErrNotReady, codes.Unavailable},
 		{ErrWrongCluster, codes.Unavailable},
 		{raft.ErrLeadershipLost, codes.Unavailable},
+		{settle.ErrExpired, codes.FailedPrecondition},
+		{settle.ErrAbandoned, codes.FailedPrecondition},
+		{settle.ErrCompleted, codes.FailedPrecondition},
+		{settle.ErrUnknown, codes.NotFound},
+		{settle.ErrTooManyOpen, codes.ResourceExhausted},
+		{settle.ErrTTL, codes.InvalidArgument},
+		{settle.ErrClusterVersion, codes.Unavailable},
+		{api.ErrBadHandle, codes.InvalidArgument},
+		{ErrVersionTooOld, codes.FailedPrecondition},
 		{context.DeadlineExceeded, codes.DeadlineExceeded},
 		{context.Canceled, codes.Canceled},
 		{errors.New("disk on fire"), codes.Internal},
