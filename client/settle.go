@@ -343,6 +343,11 @@ func (c *Client) WaitSettled(ctx context.Context, id uint64) (Mark, error) {
 	}
 	var settled Mark
 	err := c.WatchWatermark(ctx, func(m Mark) error {
+		if m.ID == 0 && m.Tick > 0 {
+			// Only a 128-bit layout answers a tick without an ID:
+			// no ID of this call's kind will ever pass it.
+			return fmt.Errorf("the cluster makes 128-bit IDs (its mark carries only a tick): compare Mark.Tick with the IDs' ticks: %w", layout.ErrWrongWidth)
+		}
 		if m.ID <= id {
 			return nil
 		}

@@ -404,6 +404,15 @@ func TestWaitSettled(t *testing.T) {
 		t.Fatalf("WaitSettled(14) = %+v, %v after %d streams; want the floor {15 3} after 1", m, err, f.calls.Load())
 	}
 
+	// A 128-bit cluster's marks carry only a tick: waiting for an ID to
+	// pass one would wait for ever, so it is refused at the first mark.
+	wide := settleNode()
+	wide.watch = func(_ *api.WatchRequest, st watchStream) error { return sendMarks(st, mark(0, 7)) }
+	c = mustNew(t, []string{mustSequencer(t, wide)})
+	if _, err := c.WaitSettled(ctx, 10); !errors.Is(err, layout.ErrWrongWidth) {
+		t.Fatalf("WaitSettled on marks without an ID = %v, want ErrWrongWidth", err)
+	}
+
 	stuck := settleNode()
 	stuck.watch = func(_ *api.WatchRequest, st watchStream) error {
 		for {
