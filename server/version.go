@@ -39,19 +39,15 @@ func (n *Node) raiseClusterVersion(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	var behind []string
+	answers := map[string]voterAnswer{}
 	for _, s := range servers {
 		if s.Suffrage != raft.Voter || string(s.ID) == n.cfg.ID {
 			continue
 		}
-		if v, err := n.voterReads(ctx, string(s.ID)); err != nil {
-			behind = append(behind, fmt.Sprintf("%s (%v)", s.ID, err))
-		} else if v < fsm.Reads {
-			behind = append(behind, fmt.Sprintf("%s (reads %d)", s.ID, v))
-		}
+		v, err := n.voterReads(ctx, string(s.ID))
+		answers[string(s.ID)] = voterAnswer{reads: v, err: err}
 	}
-	if len(behind) > 0 {
-		slices.Sort(behind)
+	if behind := notReading(answers, fsm.Reads); len(behind) > 0 {
 		return fmt.Errorf("cluster version %d stays until every voter reads %d; not yet: %s", n.fsm.ClusterVersion(), fsm.Reads, strings.Join(behind, ", "))
 	}
 	if _, err := n.apply(fsm.Command{Op: fsm.OpClusterVersion, ClusterVersion: fsm.Reads}); err != nil {
@@ -59,6 +55,29 @@ func (n *Node) raiseClusterVersion(ctx context.Context) error {
 	}
 	n.logger.Info("cluster version raised: every voter reads it", "version", fsm.Reads)
 	return nil
+}
+
+// voterAnswer is what a voter answered when asked which version it reads.
+type voterAnswer struct {
+	reads int
+	err   error
+}
+
+// notReading is the rule of the raise: the voters that did not answer
+// that they read version want, each with why, sorted. The raise waits for
+// none: a voter that cannot be asked cannot be shown to read it.
+func notReading(answers map[string]voterAnswer, want int) []string {
+	var behind []string
+	for id, a := range answers {
+		switch {
+		case a.err != nil:
+			behind = append(behind, fmt.Sprintf("%s (cannot tell: %v)", id, a.err))
+		case a.reads < want:
+			behind = append(behind, fmt.Sprintf("%s (reads %d)", id, a.reads))
+		}
+	}
+	slices.Sort(behind)
+	return behind
 }
 
 // voterReads asks voter id which cluster version it reads.
