@@ -247,8 +247,8 @@ func (s *Server) NextIDs(ctx context.Context, count uint32) (*api.NextResponse, 
 }
 
 func (s *Server) nextIDs(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
-	if req.Count == 0 || uint64(req.Count) > s.cfg.MaxCount {
-		return nil, fmt.Errorf("%w: count %d, want 1 to %d", sequencer.ErrBadCount, req.Count, s.cfg.MaxCount)
+	if err := s.checkCount(req.Count); err != nil {
+		return nil, err
 	}
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
@@ -262,6 +262,14 @@ func (s *Server) nextIDs(ctx context.Context, req *api.NextRequest) (*api.NextRe
 		return nil, err
 	}
 	return &api.NextResponse{Runs: s.issue(b), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr}, nil
+}
+
+// checkCount refuses a count of IDs no call may ask for.
+func (s *Server) checkCount(count uint32) error {
+	if count == 0 || uint64(count) > s.cfg.MaxCount {
+		return fmt.Errorf("%w: count %d, want 1 to %d", sequencer.ErrBadCount, count, s.cfg.MaxCount)
+	}
+	return nil
 }
 
 // issue renders a confirmed block as runs of IDs with this node's layout

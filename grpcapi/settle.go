@@ -7,7 +7,6 @@ package grpcapi
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
@@ -73,8 +72,8 @@ func (q *Sequencer) Watermark(ctx context.Context, req *api.WatermarkRequest) (*
 // count check, one forward to the leader or the settler here, and the
 // reservation's handle and IDs. Its errors are unmapped.
 func (s *Server) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error) {
-	if req.Count == 0 || uint64(req.Count) > s.cfg.MaxCount {
-		return nil, fmt.Errorf("%w: count %d, want 1 to %d", sequencer.ErrBadCount, req.Count, s.cfg.MaxCount)
+	if err := s.checkCount(req.Count); err != nil {
+		return nil, err
 	}
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
