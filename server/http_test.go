@@ -363,6 +363,13 @@ func TestHTTPSettledOrder(t *testing.T) {
 	if id, _ := w.ticks(t); id <= ids[2] {
 		t.Fatalf("W %+v has not passed the completed reservation's IDs %v with nothing else open", w, ids)
 	}
+	// The leader's metrics read its settler.
+	code, body := httpGet(t, plainHTTP, "http://"+leader.HTTPAddr()+"/metrics")
+	for _, want := range []string{"\nordo_reservations_reserved_total 1\n", "\nordo_reservations_open 0\n"} {
+		if code != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("leader's metrics lack %q", want)
+		}
+	}
 	for _, base := range []string{"http://" + leader.HTTPAddr(), url} {
 		for _, tt := range []struct {
 			path string
