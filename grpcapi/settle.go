@@ -40,38 +40,38 @@ func (q *Sequencer) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.
 	if err := q.srv.checkWidth(ctx); err != nil {
 		return nil, ToStatus(ctx, err, "")
 	}
-	resp, err := q.srv.Reserve(ctx, req)
-	return resp, q.srv.status(ctx, err)
+	return q.srv.Reserve(ctx, req)
 }
 
 // Complete implements api.SequencerServer.
 func (q *Sequencer) Complete(ctx context.Context, req *api.HandleRequest) (*api.SettleResponse, error) {
-	resp, err := q.srv.Decide(ctx, fsm.DoComplete, req.Handle, 0)
-	return resp, q.srv.status(ctx, err)
+	return q.srv.Decide(ctx, fsm.DoComplete, req.Handle, 0)
 }
 
 // Abandon implements api.SequencerServer.
 func (q *Sequencer) Abandon(ctx context.Context, req *api.HandleRequest) (*api.SettleResponse, error) {
-	resp, err := q.srv.Decide(ctx, fsm.DoAbandon, req.Handle, 0)
-	return resp, q.srv.status(ctx, err)
+	return q.srv.Decide(ctx, fsm.DoAbandon, req.Handle, 0)
 }
 
 // Extend implements api.SequencerServer.
 func (q *Sequencer) Extend(ctx context.Context, req *api.ExtendRequest) (*api.SettleResponse, error) {
-	resp, err := q.srv.Decide(ctx, fsm.DoExtend, req.Handle, req.TtlMs)
-	return resp, q.srv.status(ctx, err)
+	return q.srv.Decide(ctx, fsm.DoExtend, req.Handle, req.TtlMs)
 }
 
 // Watermark implements api.SequencerServer.
 func (q *Sequencer) Watermark(ctx context.Context, req *api.WatermarkRequest) (*api.WatermarkResponse, error) {
-	resp, err := q.srv.Watermark(ctx)
-	return resp, q.srv.status(ctx, err)
+	return q.srv.Watermark(ctx)
 }
 
 // Reserve is the path of one Reserve call, which gRPC and HTTP share: the
 // count check, one forward to the leader or the settler here, and the
-// reservation's handle and IDs. Its errors are unmapped.
+// reservation's handle and IDs. Its errors are statuses, as NextIDs's.
 func (s *Server) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error) {
+	resp, err := s.reserve(ctx, req)
+	return resp, s.status(ctx, err)
+}
+
+func (s *Server) reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error) {
 	if err := s.checkCount(req.Count); err != nil {
 		return nil, err
 	}
@@ -93,8 +93,13 @@ func (s *Server) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.Res
 }
 
 // Decide is the path of one Complete, Abandon or Extend (ttlMs), which
-// gRPC and HTTP share. Its errors are unmapped.
+// gRPC and HTTP share. Its errors are statuses.
 func (s *Server) Decide(ctx context.Context, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error) {
+	resp, err := s.decide(ctx, do, handle, ttlMs)
+	return resp, s.status(ctx, err)
+}
+
+func (s *Server) decide(ctx context.Context, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error) {
 	h, err := api.ParseHandle(handle)
 	if err != nil {
 		return nil, err
@@ -124,8 +129,13 @@ func forwardDecision(ctx context.Context, c api.SequencerClient, do fsm.Do, hand
 }
 
 // Watermark is the path of one read of W, which gRPC and HTTP share. Its
-// errors are unmapped.
+// errors are statuses.
 func (s *Server) Watermark(ctx context.Context) (*api.WatermarkResponse, error) {
+	resp, err := s.watermark(ctx)
+	return resp, s.status(ctx, err)
+}
+
+func (s *Server) watermark(ctx context.Context) (*api.WatermarkResponse, error) {
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
 		return nil, err

@@ -4,8 +4,9 @@
 //
 // It adds no way to IDs of its own. A request for IDs goes through the
 // node's gRPC Next path (the sequencer, the leadership confirmation round,
-// and on a follower one forward to the leader), so HTTP clients get every
-// guarantee gRPC clients get. The package declares the small Node
+// and on a follower one forward to the leader), and a request about
+// tracked reservations or the settled mark through the gRPC path of the
+// same call, so HTTP clients get every guarantee gRPC clients get. The package declares the small Node
 // interface it needs; grpcapi.Server satisfies it.
 package httpapi
 
@@ -15,8 +16,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -28,6 +31,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -51,6 +55,15 @@ type Node interface {
 	// are rendered here, from ticks. An error (a node that does not know
 	// them yet) is one the node's NextIDs would give.
 	ClusterLayout() (layout.Layout, uint64, error)
+	// Reserve opens a tracked reservation through the same path as gRPC
+	// Reserve.
+	Reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error)
+	// Decide completes, abandons or extends (ttlMs) the reservation
+	// handle names, through the same path as gRPC Complete, Abandon and
+	// Extend.
+	Decide(ctx context.Context, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error)
+	// Watermark reads W through the same path as gRPC Watermark.
+	Watermark(ctx context.Context) (*api.WatermarkResponse, error)
 }
 
 // LeaderHeader names the leader's gRPC address in a reply that failed
@@ -64,8 +77,8 @@ const (
 	// DefaultTimeout bounds the work of one request, as the node's
 	// --rpc-timeout bounds a unary gRPC call.
 	DefaultTimeout = 30 * time.Second
-	// maxHeaderBytes caps request headers: every request here is a short
-	// GET.
+	// maxHeaderBytes caps request headers: every request here is short,
+	// its arguments in the query.
 	maxHeaderBytes = 16 << 10
 	// headerTimeout bounds reading a request (the TLS handshake included),
 	// so slow clients cannot hold connections.
@@ -134,6 +147,11 @@ type handler struct {
 //	GET /readyz             200 when the node can serve IDs, else 503
 //	GET /v1/ids?count=N     N IDs (1 by default) as JSON strings; &decode=true decodes each
 //	GET /v1/status          the cluster's status, as gRPC Admin/Status
+//	POST /v1/reservations?count=N&ttl=D           a tracked reservation of N IDs
+//	POST /v1/reservations/complete?handle=H       its writes committed
+//	POST /v1/reservations/abandon?handle=H        its IDs will not be used
+//	POST /v1/reservations/extend?handle=H&ttl=D   it lives D longer
+//	GET /v1/watermark       the settled mark W
 //	GET /metrics            cfg.Metrics, when set
 //
 // Errors are JSON {"error": "...", "code": "..."}.
@@ -145,12 +163,17 @@ func Handler(node Node, cfg Config) http.Handler {
 	if h.logger == nil {
 		h.logger = hclog.NewNullLogger()
 	}
-	probe := []string{http.MethodGet, http.MethodHead}
+	probe, get, post := []string{http.MethodGet, http.MethodHead}, []string{http.MethodGet}, []string{http.MethodPost}
 	h.routes = map[string]route{
-		"/healthz":   {methods: probe, serve: h.healthz},
-		"/readyz":    {methods: probe, serve: h.readyz},
-		"/v1/ids":    {methods: []string{http.MethodGet}, needCert: true, serve: h.ids},
-		"/v1/status": {methods: []string{http.MethodGet}, needCert: true, serve: h.status},
+		"/healthz":                  {methods: probe, serve: h.healthz},
+		"/readyz":                   {methods: probe, serve: h.readyz},
+		"/v1/ids":                   {methods: get, needCert: true, serve: h.ids},
+		"/v1/status":                {methods: get, needCert: true, serve: h.status},
+		"/v1/reservations":          {methods: post, needCert: true, serve: h.reserve},
+		"/v1/reservations/complete": {methods: post, needCert: true, serve: h.decide(fsm.DoComplete)},
+		"/v1/reservations/abandon":  {methods: post, needCert: true, serve: h.decide(fsm.DoAbandon)},
+		"/v1/reservations/extend":   {methods: post, needCert: true, serve: h.decide(fsm.DoExtend)},
+		"/v1/watermark":             {methods: get, needCert: true, serve: h.watermark},
 	}
 	if cfg.Metrics != nil {
 		h.routes["/metrics"] = route{methods: probe, needCert: true, serve: cfg.Metrics.ServeHTTP}
@@ -252,23 +275,15 @@ const rfc3339Milli = "2006-01-02T15:04:05.000Z07:00"
 
 func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	count := uint64(1)
-	if s := q.Get("count"); s != "" {
-		var err error
-		// Parsed to 32 bits, the width of the gRPC field; the node
-		// checks the range against its --max-count.
-		if count, err = strconv.ParseUint(s, 10, 32); err != nil || count == 0 {
-			h.fail(w, r, fmt.Errorf("%w: count %q, want a whole number from 1 to the node's maximum", errBadQuery, s))
-			return
-		}
+	count, err := countParam(q)
+	if err != nil {
+		h.fail(w, r, err)
+		return
 	}
-	decode := false
-	if s := q.Get("decode"); s != "" {
-		var err error
-		if decode, err = strconv.ParseBool(s); err != nil {
-			h.fail(w, r, fmt.Errorf("%w: decode %q, want true or false", errBadQuery, s))
-			return
-		}
+	decode, err := decodeParam(q)
+	if err != nil {
+		h.fail(w, r, err)
+		return
 	}
 	// Asked first, so that a node that cannot render burns no IDs.
 	l, group, err := h.node.ClusterLayout()
@@ -278,38 +293,22 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
-	resp, err := h.node.NextIDs(ctx, uint32(count))
+	resp, err := h.node.NextIDs(ctx, count)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	ids, err := expand(resp.Runs, count)
+	ids, strs, err := render(l, group, resp.Runs, count)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
-	out := idsResponse{IDs: make([]string, len(ids)), Count: len(ids)}
-	var wide [][16]byte // under a 128-bit layout, ids are ticks
-	if l.Wide() {
-		if wide, err = layout.RenderAll[[16]byte](l, ids, group); err != nil {
-			// The leader answered beyond the layout: IDs rendered from it
-			// would not sort, and the trouble is the server's (500).
-			h.fail(w, r, err)
-			return
-		}
-	}
-	for i, id := range ids {
-		if wide != nil {
-			out.IDs[i] = l.FormatWide(wide[i])
-		} else {
-			out.IDs[i] = strconv.FormatUint(id, 10)
-		}
-	}
+	out := idsResponse{IDs: strs, Count: len(strs)}
 	if decode {
 		out.Decoded = make([]decodedID, len(ids))
 		for i, id := range ids {
 			var p layout.Parts
-			if wide != nil {
+			if l.Wide() {
 				// The tick and group are at hand: no need to take the ID apart.
 				p = l.TickParts(id, group)
 			} else {
@@ -319,6 +318,116 @@ func (h *handler) ids(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	writeJSON(w, http.StatusOK, out)
+}
+
+// render lists the IDs of runs (ticks under a 128-bit layout), which must
+// be want of them, and their text: the decimal ID, or the canonical text
+// of a 128-bit one made with group.
+func render(l layout.Layout, group uint64, runs []*api.IDRun, want uint32) ([]uint64, []string, error) {
+	ids, err := expand(runs, uint64(want))
+	if err != nil {
+		return nil, nil, err
+	}
+	strs := make([]string, len(ids))
+	if !l.Wide() {
+		for i, id := range ids {
+			strs[i] = strconv.FormatUint(id, 10)
+		}
+		return ids, strs, nil
+	}
+	wide, err := layout.RenderAll[[16]byte](l, ids, group)
+	if err != nil {
+		// The leader answered beyond the layout: IDs rendered from it
+		// would not sort, and the trouble is the server's (500).
+		return nil, nil, err
+	}
+	for i, id := range wide {
+		strs[i] = l.FormatWide(id)
+	}
+	return ids, strs, nil
+}
+
+// What each query parameter wants, for the errors that name the fix.
+const (
+	countWant  = "a whole number from 1 to the node's maximum, 1 when left out"
+	decodeWant = "true or false, false when left out"
+	ttlWant    = "a duration of whole milliseconds from 1ms, such as 30s or 1500ms; the node's default when left out"
+	handleWant = "the handle exactly as POST /v1/reservations answered it"
+)
+
+// param is the one value of the query parameter name, and whether it was
+// given. Given twice it is refused rather than one value picked, since
+// the caller meant one of them; given empty (count=) it is refused rather
+// than read as left out, since it is more often a script's unset variable
+// than a wish for the default.
+func param(q url.Values, name, want string) (string, bool, error) {
+	vs := q[name]
+	switch {
+	case len(vs) == 0:
+		return "", false, nil
+	case len(vs) > 1:
+		return "", false, fmt.Errorf("%w: %s given %d times: give it once, %s", errBadQuery, name, len(vs), want)
+	case vs[0] == "":
+		return "", false, fmt.Errorf("%w: %s is empty: want %s", errBadQuery, name, want)
+	}
+	return vs[0], true, nil
+}
+
+func badParam(name, value, want string) error {
+	return fmt.Errorf("%w: %s %q: want %s", errBadQuery, name, value, want)
+}
+
+// countParam is the count asked for, 1 when left out. It is parsed to 32
+// bits, the width of the gRPC field; the node checks the range against
+// its --max-count.
+func countParam(q url.Values) (uint32, error) {
+	s, ok, err := param(q, "count", countWant)
+	if err != nil || !ok {
+		return 1, err
+	}
+	n, err := strconv.ParseUint(s, 10, 32)
+	if err != nil || n == 0 {
+		return 0, badParam("count", s, countWant)
+	}
+	return uint32(n), nil
+}
+
+func decodeParam(q url.Values) (bool, error) {
+	s, ok, err := param(q, "decode", decodeWant)
+	if err != nil || !ok {
+		return false, err
+	}
+	b, err := strconv.ParseBool(s)
+	if err != nil {
+		return false, badParam("decode", s, decodeWant)
+	}
+	return b, nil
+}
+
+// ttlParam is a reservation's TTL in milliseconds, the unit of the gRPC
+// field; 0, the node's default, when left out. A TTL the field cannot
+// carry exactly is refused rather than rounded: rounding down would
+// expire a reservation before the caller expects.
+func ttlParam(q url.Values) (uint32, error) {
+	s, ok, err := param(q, "ttl", ttlWant)
+	if err != nil || !ok {
+		return 0, err
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < time.Millisecond || d%time.Millisecond != 0 || d.Milliseconds() > math.MaxUint32 {
+		return 0, badParam("ttl", s, ttlWant)
+	}
+	return uint32(d.Milliseconds()), nil
+}
+
+// handleParam is the reservation's handle, which every call on one needs.
+// Its form is the node's to check, as gRPC's is.
+func handleParam(q url.Values) (string, error) {
+	s, ok, err := param(q, "handle", handleWant)
+	if err == nil && !ok {
+		err = fmt.Errorf("%w: handle is missing: want %s", errBadQuery, handleWant)
+	}
+	return s, err
 }
 
 // expand lists the IDs of runs, which must be want strictly increasing
@@ -395,8 +504,13 @@ func httpStatus(err error) (int, string) {
 		code = http.StatusUnauthorized
 	case codes.NotFound:
 		code = http.StatusNotFound
+	case codes.FailedPrecondition:
+		// A reservation already expired, abandoned or completed: the
+		// request conflicts with its fate, and a retry meets the same.
+		code = http.StatusConflict
 	case codes.ResourceExhausted:
-		// Demand above what the layout holds: back off and retry.
+		// Demand above what the layout holds, or too many open
+		// reservations: back off and retry.
 		code = http.StatusTooManyRequests
 	case codes.Unavailable, codes.Canceled:
 		// No leader, not the leader, not ready: retry, perhaps elsewhere.
@@ -405,7 +519,7 @@ func httpStatus(err error) (int, string) {
 		code = http.StatusGatewayTimeout
 	}
 	// Everything else (Internal, OutOfRange: the layout's time field is
-	// full, FailedPrecondition, ...) is the server's trouble: 500.
+	// full, ...) is the server's trouble: 500.
 	return code, codeName(s.Code())
 }
 

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/secure/securetest"
@@ -31,13 +32,17 @@ type fakeNode struct {
 	mu       sync.Mutex
 	next     uint64
 	runLen   uint64
-	err      error // returned by Next and Status
+	err      error // returned by every call but Ready
 	notReady error
 	counts   []uint32 // every count Next was asked for
 	layout   layout.Layout
 	group    uint64
 	// short makes Next answer one ID fewer than asked (a broken leader).
 	short bool
+	// asked is every settle call, as "reserve 3 ttl=500", "complete
+	// r1.5.2 ttl=0" or "watermark"; fate is what a decision answers.
+	asked []string
+	fate  api.Fate
 }
 
 func (f *fakeNode) NextIDs(ctx context.Context, count uint32) (*api.NextResponse, error) {
@@ -47,17 +52,56 @@ func (f *fakeNode) NextIDs(ctx context.Context, count uint32) (*api.NextResponse
 	if f.err != nil {
 		return nil, f.err
 	}
+	return &api.NextResponse{Runs: f.runsLocked(count), LeaderId: "n1", LeaderAddr: "127.0.0.1:7001"}, nil
+}
+
+func (f *fakeNode) runsLocked(count uint32) []*api.IDRun {
 	if f.short {
 		count--
 	}
-	resp := &api.NextResponse{LeaderId: "n1", LeaderAddr: "127.0.0.1:7001"}
+	var runs []*api.IDRun
 	for left := uint64(count); left > 0; {
 		n := min(left, f.runLen)
-		resp.Runs = append(resp.Runs, &api.IDRun{First: f.next, Count: uint32(n), Step: 1})
+		runs = append(runs, &api.IDRun{First: f.next, Count: uint32(n), Step: 1})
 		f.next += n + 1000 // a gap between runs, as across time units
 		left -= n
 	}
-	return resp, nil
+	return runs
+}
+
+func (f *fakeNode) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, fmt.Sprintf("reserve %d ttl=%d", req.Count, req.TtlMs))
+	if f.err != nil {
+		return nil, f.err
+	}
+	handle := api.Handle{First: f.next, Count: uint64(req.Count)}.String()
+	ttl := req.TtlMs
+	if ttl == 0 {
+		ttl = 30_000 // the node's default
+	}
+	return &api.ReserveResponse{Handle: handle, Runs: f.runsLocked(req.Count), TtlMs: ttl}, nil
+}
+
+func (f *fakeNode) Decide(ctx context.Context, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, fmt.Sprintf("%s %s ttl=%d", do, handle, ttlMs))
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &api.SettleResponse{Fate: f.fate, Watermark: 1<<60 + 7, WatermarkTick: 1<<59 + 3}, nil
+}
+
+func (f *fakeNode) Watermark(ctx context.Context) (*api.WatermarkResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.asked = append(f.asked, "watermark")
+	if f.err != nil {
+		return nil, f.err
+	}
+	return &api.WatermarkResponse{Watermark: 1<<60 + 9, WatermarkTick: 1<<59 + 5}, nil
 }
 
 func (f *fakeNode) Status(ctx context.Context) (*api.StatusResponse, error) {
@@ -256,7 +300,7 @@ func TestIDsWidePastTheLastTick(t *testing.T) {
 
 func TestIDsBadInput(t *testing.T) {
 	f := newFake(t)
-	for _, q := range []string{"count=0", "count=-1", "count=abc", "count=4294967296", "count=1.5", "decode=maybe"} {
+	for _, q := range []string{"count=0", "count=-1", "count=abc", "count=4294967296", "count=1.5", "decode=maybe", "count=", "count=2&count=5", "decode=", "decode=true&decode=false"} {
 		w := get(t, f, Config{}, http.MethodGet, "/v1/ids?"+q)
 		if w.Code != http.StatusBadRequest {
 			t.Errorf("%s: %d %s, want 400", q, w.Code, w.Body)
@@ -302,14 +346,23 @@ func TestErrorMapping(t *testing.T) {
 		{status.Error(codes.Canceled, "x"), 503, "CANCELED"},
 		{status.Error(codes.DeadlineExceeded, "x"), 504, "DEADLINE_EXCEEDED"},
 		{status.Error(codes.OutOfRange, "time field exhausted"), 500, "OUT_OF_RANGE"},
-		{status.Error(codes.FailedPrecondition, "x"), 500, "FAILED_PRECONDITION"},
+		{status.Error(codes.FailedPrecondition, "reservation expired: do not publish these IDs"), 409, "FAILED_PRECONDITION"},
 		{status.Error(codes.Internal, "x"), 500, "INTERNAL"},
 		{errors.New("not a status"), 500, "INTERNAL"},
 	} {
-		for _, path := range []string{"/v1/ids", "/v1/status"} {
+		for _, call := range []struct{ method, path string }{
+			{http.MethodGet, "/v1/ids"},
+			{http.MethodGet, "/v1/status"},
+			{http.MethodPost, "/v1/reservations?count=2"},
+			{http.MethodPost, "/v1/reservations/complete?handle=r1.5.2"},
+			{http.MethodPost, "/v1/reservations/abandon?handle=r1.5.2"},
+			{http.MethodPost, "/v1/reservations/extend?handle=r1.5.2&ttl=1m"},
+			{http.MethodGet, "/v1/watermark"},
+		} {
+			path := call.path
 			f := newFake(t)
 			f.err = tt.err
-			w := get(t, f, Config{}, http.MethodGet, path)
+			w := get(t, f, Config{}, call.method, path)
 			e := decodeBody[errorResponse](t, w)
 			if w.Code != tt.status || e.Code != tt.code || e.Error == "" {
 				t.Errorf("%s with %v: %d %+v, want %d %s", path, tt.err, w.Code, e, tt.status, tt.code)
@@ -368,6 +421,12 @@ func TestRoutes(t *testing.T) {
 		{Config{}, http.MethodHead, "/v1/ids", 405, "METHOD_NOT_ALLOWED", "GET"}, // HEAD would spend IDs
 		{Config{}, http.MethodDelete, "/v1/status", 405, "METHOD_NOT_ALLOWED", "GET"},
 		{Config{}, http.MethodPost, "/healthz", 405, "METHOD_NOT_ALLOWED", "GET, HEAD"},
+		{Config{}, http.MethodGet, "/v1/reservations", 405, "METHOD_NOT_ALLOWED", "POST"}, // a crawler's GET must not reserve
+		{Config{}, http.MethodGet, "/v1/reservations/complete?handle=r1.5.2", 405, "METHOD_NOT_ALLOWED", "POST"},
+		{Config{}, http.MethodPut, "/v1/reservations/abandon?handle=r1.5.2", 405, "METHOD_NOT_ALLOWED", "POST"},
+		{Config{}, http.MethodGet, "/v1/reservations/extend?handle=r1.5.2", 405, "METHOD_NOT_ALLOWED", "POST"},
+		{Config{}, http.MethodPost, "/v1/watermark", 405, "METHOD_NOT_ALLOWED", "GET"},
+		{Config{}, http.MethodGet, "/v1/reservations/", 404, "NOT_FOUND", ""},
 		{Config{Metrics: metrics}, http.MethodGet, "/metrics", 200, "", ""},
 	} {
 		w := get(t, f, tt.cfg, tt.method, tt.path)
@@ -390,8 +449,8 @@ func TestRoutes(t *testing.T) {
 			t.Errorf("metrics: %s", w.Body)
 		}
 	}
-	if len(f.counts) != 0 {
-		t.Fatalf("a refused method spent IDs: %v", f.counts)
+	if len(f.counts) != 0 || len(f.asked) != 0 {
+		t.Fatalf("a refused method reached the node: %v %v", f.counts, f.asked)
 	}
 }
 
@@ -458,9 +517,11 @@ func TestTLS(t *testing.T) {
 		{"no certificate", noCert, "/v1/ids", 403},
 		{"no certificate", noCert, "/v1/status", 403},
 		{"no certificate", noCert, "/metrics", 403},
+		{"no certificate", noCert, "/v1/watermark", 403},
 		{"client certificate", withCert, "/v1/ids?count=2", 200},
 		{"client certificate", withCert, "/v1/status", 200},
 		{"client certificate", withCert, "/metrics", 200},
+		{"client certificate", withCert, "/v1/watermark", 200},
 		{"client certificate", withCert, "/healthz", 200},
 	} {
 		resp, err := tt.c.Get(base + tt.path)

@@ -1,5 +1,6 @@
 // Package metrics is a node's Prometheus metrics: what it served, how its
-// reservations and leadership confirmations went, and where its Raft
+// reservations and leadership confirmations went, its tracked
+// reservations and how far the settled mark W trails, and where its Raft
 // state stands. Each node has its own registry, so that tests can run
 // several nodes in one process; Raft's own metrics (hashicorp/raft emits
 // them through armon/go-metrics) join the registry of the process's node
@@ -16,6 +17,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/settle"
 )
 
 // Raft is what the gauges read of Raft at each scrape, so they are never
@@ -34,6 +39,8 @@ type Raft interface {
 type FSM interface {
 	// HighWater is the replicated high-water mark, in ticks.
 	HighWater() uint64
+	// Settled is the settled mark W, in ticks.
+	Settled() uint64
 }
 
 // Sequencer is what the gauges read of the node's sequencer:
@@ -45,6 +52,18 @@ type Sequencer interface {
 	// LeaseLeft is how long this leader may still answer from its lease
 	// (0: no lease, or not the leader).
 	LeaseLeft() time.Duration
+	// Serving reports whether it hands out IDs: while this node leads.
+	Serving() bool
+	// State is where it stands: Next is the next tick to hand out.
+	State() sequencer.State
+}
+
+// Settler is what the gauges and counters read of the leader's side of
+// tracked reservations: *settle.Settler.
+type Settler interface {
+	// Stats counts the reservations this node decided while leading,
+	// and those open now (0 when not leading).
+	Stats() settle.Stats
 }
 
 // Metrics holds one node's collectors.
@@ -65,10 +84,10 @@ type Metrics struct {
 // round trips, a reservation one fsync, a failover a second or more.
 var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 17)
 
-// New returns the metrics of the node whose Raft, replicated state and
-// sequencer are r, f and seq, with the Go runtime's and the process's
-// collectors.
-func New(r Raft, f FSM, seq Sequencer) *Metrics {
+// New returns the metrics of the node whose Raft, replicated state,
+// sequencer and settler are r, f, seq and st, and whose IDs are made with
+// l, with the Go runtime's and the process's collectors.
+func New(r Raft, f FSM, seq Sequencer, st Settler, l layout.Layout) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	m.ids = register(m.reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "ordo_ids_issued_total", Help: "IDs handed out by this node as leader."}))
 	m.requests = register(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ordo_requests_total", Help: "Calls served, by gRPC method (or HTTP route) and status code."}, []string{"method", "code"}))
@@ -88,6 +107,20 @@ func New(r Raft, f FSM, seq Sequencer) *Metrics {
 		gauge("ordo_lease_remaining_seconds", "How long this leader may still answer from its lease without a round (0: no lease, or not the leader).", func() float64 { return seq.LeaseLeft().Seconds() }),
 		gauge("ordo_timestamp_lead_seconds", "How far the time field of the last ID handed out is ahead of the wall clock.", func() float64 { return seq.TimestampLead().Seconds() }),
 		gauge("ordo_last_leader_contact_seconds", "Seconds since this node last heard from a leader (-1: never).", func() float64 { return sinceContact(r) }),
+		gauge("ordo_reservations_open", "Tracked reservations open now, as this leader counts them (0 when not leading).", func() float64 { return float64(st.Stats().Open) }),
+		counter("ordo_reservations_reserved_total", "Tracked reservations this node opened as leader.", func() float64 { return float64(st.Stats().Reserved) }),
+		counter("ordo_reservations_completed_total", "Tracked reservations this node completed as leader.", func() float64 { return float64(st.Stats().Completed) }),
+		counter("ordo_reservations_abandoned_total", "Tracked reservations this node abandoned as leader.", func() float64 { return float64(st.Stats().Abandoned) }),
+		counter("ordo_reservations_expired_total", "Tracked reservations this node expired as leader.", func() float64 { return float64(st.Stats().Expired) }),
+		gauge("ordo_watermark_ticks", "The settled mark W, in ticks: every ID with a tick below it is settled.", func() float64 { return float64(f.Settled()) }),
+		gauge("ordo_watermark_lag_ticks", "Ticks from W to the highest tick this leader handed out (0 when not leading).", func() float64 {
+			w, last := lagSpan(f, seq)
+			return float64(last - w)
+		}),
+		gauge("ordo_watermark_lag_seconds", "Time from W to the highest ID this leader handed out, to the layout's time unit (0 when not leading).", func() float64 {
+			w, last := lagSpan(f, seq)
+			return l.TickTime(last).Sub(l.TickTime(w)).Seconds()
+		}),
 	)
 	for role, state := range roles {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -120,6 +153,21 @@ func sinceContact(r Raft) float64 {
 		return -1
 	}
 	return time.Since(t).Seconds()
+}
+
+// lagSpan is W and the highest tick this node handed out as leader, or W
+// twice when there is no lag to show: when it does not lead, since a
+// sequencer that stopped keeps the next tick of its last term while W
+// moves on with the log, and when W is at or past that tick.
+func lagSpan(f FSM, seq Sequencer) (w, last uint64) {
+	w = f.Settled()
+	if !seq.Serving() {
+		return w, w
+	}
+	if next := seq.State().Next; next > w+1 {
+		return w, next - 1
+	}
+	return w, w
 }
 
 // Handler serves the registry in Prometheus' text format.
@@ -178,6 +226,12 @@ func result(err error) string {
 
 func gauge(name, help string, f func() float64) prometheus.Collector {
 	return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
+}
+
+// counter is a counter read from f at each scrape, for counts kept
+// elsewhere; f must never go down.
+func counter(name, help string, f func() float64) prometheus.Collector {
+	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
 }
 
 // register registers c with reg and returns it, so that each metric is

@@ -10,6 +10,10 @@ import (
 
 	gometrics "github.com/armon/go-metrics"
 	"github.com/hashicorp/raft"
+
+	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/settle"
 )
 
 // fakeRaft is a node's Raft as the gauges read it.
@@ -24,16 +28,37 @@ func (fakeRaft) CommitIndex() uint64      { return 42 }
 func (fakeRaft) AppliedIndex() uint64     { return 41 }
 func (r fakeRaft) LastContact() time.Time { return r.contact }
 
-type fakeFSM struct{}
+type fakeFSM struct{ settled uint64 }
 
 func (fakeFSM) HighWater() uint64 { return 123456 }
+func (f fakeFSM) Settled() uint64 { return f.settled }
 
-type fakeSequencer struct{}
+// fakeSequencer hands out IDs from next while serving.
+type fakeSequencer struct {
+	serving bool
+	next    uint64
+}
 
 func (fakeSequencer) TimestampLead() time.Duration { return 1500 * time.Millisecond }
 func (fakeSequencer) LeaseLeft() time.Duration     { return 250 * time.Millisecond }
+func (s fakeSequencer) Serving() bool              { return s.serving }
+func (s fakeSequencer) State() sequencer.State     { return sequencer.State{Next: s.next} }
 
-func newFake(r fakeRaft) *Metrics { return New(r, fakeFSM{}, fakeSequencer{}) }
+type fakeSettler struct{ stats settle.Stats }
+
+func (s fakeSettler) Stats() settle.Stats { return s.stats }
+
+func newFake(r fakeRaft) *Metrics {
+	return New(r, fakeFSM{}, fakeSequencer{}, fakeSettler{}, mustLayout())
+}
+
+func mustLayout() layout.Layout {
+	l, err := layout.Preset("default")
+	if err != nil {
+		panic(err)
+	}
+	return l
+}
 
 func scrape(t *testing.T, m *Metrics) string {
 	t.Helper()
@@ -102,6 +127,50 @@ func TestMetricsOfAFollower(t *testing.T) {
 	text = scrape(t, newFake(fakeRaft{state: raft.Follower, contact: time.Now().Add(-time.Minute)}))
 	if hasLine(text, "ordo_last_leader_contact_seconds -1") || hasLine(text, "ordo_last_leader_contact_seconds 0") {
 		t.Errorf("a follower that heard from a leader a minute ago:\n%s", grepLines(text, "contact"))
+	}
+}
+
+// TestMetricsOfTrackedReservations: the settler's counts, W, and W's lag
+// behind the last tick handed out, in ticks and in the layout's time,
+// while leading; no lag when not leading or when W is at or past it.
+func TestMetricsOfTrackedReservations(t *testing.T) {
+	l := mustLayout() // 1 ms units, 12 sequence bits
+	w := uint64(5000)<<l.SeqBits | 7
+	last := uint64(5250)<<l.SeqBits | 3 // 250 ms after W's unit
+	stats := settle.Stats{Open: 3, Reserved: 10, Completed: 4, Abandoned: 2, Expired: 1}
+	m := New(fakeRaft{state: raft.Leader}, fakeFSM{settled: w}, fakeSequencer{serving: true, next: last + 1}, fakeSettler{stats}, l)
+	text := scrape(t, m)
+	for _, want := range []string{
+		"ordo_reservations_open 3",
+		"ordo_reservations_reserved_total 10",
+		"ordo_reservations_completed_total 4",
+		"ordo_reservations_abandoned_total 2",
+		"ordo_reservations_expired_total 1",
+		"# TYPE ordo_reservations_expired_total counter",
+		"# TYPE ordo_reservations_open gauge",
+		"ordo_watermark_ticks 2.0480007e+07",
+		"ordo_watermark_lag_ticks 1.023996e+06",
+		"ordo_watermark_lag_seconds 0.25",
+	} {
+		if !hasLine(text, want) {
+			t.Errorf("metrics lack the line %q:\n%s", want, grepLines(text, "ordo_watermark"))
+		}
+	}
+	for _, tt := range []struct {
+		name string
+		seq  fakeSequencer
+	}{
+		{"not leading", fakeSequencer{next: last + 1}}, // a deposed leader's next is stale
+		{"W at the last tick", fakeSequencer{serving: true, next: w + 1}},
+		{"W past it", fakeSequencer{serving: true, next: w}},
+		{"nothing handed out", fakeSequencer{serving: true}},
+	} {
+		text := scrape(t, New(fakeRaft{state: raft.Follower}, fakeFSM{settled: w}, tt.seq, fakeSettler{}, l))
+		for _, want := range []string{"ordo_watermark_ticks 2.0480007e+07", "ordo_watermark_lag_ticks 0", "ordo_watermark_lag_seconds 0"} {
+			if !hasLine(text, want) {
+				t.Errorf("%s: metrics lack the line %q:\n%s", tt.name, want, grepLines(text, "ordo_watermark"))
+			}
+		}
 	}
 }
 

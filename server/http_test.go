@@ -268,3 +268,120 @@ func TestHTTPPlaintextOnlyOnLoopback(t *testing.T) {
 		}
 	}
 }
+
+// httpPost POSTs to url with no body and decodes the JSON answer into v
+// when it is 200; it returns the status and the body.
+func httpPost(t *testing.T, url string, v any) (int, []byte) {
+	t.Helper()
+	resp, err := plainHTTP.Post(url, "", nil)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("POST %s: %v", url, err)
+	}
+	if resp.StatusCode == http.StatusOK {
+		if err := json.Unmarshal(body, v); err != nil {
+			t.Fatalf("POST %s: %v in %s", url, err, body)
+		}
+	}
+	return resp.StatusCode, body
+}
+
+// httpMark is W as the HTTP routes answer it.
+type httpMark struct {
+	Fate          string `json:"fate"`
+	Watermark     string `json:"watermark"`
+	WatermarkTick string `json:"watermark_tick"`
+}
+
+func (m httpMark) ticks(t *testing.T) (id, tick uint64) {
+	t.Helper()
+	id, err1 := strconv.ParseUint(m.Watermark, 10, 64)
+	tick, err2 := strconv.ParseUint(m.WatermarkTick, 10, 64)
+	if err1 != nil || err2 != nil {
+		t.Fatalf("W %+v is not two decimal strings", m)
+	}
+	return id, tick
+}
+
+// TestHTTPSettledOrder: over a follower's HTTP port (forwarded to the
+// leader), a reservation holds W below its IDs until it is completed;
+// completing again is answered the same. Then, on the leader and on the
+// follower, abandoning it conflicts with its fate (409), a malformed
+// handle is bad input (400) and one no reservation has is not found
+// (404): the node's errors reach HTTP through the status path, whether
+// found here or by the leader.
+func TestHTTPSettledOrder(t *testing.T) {
+	nodes := mustClusterWith(t, withHTTP)
+	leader := mustLeader(t, nodes)
+	url := "http://" + followerOf(nodes, leader).HTTPAddr()
+	var res struct {
+		Handle string   `json:"handle"`
+		IDs    []string `json:"ids"`
+		TTLMs  uint32   `json:"ttl_ms"`
+	}
+	// 503 until the leader raises the cluster version (every voter
+	// answered).
+	deadline := time.Now().Add(httpWait)
+	for code, body := httpPost(t, url+"/v1/reservations?count=3&ttl=1m", &res); code != http.StatusOK; code, body = httpPost(t, url+"/v1/reservations?count=3&ttl=1m", &res) {
+		if code != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("reserve: %d %s", code, body)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if len(res.IDs) != 3 || res.TTLMs != 60_000 {
+		t.Fatalf("reservation %+v", res)
+	}
+	ids := make([]uint64, len(res.IDs))
+	for i, s := range res.IDs {
+		var err error
+		if ids[i], err = strconv.ParseUint(s, 10, 64); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mustIncrease(t, 0, ids)
+	mustIncrease(t, ids[2], idsOver(t, plainHTTP, url, 2)) // untracked, after it
+
+	var w httpMark
+	if code, body := httpGet(t, plainHTTP, url+"/v1/watermark"); code != http.StatusOK || json.Unmarshal(body, &w) != nil {
+		t.Fatalf("watermark: %d %s", code, body)
+	}
+	if id, _ := w.ticks(t); id > ids[0] {
+		t.Fatalf("W %+v passed the open reservation's first ID %d", w, ids[0])
+	}
+	for range 2 { // the second is a retry, answered the same
+		if code, body := httpPost(t, url+"/v1/reservations/complete?handle="+res.Handle, &w); code != http.StatusOK || w.Fate != "completed" {
+			t.Fatalf("complete: %d %s", code, body)
+		}
+	}
+	if code, body := httpGet(t, plainHTTP, url+"/v1/watermark"); code != http.StatusOK || json.Unmarshal(body, &w) != nil {
+		t.Fatalf("watermark: %d %s", code, body)
+	}
+	if id, _ := w.ticks(t); id <= ids[2] {
+		t.Fatalf("W %+v has not passed the completed reservation's IDs %v with nothing else open", w, ids)
+	}
+	// The leader's metrics read its settler.
+	code, body := httpGet(t, plainHTTP, "http://"+leader.HTTPAddr()+"/metrics")
+	for _, want := range []string{"\nordo_reservations_reserved_total 1\n", "\nordo_reservations_open 0\n"} {
+		if code != http.StatusOK || !strings.Contains(string(body), want) {
+			t.Errorf("leader's metrics lack %q", want)
+		}
+	}
+	for _, base := range []string{"http://" + leader.HTTPAddr(), url} {
+		for _, tt := range []struct {
+			path string
+			code int
+		}{
+			{"/v1/reservations/abandon?handle=" + res.Handle, http.StatusConflict},
+			{"/v1/reservations/complete?handle=r2.x", http.StatusBadRequest},
+			{"/v1/reservations/complete?handle=r1.18446744073709551614.1", http.StatusNotFound},
+		} {
+			if code, body := httpPost(t, base+tt.path, &w); code != tt.code {
+				t.Errorf("%s%s: %d %s, want %d", base, tt.path, code, body, tt.code)
+			}
+		}
+	}
+}

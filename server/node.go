@@ -244,9 +244,9 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
-	// The gauges read Raft, the FSM and the sequencer, which exist from
-	// here; nothing counts before watchLeadership starts, below.
-	n.metrics = metrics.New(n.raft, n.fsm, n.seq)
+	// The gauges read Raft, the FSM, the sequencer and the settler, which
+	// exist from here; nothing counts before watchLeadership starts, below.
+	n.metrics = metrics.New(n.raft, n.fsm, n.seq, n.settler, n.cfg.Layout)
 	// NewRaft has read the configuration from the data dir: the handshake
 	// checks peers against it from now on.
 	n.refreshMembers()

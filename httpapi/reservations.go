@@ -1,0 +1,121 @@
+package httpapi
+
+// The settled order's routes: tracked reservations and the settled mark
+// W. Each goes through the node's gRPC path for the same call (forwarded
+// to the leader by a follower), so HTTP callers get its guarantees and
+// its errors.
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
+)
+
+// reservationResponse is the answer of POST /v1/reservations. IDs are
+// rendered as /v1/ids renders them.
+type reservationResponse struct {
+	Handle string   `json:"handle"`
+	IDs    []string `json:"ids"`
+	TTLMs  uint32   `json:"ttl_ms"`
+}
+
+// markResponse is W, as an ID of a 64-bit layout (0 under a 128-bit
+// one, as gRPC answers) and in ticks; strings, as IDs are everywhere.
+type markResponse struct {
+	Watermark     string `json:"watermark"`
+	WatermarkTick string `json:"watermark_tick"`
+}
+
+// decisionResponse is the answer of a complete, abandon or extend: the
+// reservation's fate and W after it.
+type decisionResponse struct {
+	Fate string `json:"fate"`
+	markResponse
+}
+
+func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	count, err := countParam(q)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ttl, err := ttlParam(q)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	// Asked first, so that a node that cannot render opens nothing.
+	l, group, err := h.node.ClusterLayout()
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	resp, err := h.node.Reserve(ctx, &api.ReserveRequest{Count: count, TtlMs: ttl})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	// A reservation whose IDs cannot be rendered is left to expire: it
+	// holds W back by its TTL, and nobody can complete it.
+	_, ids, err := render(l, group, resp.Runs, count)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, reservationResponse{Handle: resp.Handle, IDs: ids, TTLMs: resp.TtlMs})
+}
+
+// decide serves the route that does do to a reservation.
+func (h *handler) decide(do fsm.Do) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		handle, err := handleParam(q)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		var ttl uint32
+		if do == fsm.DoExtend {
+			if ttl, err = ttlParam(q); err != nil {
+				h.fail(w, r, err)
+				return
+			}
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+		defer cancel()
+		resp, err := h.node.Decide(ctx, do, handle, ttl)
+		if err != nil {
+			h.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, decisionResponse{Fate: fateName(resp.Fate), markResponse: mark(resp.Watermark, resp.WatermarkTick)})
+	}
+}
+
+func (h *handler) watermark(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	resp, err := h.node.Watermark(ctx)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, mark(resp.Watermark, resp.WatermarkTick))
+}
+
+func mark(id, tick uint64) markResponse {
+	return markResponse{Watermark: strconv.FormatUint(id, 10), WatermarkTick: strconv.FormatUint(tick, 10)}
+}
+
+// fateName is the fate as the proto names it, without its prefix and in
+// lower case: api.Fate_FATE_COMPLETED is "completed".
+func fateName(f api.Fate) string {
+	return strings.ToLower(strings.TrimPrefix(f.String(), "FATE_"))
+}
