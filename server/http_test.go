@@ -365,7 +365,7 @@ func TestHTTPSettledOrder(t *testing.T) {
 	}
 	// The leader's metrics read its settler.
 	code, body := httpGet(t, plainHTTP, "http://"+leader.HTTPAddr()+"/metrics")
-	for _, want := range []string{"\nordo_reservations_reserved_total 1\n", "\nordo_reservations_open 0\n"} {
+	for _, want := range []string{"\nordo_reservations_reserved_total 1\n", "\nordo_reservations_completed_total 1\n", "\nordo_reservations_open 0\n"} {
 		if code != http.StatusOK || !strings.Contains(string(body), want) {
 			t.Errorf("leader's metrics lack %q", want)
 		}

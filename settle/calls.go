@@ -357,26 +357,24 @@ func (s *Settler) account(tr fsm.Track, o fsm.Outcome, now time.Time) {
 	if !s.leading || o.Err != nil {
 		return
 	}
-	switch o.Fate {
-	case fsm.FateOpen:
+	if o.Fate == fsm.FateOpen {
 		// An Expire that finds it open was judged before an Extend,
 		// whose own outcome set the new deadline.
 		if tr.Do == fsm.DoOpen || tr.Do == fsm.DoExtend {
 			s.setDeadlineLocked(deadline{at: now.Add(ms(tr.TTLMs)), first: tr.First, count: tr.Count, ext: o.Ext})
 		}
 		return
-	case fsm.FateExpired:
-		if tr.Do == fsm.DoExpire {
-			s.stats.Expired++
-		}
-	case fsm.FateAbandoned:
-		if tr.Do == fsm.DoAbandon {
-			s.stats.Abandoned++
-		}
-	case fsm.FateCompleted:
-		if tr.Do == fsm.DoComplete {
-			s.stats.Completed++
-		}
+	}
+	// Counted when this track closed it: a retry finds it closed, and an
+	// expiry was taken off the deadlines when it was proposed.
+	_, wasOpen := s.clocks[tr.First]
+	switch {
+	case tr.Do == fsm.DoExpire && o.Fate == fsm.FateExpired:
+		s.stats.Expired++
+	case wasOpen && tr.Do == fsm.DoAbandon && o.Fate == fsm.FateAbandoned:
+		s.stats.Abandoned++
+	case wasOpen && tr.Do == fsm.DoComplete && o.Fate == fsm.FateCompleted:
+		s.stats.Completed++
 	}
 	delete(s.clocks, tr.First)
 }
