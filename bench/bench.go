@@ -5,7 +5,9 @@
 //
 // The same callers can drive an etcd cluster instead (Config.Target), one
 // Put per number with the store revision as the sequence number, so the
-// two systems are measured and checked by exactly the same code.
+// two systems are measured and checked by exactly the same code. Tracked
+// reservations are measured too (Reserve then Complete), beside their
+// floor of bare batched Raft commits and the settled mark's lag.
 package bench
 
 import (
@@ -15,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -50,12 +53,26 @@ const (
 	// them on its stream. It is what the default client's figures would be
 	// if Ordo cost nothing.
 	TargetStreamFloor = "stream-floor"
+	// TargetReserve is tracked reservations through the default client:
+	// each call reserves Count IDs (TTL 30 s) and completes them, two
+	// batched Raft commits; its IDs are checked as TargetOrdo's.
+	TargetReserve = "reserve"
+	// TargetCommitFloor is TargetReserve's floor: each caller holds one
+	// open reservation and each call extends it twice, two batched Raft
+	// commits through the same settle loop with nothing else, no IDs.
+	TargetCommitFloor = "commit-floor"
+	// TargetWatermarkLag is one writer reserving, extending and completing
+	// one ID at a time, and a watcher of W: each call's Result.Lag is how
+	// soon the watcher saw W pass the ID. Concurrency is ignored.
+	TargetWatermarkLag = "watermark-lag"
 )
+
+// Targets lists every target, for usage messages.
+var Targets = []string{TargetOrdo, TargetEtcd, TargetFloor, TargetStreamFloor, TargetReserve, TargetCommitFloor, TargetWatermarkLag}
 
 // Config is one benchmark run.
 type Config struct {
-	// Target is TargetOrdo (also when empty), TargetEtcd, TargetFloor or
-	// TargetStreamFloor.
+	// Target is one of Targets; empty is TargetOrdo.
 	Target string
 	// Addrs are the cluster's gRPC addresses: Ordo nodes, or etcd client
 	// endpoints (host:port) for TargetEtcd.
@@ -108,6 +125,8 @@ type Result struct {
 	LongestGap time.Duration `json:"longest_gap"`
 	// Check is the history checker's report on every response.
 	Check history.Report `json:"check"`
+	// Lag is TargetWatermarkLag's measurement, nil for the other targets.
+	Lag *Lag `json:"watermark_lag,omitempty"`
 }
 
 // OK reports whether everything received kept the guarantees: the
@@ -126,6 +145,9 @@ func (r Result) String() string {
 	if r.LastError != "" {
 		s += "last error: " + r.LastError + "\n"
 	}
+	if r.Lag != nil {
+		s += r.Lag.String()
+	}
 	return s
 }
 
@@ -133,6 +155,9 @@ func (r Result) String() string {
 func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Target == "" {
 		cfg.Target = TargetOrdo
+	}
+	if cfg.Target == TargetWatermarkLag && cfg.Concurrency > 0 {
+		cfg.Concurrency = 1 // one writer: nothing else holds W back
 	}
 	tgt, err := newTarget(cfg)
 	if err != nil {
@@ -150,7 +175,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	rec := history.NewRecorder()
 	var tally history.Tally
 	start, elapsed := drive(ctx, cfg, tgt, rec, &tally)
-	return result(cfg.Target, rec, &tally, start, elapsed), nil
+	res := result(cfg.Target, rec, &tally, start, elapsed)
+	if l, ok := tgt.(*lagTarget); ok {
+		res.Lag = l.lag()
+	}
+	return res, nil
 }
 
 // newTarget checks cfg and connects to what it names.
@@ -182,9 +211,33 @@ func newTarget(cfg Config) (target, error) {
 			return nil, fmt.Errorf("%w: the stream floor is the default client's stream with nothing behind it: want count 1, no other Ordo client modes", ErrBadConfig)
 		}
 		return newStreamFloorTarget(cfg.Addrs[0], cfg.TLS)
+	case TargetReserve, TargetCommitFloor, TargetWatermarkLag:
+		return newSettleTarget(cfg)
 	default:
-		return nil, fmt.Errorf("%w: unknown target %q (want %q, %q, %q or %q)", ErrBadConfig, cfg.Target, TargetOrdo, TargetEtcd, TargetFloor, TargetStreamFloor)
+		return nil, fmt.Errorf("%w: unknown target %q (want one of %s)", ErrBadConfig, cfg.Target, strings.Join(Targets, ", "))
 	}
+}
+
+// newSettleTarget checks cfg for a target of the settled order and
+// connects to the cluster. They measure the default client, whose settle
+// calls are unary with retries, so no other client mode applies.
+func newSettleTarget(cfg Config) (target, error) {
+	if cfg.Unary || cfg.Coalesce > 0 {
+		return nil, fmt.Errorf("%w: target %s measures the default client: no --unary or --coalesce", ErrBadConfig, cfg.Target)
+	}
+	switch cfg.Target {
+	case TargetReserve:
+		return newReserveTarget(cfg)
+	case TargetCommitFloor:
+		if cfg.Count != 1 {
+			return nil, fmt.Errorf("%w: the commit floor hands out no IDs: want count 1", ErrBadConfig)
+		}
+		return newCommitFloorTarget(cfg)
+	}
+	if cfg.Count != 1 {
+		return nil, fmt.Errorf("%w: the watermark lag is measured on reservations of one ID: want count 1", ErrBadConfig)
+	}
+	return newLagTarget(cfg)
 }
 
 // drive runs cfg.Concurrency callers on tgt until cfg.Duration ends or ctx

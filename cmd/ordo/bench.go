@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -26,12 +27,18 @@ const defaultEtcdAddrs = "127.0.0.1:2379"
 
 func runBench(args []string) error {
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
-	target := fs.String("target", bench.TargetOrdo, "what to measure: \"ordo\"; \"etcd\" (one Put per ID, its revision as the ID; --addrs are then etcd client endpoints); \"floor\" (a bare gRPC health check to the first address, which any Ordo node serves: what one unary round trip costs on this machine, the floor of --unary); or \"stream-floor\" (the callers share one stream to the first address, which echoes every call at once with no IDs, sent as the default client sends them: the floor of the default client)")
+	target := fs.String("target", bench.TargetOrdo, "what to measure, or several, comma-separated, measured one after the other in one run and compared (the first over each other): "+
+		"\"ordo\"; \"etcd\" (one Put per ID, its revision as the ID; --addrs are then etcd client endpoints); "+
+		"\"floor\" (a bare gRPC health check to the first address, which any Ordo node serves: what one unary round trip costs on this machine, the floor of --unary); "+
+		"\"stream-floor\" (the callers share one stream to the first address, which echoes every call at once with no IDs, sent as the default client sends them: the floor of the default client); "+
+		"\"reserve\" (each call is Reserve, TTL 30s, then Complete: two batched Raft commits); "+
+		"\"commit-floor\" (each caller holds one reservation and each call extends it twice: two batched Raft commits and nothing else, the floor of reserve); "+
+		"\"watermark-lag\" (one writer reserves, extends and completes one ID at a time while a watcher follows W: how soon W passes each completed ID, against one commit; --concurrency does not apply)")
 	// The default depends on --target, so it is chosen after parsing.
 	addrs := fs.String("addrs", "", "comma-separated gRPC addresses of cluster nodes (default "+defaultAddrs+", or "+defaultEtcdAddrs+" for etcd)")
 	concurrency := fs.Int("concurrency", 64, "concurrent callers (sharing one Ordo client; for etcd, spread over the endpoints round-robin)")
 	count := fs.Int("count", 1, "IDs per request")
-	duration := fs.Duration("duration", 10*time.Second, "how long to run")
+	duration := fs.Duration("duration", 10*time.Second, "how long to run each target")
 	unary := fs.Bool("unary", false, "one unary RPC per call, as callers without the Go client make them (default: the Go client's shared stream)")
 	coalesce := fs.Int("coalesce", 0, "share requests among the callers, with at most this many in flight (0: one request per call)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
@@ -41,11 +48,15 @@ func runBench(args []string) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	targets := splitList(*target)
+	if len(targets) == 0 {
+		return fmt.Errorf("%w: --target names nothing", errUsage)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if *start != 0 {
-		if *addrs != "" || *target != bench.TargetOrdo {
-			return fmt.Errorf("%w: --start measures the Ordo nodes it starts: no --addrs, no --target", errUsage)
+		if *addrs != "" || slices.Contains(targets, bench.TargetEtcd) {
+			return fmt.Errorf("%w: --start measures the Ordo nodes it starts: no --addrs, no etcd target", errUsage)
 		}
 		c, err := startLocalCluster(ctx, *start)
 		if err != nil {
@@ -56,14 +67,8 @@ func runBench(args []string) error {
 	}
 	if *addrs == "" {
 		*addrs = defaultAddrs
-		if *target == bench.TargetEtcd {
+		if slices.Contains(targets, bench.TargetEtcd) {
 			*addrs = defaultEtcdAddrs
-		}
-	}
-	var addrList []string
-	for _, a := range strings.Split(*addrs, ",") {
-		if a = strings.TrimSpace(a); a != "" {
-			addrList = append(addrList, a)
 		}
 	}
 	t, err := tlsFiles.load()
@@ -81,30 +86,97 @@ func runBench(args []string) error {
 		}
 		defer stopProfile()
 	}
-	fmt.Fprintf(os.Stderr, "ordo bench: target %s at %s: %d callers, %d IDs per call, coalescing %d, unary %t, %s\n",
-		*target, strings.Join(addrList, ","), *concurrency, *count, *coalesce, *unary, *duration)
-	res, err := bench.Run(ctx, bench.Config{
-		Target: *target, Addrs: addrList, Concurrency: *concurrency, Count: *count,
+	cfg := bench.Config{
+		Addrs: splitList(*addrs), Concurrency: *concurrency, Count: *count,
 		Duration: *duration, Coalesce: *coalesce, Unary: *unary, Progress: os.Stderr, TLS: tlsConf,
-	})
-	if errors.Is(err, bench.ErrBadConfig) {
-		return fmt.Errorf("%w: %v", errUsage, err)
 	}
+	results, err := runTargets(ctx, cfg, targets)
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		err = printJSON(struct {
-			OK bool `json:"ok"`
-			bench.Result
-		}{res.OK(), res})
-	} else {
-		fmt.Print(res)
+	return printBench(results, *asJSON)
+}
+
+// splitList is a comma-separated list, blanks dropped.
+func splitList(s string) []string {
+	var out []string
+	for _, a := range strings.Split(s, ",") {
+		if a = strings.TrimSpace(a); a != "" {
+			out = append(out, a)
+		}
 	}
-	if err == nil && !res.OK() {
+	return out
+}
+
+// runTargets measures each target in turn with cfg.
+func runTargets(ctx context.Context, cfg bench.Config, targets []string) ([]bench.Result, error) {
+	var results []bench.Result
+	for _, tg := range targets {
+		cfg.Target = tg
+		fmt.Fprintf(os.Stderr, "ordo bench: target %s at %s: %s\n", tg, strings.Join(cfg.Addrs, ","), describeRun(cfg))
+		res, err := bench.Run(ctx, cfg)
+		if errors.Is(err, bench.ErrBadConfig) {
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("target %s: %w", tg, err)
+		}
+		results = append(results, res)
+	}
+	return results, nil
+}
+
+// describeRun is what cfg runs, for the line before it.
+func describeRun(cfg bench.Config) string {
+	if cfg.Target == bench.TargetWatermarkLag {
+		return fmt.Sprintf("one writer, one ID at a time, and a watcher of W, %s", cfg.Duration)
+	}
+	return fmt.Sprintf("%d callers, %d IDs per call, coalescing %d, unary %t, %s", cfg.Concurrency, cfg.Count, cfg.Coalesce, cfg.Unary, cfg.Duration)
+}
+
+// printBench prints the results, and with several how the first compares
+// with each other; it fails when any run received IDs that break the
+// order. One result prints as it always has.
+func printBench(results []bench.Result, asJSON bool) error {
+	type run struct {
+		OK bool `json:"ok"`
+		bench.Result
+	}
+	ok, runs := true, make([]run, len(results))
+	for i, r := range results {
+		ok = ok && r.OK()
+		runs[i] = run{r.OK(), r}
+	}
+	var err error
+	switch {
+	case asJSON && len(runs) == 1:
+		err = printJSON(runs[0])
+	case asJSON:
+		err = printJSON(struct {
+			OK     bool          `json:"ok"`
+			Runs   []run         `json:"runs"`
+			Ratios []bench.Ratio `json:"ratios"`
+		}{ok, runs, bench.Ratios(results)})
+	default:
+		printBenchText(results)
+	}
+	if err == nil && !ok {
 		err = errBenchWrong
 	}
 	return err
+}
+
+func printBenchText(results []bench.Result) {
+	if len(results) == 1 {
+		fmt.Print(results[0])
+		return
+	}
+	for _, r := range results {
+		fmt.Printf("== %s ==\n%s\n", r.Target, r)
+	}
+	for _, r := range bench.Ratios(results) {
+		fmt.Println(r)
+	}
 }
 
 // startCPUProfile profiles this process into path until stop is called.
@@ -140,7 +212,7 @@ func startLocalCluster(ctx context.Context, n int) (*localCluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	fmt.Fprintf(os.Stderr, "ordo bench: starting %d nodes, data in %s\n", n, dir)
+	fmt.Fprintf(os.Stderr, "ordo bench: starting %d nodes, data in %s on %s\n", n, dir, diskOf(dir))
 	sctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	c, err := verify.StartCluster(sctx, verify.ClusterConfig{Binary: bin, Dir: dir, Nodes: n})
