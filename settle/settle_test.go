@@ -402,13 +402,19 @@ func (r *rig) advance(d time.Duration) {
 }
 
 // barrier returns once the loop has judged expiry at the clock's current
-// reading and the log applied what it proposed: the Watermark call's own
-// flush judges expiry, and its entry (or, with nothing to commit, the
-// synchronous log) has applied every earlier one.
-func (r *rig) barrier() { r.watermark() }
+// reading and every entry proposed before has been answered: it commits a
+// decision that changes nothing (of ticks never handed out), whose entry
+// carries the expiries due and is answered after every earlier one.
+func (r *rig) barrier() {
+	r.t.Helper()
+	if _, _, err := r.s.Decide(ctx(r.t), fsm.DoComplete, 1<<40-1, 1, 0); !errors.Is(err, ErrUnknown) {
+		r.t.Fatalf("barrier: %v, want ErrUnknown", err)
+	}
+}
 
 // loopBarrier returns once the loop finished every flush it began before
-// the call: it takes a wake only between flushes, and takes two here.
+// the call, and holds no wake: it takes a wake only between flushes, and
+// takes two here (the flush of the second may still run).
 func (r *rig) loopBarrier() {
 	r.t.Helper()
 	for range 2 {
@@ -785,7 +791,7 @@ func TestLimits(t *testing.T) {
 	r.decideOK(fsm.DoAbandon, b, 0, fsm.FateAbandoned)
 	r.log.Hold()
 	held := async(func() error { _, err := r.s.Reserve(ctx(t), 1, 0); return err })
-	eventually(t, "the reserve proposed", func() bool { return r.log.Held() == 1 })
+	eventually(t, "the reserve proposed", func() bool { return r.log.Held() >= 1 })
 	if _, err := r.s.Reserve(ctx(t), 1, 0); !errors.Is(err, ErrTooManyOpen) {
 		t.Fatalf("reservation with one open and one proposed, MaxOpen 2: %v, want ErrTooManyOpen", err)
 	}
@@ -848,19 +854,23 @@ func TestConfigValidate(t *testing.T) {
 func TestReserveCommittedInAnotherTermFails(t *testing.T) {
 	r := newRig(t, testConfig())
 	r.log.setTerm(2)
-	if res, err := r.s.Reserve(ctx(t), 2, 100*time.Millisecond); !errors.Is(err, sequencer.ErrNotLeader) {
+	if res, err := r.s.Reserve(ctx(t), 2, time.Hour); !errors.Is(err, sequencer.ErrNotLeader) {
 		t.Fatalf("reserve committed in term 2, assigned in term 1: %+v, %v; want ErrNotLeader", res, err)
 	}
 	tk := r.fsm.Tracked()
 	if o, ok := tk.Open[firstTick]; !ok || o.Count != 2 {
 		t.Fatalf("open reservations %+v: want the unanswered one open", tk.Open)
 	}
+	// Let the wake of the deadline just set pass, and a read end the flush
+	// it began, so that no flush but the next read's sees the next tick.
+	r.loopBarrier()
+	r.watermark()
 	r.ids.Next(1) // so that the read commits an entry
 	if w, err := r.s.Watermark(ctx(t)); !errors.Is(err, sequencer.ErrNotLeader) {
 		t.Fatalf("W committed in term 2, asked in term 1: %d, %v; want ErrNotLeader", w, err)
 	}
 	r.log.setTerm(1)
-	r.advance(150 * time.Millisecond)
+	r.advance(time.Hour + time.Millisecond)
 	r.waitExpired(1)
 	r.wantFate(Reservation{Block: sequencer.Block{First: firstTick, Count: 2}}, fsm.FateExpired)
 	r.reserve(1, 0)
@@ -986,4 +996,24 @@ func TestNotLeadingAndClusterVersion(t *testing.T) {
 	v1 := start(t, testConfig(), 1)
 	v1.s.Lead()
 	check("at cluster version 1", v1, ErrClusterVersion)
+}
+
+// The loop's timer, not only a wake, expires a reservation: with no
+// other traffic after it opened, a lone reservation still expires once its
+// TTL passed; and so does one whose deadline falls before the one the
+// timer was set for.
+func TestLoneReservationExpiresOnItsTimer(t *testing.T) {
+	r := newRig(t, testConfig())
+	a := r.reserve(1, 50*time.Millisecond)
+	r.clock.Advance(time.Second) // no wake: only the timer can notice
+	r.waitExpired(1)
+	r.wantFate(a, fsm.FateExpired)
+
+	long := r.reserve(1, time.Hour)
+	r.loopBarrier() // the timer is set for long's deadline
+	b := r.reserve(1, 50*time.Millisecond)
+	r.clock.Advance(time.Second)
+	r.waitExpired(2)
+	r.wantFate(b, fsm.FateExpired)
+	r.wantFate(long, fsm.FateOpen)
 }
