@@ -378,7 +378,10 @@ func (s *Settler) account(tr fsm.Track, o fsm.Outcome, now time.Time) {
 }
 
 // fail answers every call of f with err. Expiries it carried are judged
-// again at once: the entry may not have committed.
+// again at once: the entry may not have committed. Not one whose
+// reservation has a deadline again: an Extend applied since the Expire
+// was judged set it, and the Expire, judged on the extension count before,
+// would now be a no-op that leaves the reservation without any deadline.
 func (s *Settler) fail(f flight, err error) {
 	now := s.clock()
 	s.mu.Lock()
@@ -387,7 +390,9 @@ func (s *Settler) fail(f flight, err error) {
 		case tr.Do == fsm.DoOpen:
 			s.opening--
 		case f.owners[i] == nil && s.leading:
-			s.setDeadlineLocked(deadline{at: now, first: tr.First, count: tr.Count, ext: tr.Ext})
+			if _, ok := s.clocks[tr.First]; !ok {
+				s.setDeadlineLocked(deadline{at: now, first: tr.First, count: tr.Count, ext: tr.Ext})
+			}
 		}
 	}
 	s.mu.Unlock()

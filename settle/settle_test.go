@@ -1017,3 +1017,25 @@ func TestLoneReservationExpiresOnItsTimer(t *testing.T) {
 	r.wantFate(b, fsm.FateExpired)
 	r.wantFate(long, fsm.FateOpen)
 }
+
+// The same interleaving, with the stale Expire's entry failing: the
+// retried Expire must not replace the deadline the Extend set, or the
+// reservation never expires on this leader.
+func TestFailedStaleExpireKeepsTheExtendedDeadline(t *testing.T) {
+	r := newRig(t, testConfig())
+	a := r.reserve(1, 100*time.Millisecond)
+	r.log.setFail(failOnce(isDo(fsm.DoExpire, a.First)))
+	ext := staleExpire(t, r, a)
+	r.log.Release()
+	if err := within(t, "Extend", ext); err != nil {
+		t.Fatalf("Extend: %v", err)
+	}
+	r.barrier()
+	r.wantFate(a, fsm.FateOpen)
+	if st := r.s.Stats(); st.Open != 1 {
+		t.Fatalf("stats %+v: the Settler lost the reservation's deadline", st)
+	}
+	r.advance(time.Second + 20*time.Millisecond) // past 1150ms
+	r.waitExpired(1)
+	r.wantFate(a, fsm.FateExpired)
+}
