@@ -107,9 +107,8 @@ func (s *Settler) Watermark(ctx context.Context) (uint64, error) {
 
 // call queues r for the next entry and waits for its answer.
 func (s *Settler) call(ctx context.Context, r *request) (*request, error) {
-	if v := s.state.ClusterVersion(); v < fsm.Reads {
-		return r, fmt.Errorf("%w: it is %d, they need %d, which the leader records once every voter reports that it runs an Ordo that reads it (ordo status shows each node's): upgrade every node",
-			ErrClusterVersion, v, fsm.Reads)
+	if err := s.versionErr(); err != nil {
+		return r, err
 	}
 	r.ctx, r.done = ctx, make(chan struct{})
 	select {
@@ -127,6 +126,16 @@ func (s *Settler) call(ctx context.Context, r *request) (*request, error) {
 	case <-s.stop:
 		return r, sequencer.ErrNotLeader
 	}
+}
+
+// versionErr refuses while the cluster's version does not allow settle
+// entries.
+func (s *Settler) versionErr() error {
+	if v := s.state.ClusterVersion(); v < fsm.Reads {
+		return fmt.Errorf("%w: it is %d, they need %d, which the leader records once every voter reports that it runs an Ordo that reads it (ordo status shows each node's): upgrade every node",
+			ErrClusterVersion, v, fsm.Reads)
+	}
+	return nil
 }
 
 // run gathers the calls that arrive together, and the expiries that fall
@@ -191,6 +200,15 @@ type flight struct {
 // is nothing to commit, confirms leadership for the reads of W. It
 // returns how long until the next expiry is due.
 func (s *Settler) flush(batch []*request) time.Duration {
+	// No settle entry before the cluster reads them, not even a frontier
+	// with no call waiting: a node of an older version stops at one, and
+	// a rejected entry would fail and wake this loop again and again.
+	if err := s.versionErr(); err != nil {
+		for _, r := range batch {
+			r.finish(err)
+		}
+		return time.Hour
+	}
 	s.mu.Lock()
 	leading := s.leading
 	expiries, nextDue := s.dueLocked(s.clock())

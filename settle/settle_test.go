@@ -993,9 +993,16 @@ func TestNotLeadingAndClusterVersion(t *testing.T) {
 	r.ids.setTerm(0) // the sequencer stopped serving before the Settler heard
 	check("with the sequencer not serving", r, sequencer.ErrNotLeader)
 
+	// Below version 2 no settle entry is proposed, not even when leading
+	// would commit a frontier: an older node that meets one stops.
 	v1 := start(t, testConfig(), 1)
 	v1.s.Lead()
+	v1.loopBarrier()
 	check("at cluster version 1", v1, ErrClusterVersion)
+	v1.loopBarrier()
+	if n := len(v1.log.Proposed()); n != 0 {
+		t.Fatalf("%d entries proposed at cluster version 1", n)
+	}
 }
 
 // The loop's timer, not only a wake, expires a reservation: with no
