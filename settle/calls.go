@@ -234,7 +234,11 @@ func (s *Settler) flush(batch []*request) time.Duration {
 		return untilDue(nextDue, s.clock())
 	}
 	f.pending = s.log.Settle(fsm.Command{Op: fsm.OpSettle, Tracks: f.tracks, Frontier: next})
-	s.flights <- f
+	select {
+	case s.flights <- f:
+	case <-s.stop:
+		s.fail(f, sequencer.ErrNotLeader)
+	}
 	return untilDue(nextDue, s.clock())
 }
 
@@ -310,7 +314,7 @@ func (s *Settler) confirmReads(reads []*request, term uint64) {
 func (s *Settler) results() {
 	defer s.wg.Done()
 	for f := range s.flights {
-		res, err := f.pending.Result()
+		res, err := s.result(f.pending)
 		if err == nil && res.Err == nil && len(res.Outcomes) != len(f.tracks) {
 			err = fmt.Errorf("settle entry answered %d outcomes for %d tracks", len(res.Outcomes), len(f.tracks))
 		}
@@ -323,6 +327,27 @@ func (s *Settler) results() {
 			continue
 		}
 		s.applied(f, res)
+	}
+}
+
+// result waits for a proposed entry's result, or for Close: a log that
+// never answers (no quorum, a stalled disk) must not hold Close, and so
+// the node's shutdown, for ever.
+func (s *Settler) result(p Pending) (fsm.Result, error) {
+	type answer struct {
+		res fsm.Result
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := p.Result()
+		ch <- answer{res, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-s.stop:
+		return fsm.Result{}, sequencer.ErrNotLeader
 	}
 }
 

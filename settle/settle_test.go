@@ -1046,3 +1046,30 @@ func TestFailedStaleExpireKeepsTheExtendedDeadline(t *testing.T) {
 	r.waitExpired(1)
 	r.wantFate(a, fsm.FateExpired)
 }
+
+// Close fails the calls in flight and returns, even while the log holds
+// their entries.
+func TestCloseFailsCallsInFlight(t *testing.T) {
+	r := newRig(t, testConfig())
+	a := r.reserve(1, 0)
+	r.loopBarrier() // no flush of the loop's own between the calls'
+	r.watermark()
+	r.log.Hold()
+	var calls []<-chan error
+	calls = append(calls, async(func() error { _, err := r.s.Reserve(ctx(t), 1, 0); return err }))
+	eventually(t, "the reserve proposed", func() bool { return r.log.Held() == 1 })
+	calls = append(calls, async(func() error { _, _, err := r.decide(fsm.DoComplete, a, 0); return err }))
+	eventually(t, "the complete proposed", func() bool { return r.log.Held() == 2 })
+	r.ids.Next(1)
+	calls = append(calls, async(func() error { _, err := r.s.Watermark(ctx(t)); return err }))
+	eventually(t, "the read proposed", func() bool { return r.log.Held() == 3 })
+	r.close()
+	for i, ch := range calls {
+		if err := within(t, "a call in flight", ch); !errors.Is(err, sequencer.ErrNotLeader) {
+			t.Errorf("call %d in flight at Close: %v, want ErrNotLeader", i, err)
+		}
+	}
+	if _, err := r.s.Reserve(ctx(t), 1, 0); !errors.Is(err, sequencer.ErrNotLeader) {
+		t.Fatalf("Reserve after Close: %v, want ErrNotLeader", err)
+	}
+}
