@@ -102,7 +102,11 @@ func refusal(do fsm.Do, f fsm.Fate, first, count uint64) error {
 // pending) or after a confirmation round.
 func (s *Settler) Watermark(ctx context.Context) (uint64, error) {
 	r, err := s.call(ctx, &request{})
-	return r.settled, err
+	if err != nil {
+		// r may still be answered: its fields are not ours to read.
+		return 0, err
+	}
+	return r.settled, nil
 }
 
 // call queues r for the next entry and waits for its answer.

@@ -1073,3 +1073,29 @@ func TestCloseFailsCallsInFlight(t *testing.T) {
 		t.Fatalf("Reserve after Close: %v, want ErrNotLeader", err)
 	}
 }
+
+// A read of W given up (its context ended) while its entry is in flight
+// returns at once, and the entry's answer, which comes later, does not
+// race with it (go test -race).
+func TestReadGivenUpWhileItsEntryIsInFlight(t *testing.T) {
+	r := newRig(t, testConfig())
+	r.loopBarrier() // Lead's wake: no flush of the loop's own after this read
+	r.watermark()
+	r.ids.Next(1) // so that the read commits an entry
+	r.log.Hold()
+	c, cancel := context.WithCancel(context.Background())
+	read := make(chan error, 1)
+	go func() {
+		_, err := r.s.Watermark(c)
+		read <- err
+	}()
+	eventually(t, "the read proposed", func() bool { return r.log.Held() == 1 })
+	cancel()
+	// The answer is written with nothing ordering it after the read's
+	// return: only then can the race detector see the two meet.
+	r.log.Release()
+	r.barrier()
+	if err := within(t, "the read", read); !errors.Is(err, context.Canceled) {
+		t.Fatalf("read given up: %v, want context.Canceled", err)
+	}
+}
