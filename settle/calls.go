@@ -41,6 +41,10 @@ type Reservation struct {
 // Reserve hands out count ticks as one tracked reservation that lives ttl
 // (0: the default), once its opening is committed.
 func (s *Settler) Reserve(ctx context.Context, count uint64, ttl time.Duration) (Reservation, error) {
+	if count == 0 {
+		// A request of no count is a read of W.
+		return Reservation{}, fmt.Errorf("%w: count 0", sequencer.ErrBadCount)
+	}
 	if ttl == 0 {
 		ttl = s.cfg.DefaultTTL
 	}
@@ -58,6 +62,17 @@ func (s *Settler) Reserve(ctx context.Context, count uint64, ttl time.Duration) 
 // the reservation of count ticks from first, and returns its fate and W
 // after it. A fate that refuses the call is an error too.
 func (s *Settler) Decide(ctx context.Context, do fsm.Do, first, count uint64, ttl time.Duration) (fsm.Fate, uint64, error) {
+	// Refused here, alone: in the entry, a Track the FSM refuses to decode
+	// fails every call that shares it (an unknown one even stops every
+	// node, as unreadable); an Open or Expire is the leader's to make.
+	switch do {
+	case fsm.DoComplete, fsm.DoAbandon, fsm.DoExtend:
+	default:
+		return 0, 0, fmt.Errorf("settle: a call completes, abandons or extends a reservation, not %q", do)
+	}
+	if first == 0 || count == 0 || first+count < first {
+		return 0, 0, fmt.Errorf("%w: none holds %d ticks from tick %d", ErrUnknown, count, first)
+	}
 	if do == fsm.DoExtend {
 		if ttl == 0 {
 			ttl = s.cfg.DefaultTTL

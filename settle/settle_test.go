@@ -1099,3 +1099,68 @@ func TestReadGivenUpWhileItsEntryIsInFlight(t *testing.T) {
 		t.Fatalf("read given up: %v, want context.Canceled", err)
 	}
 }
+
+// A call with a malformed handle or count is refused on its own: it
+// neither becomes another call (a reserve of 0 is not a read of W) nor
+// fails the entry, and so the other calls, that it would share.
+func TestMalformedCallsAreRefusedAlone(t *testing.T) {
+	r := newRig(t, testConfig())
+	if res, err := r.s.Reserve(ctx(t), 0, 0); !errors.Is(err, sequencer.ErrBadCount) {
+		t.Errorf("Reserve of 0 ticks: %+v, %v; want ErrBadCount", res, err)
+	}
+	a := r.reserve(1, time.Hour)
+	b := r.reserve(1, time.Hour)
+
+	// Only Complete, Abandon and Extend are a caller's to decide.
+	for _, do := range []fsm.Do{fsm.DoExpire, fsm.DoOpen, "bogus"} {
+		if f, _, err := r.decide(do, a, time.Second); err == nil {
+			t.Errorf("Decide(%s): fate %s, no error", do, f)
+		}
+	}
+	if err := r.fsm.Unreadable(); err != nil {
+		t.Fatalf("a decision the caller named wrote an entry no node reads: %v", err)
+	}
+	r.wantFate(a, fsm.FateOpen)
+
+	// Fill the pipeline (one entry answering, two queued, one waiting to
+	// queue) so that the next calls gather into one entry.
+	r.loopBarrier()
+	r.watermark()
+	r.log.Hold()
+	var fill []<-chan error
+	for i := range 2 + inFlight {
+		fill = append(fill, async(func() error {
+			_, _, err := r.decide(fsm.DoExtend, a, time.Hour)
+			return err
+		}))
+		eventually(t, "an Extend proposed", func() bool { return r.log.Held() == i+1 })
+	}
+	good := async(func() error { _, _, err := r.decide(fsm.DoComplete, b, 0); return err })
+	var bad []<-chan error
+	var refused atomic.Int32
+	handles := []sequencer.Block{{First: 0, Count: 1}, {First: b.First, Count: 0}, {First: ^uint64(0), Count: 2}}
+	for _, h := range handles {
+		bad = append(bad, async(func() error {
+			_, _, err := r.s.Decide(ctx(t), fsm.DoComplete, h.First, h.Count, 0)
+			refused.Add(1)
+			return err
+		}))
+	}
+	// Each call is queued for the one entry, or refused before.
+	eventually(t, "the calls queued", func() bool { return len(r.s.queue)+int(refused.Load()) == 1+len(handles) })
+	r.log.Release()
+	for _, ch := range fill {
+		if err := within(t, "Extend", ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, ch := range bad {
+		if err := within(t, "Complete of a malformed handle", ch); !errors.Is(err, ErrUnknown) {
+			t.Errorf("Complete of a malformed handle: %v, want ErrUnknown", err)
+		}
+	}
+	if err := within(t, "Complete", good); err != nil {
+		t.Fatalf("Complete batched with malformed handles: %v", err)
+	}
+	r.wantFate(b, fsm.FateCompleted)
+}
