@@ -424,15 +424,15 @@ func (s *Settler) account(tr fsm.Track, o fsm.Outcome, now time.Time) {
 		}
 		return
 	case fsm.FateExpired:
-		if tr.Do == fsm.DoExpire {
+		if o.Changed {
 			s.stats.Expired++
 		}
 	case fsm.FateAbandoned:
-		if tr.Do == fsm.DoAbandon {
+		if o.Changed {
 			s.stats.Abandoned++
 		}
 	case fsm.FateCompleted:
-		if tr.Do == fsm.DoComplete {
+		if o.Changed {
 			s.stats.Completed++
 		}
 	}

@@ -629,8 +629,9 @@ func TestDecisionsAreIdempotentAndFinal(t *testing.T) {
 	if w := r.watermark(); w != d.First {
 		t.Fatalf("W %d, want %d (d open)", w, d.First)
 	}
-	if st := r.s.Stats(); st.Open != 1 {
-		t.Fatalf("stats %+v: want 1 open", st)
+	st := r.s.Stats()
+	if st.Completed != 2 || st.Abandoned != 1 || st.Open != 1 {
+		t.Fatalf("stats %+v: want 2 completed, 1 abandoned (retries not counted again), 1 open", st)
 	}
 }
 
