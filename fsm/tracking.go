@@ -130,6 +130,11 @@ type Outcome struct {
 	// Ext is the reservation's extension count after the Track (Open,
 	// Extend), which a later Expire must name.
 	Ext uint64
+	// Changed reports whether the Track changed the reservation (opened,
+	// closed or extended it); false when it found the fate it answers
+	// already set, as a retry does, or was an Expire judged before an
+	// Extend. Counts of decisions count only these.
+	Changed bool
 	// Err is set when the Track was refused; nothing changed.
 	Err error
 }
@@ -186,20 +191,20 @@ func (t *Tracking) track(tr Track, reach uint64) Outcome {
 	switch tr.Do {
 	case DoComplete:
 		delete(t.Open, tr.First)
-		return Outcome{Fate: FateCompleted}
+		return Outcome{Fate: FateCompleted, Changed: true}
 	case DoAbandon:
 		t.bury(tr, FateAbandoned)
-		return Outcome{Fate: FateAbandoned}
+		return Outcome{Fate: FateAbandoned, Changed: true}
 	case DoExtend:
 		o.TTLMs, o.Ext = tr.TTLMs, o.Ext+1
 		t.Open[tr.First] = o
-		return Outcome{Fate: FateOpen, Ext: o.Ext}
+		return Outcome{Fate: FateOpen, Ext: o.Ext, Changed: true}
 	case DoExpire:
 		if tr.Ext != o.Ext {
 			return Outcome{Fate: FateOpen, Ext: o.Ext} // extended since judged
 		}
 		t.bury(tr, FateExpired)
-		return Outcome{Fate: FateExpired}
+		return Outcome{Fate: FateExpired, Changed: true}
 	}
 	return Outcome{Err: fmt.Errorf("%w: track %q", ErrInvalid, tr.Do)}
 }
@@ -218,7 +223,7 @@ func (t *Tracking) open(tr Track, reach uint64) Outcome {
 	}
 	t.Open[tr.First] = Open{Count: tr.Count, TTLMs: tr.TTLMs}
 	t.order = append(t.order, tr.First)
-	return Outcome{Fate: FateOpen}
+	return Outcome{Fate: FateOpen, Changed: true}
 }
 
 // fate is where a reservation that is not open stands.

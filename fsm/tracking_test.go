@@ -330,3 +330,37 @@ func TestSnapshotOfManyOpenReservationsIsSmall(t *testing.T) {
 	}
 	t.Logf("snapshot of %d open reservations: %d bytes", n, len(b))
 }
+
+// An Outcome is Changed only for the Track that changed the reservation:
+// a retry, or an Expire judged before an Extend, reads a fate it did not
+// set (the leader counts decisions by it).
+func TestTrackingOutcomeChangedOnlyByTheDecision(t *testing.T) {
+	f := trackedFSM(t, 100)
+	open := func(first uint64) Track { return Track{Do: DoOpen, First: first, Count: 1, TTLMs: 1} }
+	for i, o := range settleOK(t, f, 40, open(10), open(11), open(12)).Outcomes {
+		if o.Err != nil || o.Fate != FateOpen || !o.Changed {
+			t.Errorf("open %d: outcome %+v, want open, changed", i, o)
+		}
+	}
+	for i, c := range []struct {
+		tr      Track
+		fate    Fate
+		changed bool
+	}{
+		{Track{Do: DoComplete, First: 10, Count: 1}, FateCompleted, true},
+		{Track{Do: DoComplete, First: 10, Count: 1}, FateCompleted, false},
+		{Track{Do: DoAbandon, First: 11, Count: 1}, FateAbandoned, true},
+		{Track{Do: DoAbandon, First: 11, Count: 1}, FateAbandoned, false},
+		{Track{Do: DoExtend, First: 12, Count: 1, TTLMs: 5}, FateOpen, true},
+		{Track{Do: DoExpire, First: 12, Count: 1, Ext: 0}, FateOpen, false}, // judged before the Extend
+		{Track{Do: DoExpire, First: 12, Count: 1, Ext: 1}, FateExpired, true},
+		{Track{Do: DoExpire, First: 12, Count: 1, Ext: 1}, FateExpired, false},
+		{Track{Do: DoAbandon, First: 12, Count: 1}, FateExpired, false},
+		{Track{Do: DoComplete, First: 30, Count: 1}, FateCompleted, false}, // untracked
+	} {
+		o := settleOK(t, f, 40, c.tr).Outcomes[0]
+		if o.Err != nil || o.Fate != c.fate || o.Changed != c.changed {
+			t.Errorf("%d: %+v: outcome %+v, want fate %s, changed %v", i, c.tr, o, c.fate, c.changed)
+		}
+	}
+}

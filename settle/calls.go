@@ -41,6 +41,10 @@ type Reservation struct {
 // Reserve hands out count ticks as one tracked reservation that lives ttl
 // (0: the default), once its opening is committed.
 func (s *Settler) Reserve(ctx context.Context, count uint64, ttl time.Duration) (Reservation, error) {
+	if count == 0 {
+		// A request of no count is a read of W.
+		return Reservation{}, fmt.Errorf("%w: count 0", sequencer.ErrBadCount)
+	}
 	if ttl == 0 {
 		ttl = s.cfg.DefaultTTL
 	}
@@ -58,6 +62,17 @@ func (s *Settler) Reserve(ctx context.Context, count uint64, ttl time.Duration) 
 // the reservation of count ticks from first, and returns its fate and W
 // after it. A fate that refuses the call is an error too.
 func (s *Settler) Decide(ctx context.Context, do fsm.Do, first, count uint64, ttl time.Duration) (fsm.Fate, uint64, error) {
+	// Refused here, alone: in the entry, a Track the FSM refuses to decode
+	// fails every call that shares it (an unknown one even stops every
+	// node, as unreadable); an Open or Expire is the leader's to make.
+	switch do {
+	case fsm.DoComplete, fsm.DoAbandon, fsm.DoExtend:
+	default:
+		return 0, 0, fmt.Errorf("settle: a call completes, abandons or extends a reservation, not %q", do)
+	}
+	if first == 0 || count == 0 || first+count < first {
+		return 0, 0, fmt.Errorf("%w: none holds %d ticks from tick %d", ErrUnknown, count, first)
+	}
 	if do == fsm.DoExtend {
 		if ttl == 0 {
 			ttl = s.cfg.DefaultTTL
@@ -102,14 +117,17 @@ func refusal(do fsm.Do, f fsm.Fate, first, count uint64) error {
 // pending) or after a confirmation round.
 func (s *Settler) Watermark(ctx context.Context) (uint64, error) {
 	r, err := s.call(ctx, &request{})
-	return r.settled, err
+	if err != nil {
+		// r may still be answered: its fields are not ours to read.
+		return 0, err
+	}
+	return r.settled, nil
 }
 
 // call queues r for the next entry and waits for its answer.
 func (s *Settler) call(ctx context.Context, r *request) (*request, error) {
-	if v := s.state.ClusterVersion(); v < fsm.Reads {
-		return r, fmt.Errorf("%w: it is %d, they need %d, which the leader records once every voter reports that it runs an Ordo that reads it (ordo status shows each node's): upgrade every node",
-			ErrClusterVersion, v, fsm.Reads)
+	if err := s.versionErr(); err != nil {
+		return r, err
 	}
 	r.ctx, r.done = ctx, make(chan struct{})
 	select {
@@ -127,6 +145,16 @@ func (s *Settler) call(ctx context.Context, r *request) (*request, error) {
 	case <-s.stop:
 		return r, sequencer.ErrNotLeader
 	}
+}
+
+// versionErr refuses while the cluster's version does not allow settle
+// entries.
+func (s *Settler) versionErr() error {
+	if v := s.state.ClusterVersion(); v < fsm.Reads {
+		return fmt.Errorf("%w: it is %d, they need %d, which the leader records once every voter reports that it runs an Ordo that reads it (ordo status shows each node's): upgrade every node",
+			ErrClusterVersion, v, fsm.Reads)
+	}
+	return nil
 }
 
 // run gathers the calls that arrive together, and the expiries that fall
@@ -191,6 +219,15 @@ type flight struct {
 // is nothing to commit, confirms leadership for the reads of W. It
 // returns how long until the next expiry is due.
 func (s *Settler) flush(batch []*request) time.Duration {
+	// No settle entry before the cluster reads them, not even a frontier
+	// with no call waiting: a node of an older version stops at one, and
+	// a rejected entry would fail and wake this loop again and again.
+	if err := s.versionErr(); err != nil {
+		for _, r := range batch {
+			r.finish(err)
+		}
+		return time.Hour
+	}
 	s.mu.Lock()
 	leading := s.leading
 	expiries, nextDue := s.dueLocked(s.clock())
@@ -219,7 +256,11 @@ func (s *Settler) flush(batch []*request) time.Duration {
 		return untilDue(nextDue, s.clock())
 	}
 	f.pending = s.log.Settle(fsm.Command{Op: fsm.OpSettle, Tracks: f.tracks, Frontier: next})
-	s.flights <- f
+	select {
+	case s.flights <- f:
+	case <-s.stop:
+		s.fail(f, sequencer.ErrNotLeader)
+	}
 	return untilDue(nextDue, s.clock())
 }
 
@@ -295,7 +336,7 @@ func (s *Settler) confirmReads(reads []*request, term uint64) {
 func (s *Settler) results() {
 	defer s.wg.Done()
 	for f := range s.flights {
-		res, err := f.pending.Result()
+		res, err := s.result(f.pending)
 		if err == nil && res.Err == nil && len(res.Outcomes) != len(f.tracks) {
 			err = fmt.Errorf("settle entry answered %d outcomes for %d tracks", len(res.Outcomes), len(f.tracks))
 		}
@@ -311,6 +352,27 @@ func (s *Settler) results() {
 	}
 }
 
+// result waits for a proposed entry's result, or for Close: a log that
+// never answers (no quorum, a stalled disk) must not hold Close, and so
+// the node's shutdown, for ever.
+func (s *Settler) result(p Pending) (fsm.Result, error) {
+	type answer struct {
+		res fsm.Result
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := p.Result()
+		ch <- answer{res, err}
+	}()
+	select {
+	case a := <-ch:
+		return a.res, a.err
+	case <-s.stop:
+		return fsm.Result{}, sequencer.ErrNotLeader
+	}
+}
+
 // applied updates the deadlines from an entry's outcomes and answers its
 // calls.
 func (s *Settler) applied(f flight, res fsm.Result) {
@@ -321,7 +383,6 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 	}
 	s.publishLocked(res.Settled)
 	s.mu.Unlock()
-	s.wakeUp() // new deadlines: the loop sets its timer anew
 	for i, r := range f.owners {
 		if r == nil {
 			continue
@@ -365,22 +426,25 @@ func (s *Settler) account(tr fsm.Track, o fsm.Outcome, now time.Time) {
 		}
 		return
 	}
-	// Counted when this track closed it: a retry finds it closed, and an
-	// expiry was taken off the deadlines when it was proposed.
-	_, wasOpen := s.clocks[tr.First]
-	switch {
-	case tr.Do == fsm.DoExpire && o.Fate == fsm.FateExpired:
-		s.stats.Expired++
-	case wasOpen && tr.Do == fsm.DoAbandon && o.Fate == fsm.FateAbandoned:
-		s.stats.Abandoned++
-	case wasOpen && tr.Do == fsm.DoComplete && o.Fate == fsm.FateCompleted:
-		s.stats.Completed++
+	// Counted only when this track closed it: a retry finds it closed.
+	if o.Changed {
+		switch o.Fate {
+		case fsm.FateExpired:
+			s.stats.Expired++
+		case fsm.FateAbandoned:
+			s.stats.Abandoned++
+		case fsm.FateCompleted:
+			s.stats.Completed++
+		}
 	}
 	delete(s.clocks, tr.First)
 }
 
 // fail answers every call of f with err. Expiries it carried are judged
-// again at once: the entry may not have committed.
+// again at once: the entry may not have committed. Not one whose
+// reservation has a deadline again: an Extend applied since the Expire
+// was judged set it, and the Expire, judged on the extension count before,
+// would now be a no-op that leaves the reservation without any deadline.
 func (s *Settler) fail(f flight, err error) {
 	now := s.clock()
 	s.mu.Lock()
@@ -389,7 +453,9 @@ func (s *Settler) fail(f flight, err error) {
 		case tr.Do == fsm.DoOpen:
 			s.opening--
 		case f.owners[i] == nil && s.leading:
-			s.setDeadlineLocked(deadline{at: now, first: tr.First, count: tr.Count, ext: tr.Ext})
+			if _, ok := s.clocks[tr.First]; !ok {
+				s.setDeadlineLocked(deadline{at: now, first: tr.First, count: tr.Count, ext: tr.Ext})
+			}
 		}
 	}
 	s.mu.Unlock()

@@ -154,8 +154,11 @@ type Settler struct {
 	leading bool
 	// clocks holds each open reservation's deadline, as this leader
 	// counts it; due is the same as a heap, with stale entries skipped.
-	clocks  map[uint64]deadline
-	due     deadlines
+	clocks map[uint64]deadline
+	due    deadlines
+	// armed is the deadline the loop's timer was last set for (zero: none
+	// known, the timer sleeps an hour).
+	armed   time.Time
 	opening int // Opens proposed and not yet applied
 	// w is the highest W this node has seen applied; changed is closed
 	// and replaced when it rises.
@@ -249,9 +252,16 @@ func (s *Settler) Stats() Stats {
 
 func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 
+// setDeadlineLocked sets a reservation's deadline, and wakes the loop if
+// it falls before the loop's timer: the loop set its timer before the
+// entry that sets this deadline applied, and would sleep past it (up to
+// an hour) unless another call came.
 func (s *Settler) setDeadlineLocked(d deadline) {
 	s.clocks[d.first] = d
 	heap.Push(&s.due, d)
+	if s.armed.IsZero() || d.at.Before(s.armed) {
+		s.wakeUp()
+	}
 }
 
 func (s *Settler) publishLocked(w uint64) {
@@ -294,11 +304,13 @@ func (s *Settler) dueLocked(now time.Time) ([]fsm.Track, time.Time) {
 			continue
 		}
 		if d.at.After(now) {
+			s.armed = d.at
 			return out, d.at
 		}
 		heap.Pop(&s.due)
 		delete(s.clocks, d.first)
 		out = append(out, fsm.Track{Do: fsm.DoExpire, First: d.first, Count: d.count, Ext: d.ext})
 	}
+	s.armed = time.Time{}
 	return out, time.Time{}
 }
