@@ -38,7 +38,13 @@ func TestWritersAndReaderExactlyOnce(t *testing.T) {
 	}
 	stop := make(chan struct{})
 	readerDone := make(chan error, 1)
-	go func() { readerDone <- tail(ctx, f, stop) }()
+	go func() {
+		err := tail(ctx, f, stop)
+		if err != nil {
+			cancel() // writers waiting for the fence would wait in vain
+		}
+		readerDone <- err
+	}()
 	for range writers {
 		if err := <-errs; err != nil {
 			t.Error(err)

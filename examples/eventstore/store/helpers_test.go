@@ -137,10 +137,16 @@ func idleInTransaction(t *testing.T, db *pgxpool.Pool) int {
 	return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction'")
 }
 
-// fenceLockWaiters counts sessions blocked in LOCK TABLE event_fence.
+// fenceLockWaiters counts readers blocked raising the fence.
 func fenceLockWaiters(t *testing.T, db *pgxpool.Pool) int {
+	return lockWaiters(t, db, "LOCK TABLE event_fence%") + lockWaiters(t, db, "UPDATE event_fence%")
+}
+
+// lockWaiters counts sessions blocked on a lock in a statement like
+// pattern.
+func lockWaiters(t *testing.T, db *pgxpool.Pool, pattern string) int {
 	return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()
-		AND wait_event_type = 'Lock' AND query LIKE 'LOCK TABLE event_fence%'`)
+		AND wait_event_type = 'Lock' AND query LIKE $1`, pattern)
 }
 
 // result is what a reader step in a goroutine answered.

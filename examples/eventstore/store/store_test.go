@@ -139,6 +139,57 @@ func TestReaderWithoutFenceLockSkips(t *testing.T) {
 	}
 }
 
+// TestLaterCommitsQueueBehindReader: the reader is not starved. While it
+// waits for a commit in progress, a later commit's fence check must queue
+// behind it, not join the lock ahead of it (as FOR SHARE lockers of a row
+// do ahead of a waiting UPDATE of that row: hence LOCK TABLE).
+func TestLaterCommitsQueueBehindReader(t *testing.T) {
+	f := newFixture(t)
+	ctx := testCtx(t)
+	first := f.begin(t, "first")
+	later := f.begin(t, "later")
+	if _, err := first.tx.Exec(ctx, "SET CONSTRAINTS events_fence IMMEDIATE"); err != nil {
+		t.Fatal(err)
+	}
+	f.ordo.Expire(first.Reservation.Handle) // W = 2: later is open
+	done := f.goNext(ctx)
+	var res result
+	if !blockedOrDone(t, f.db, done, &res) {
+		t.Fatalf("the reader did not wait for the commit in progress: %v", res.err)
+	}
+	checked := make(chan error, 1)
+	go func() {
+		_, err := later.tx.Exec(ctx, "SET CONSTRAINTS events_fence IMMEDIATE")
+		checked <- err
+	}()
+	for lockWaiters(t, f.db, "SET CONSTRAINTS%") == 0 {
+		select {
+		case err := <-checked:
+			t.Fatalf("a later commit's check (%v) got the fence lock ahead of the waiting reader", err)
+		case <-ctx.Done():
+			t.Fatal("the later check neither queued nor finished")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	if err := first.Commit(ctx); !errors.Is(err, ErrCommitted) {
+		t.Fatalf("first: %v", err)
+	}
+	if res = await(t, done); res.err != nil || !equal(eventIDs(res.b), []uint64{1}) {
+		t.Fatalf("reader: %v %v, want [1]", eventIDs(res.b), res.err)
+	}
+	select {
+	case err := <-checked:
+		if err != nil {
+			t.Fatalf("later's check, above the fence: %v", err)
+		}
+	case <-ctx.Done():
+		t.Fatal("later's check still waits after the reader finished")
+	}
+	if err := later.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestIdleWritersDoNotBlockReader: Marten's #5108 case. Writers idle in
 // their transactions, one past its TTL and one within it, do not hold the
 // reader back; the late one is refused, the live one (above W) is not.
