@@ -10,10 +10,14 @@
 // once and in ID order, with its checkpoint in the database.
 //
 //	eventstore append --ordo ADDRS --pg DSN --n N [--batch B] [--ttl D]
+//	                  [--stall D --stall-every K] [--abandon-every K]
 //	eventstore read   --ordo ADDRS --pg DSN [--reader NAME] [--follow]
 //
-// append prints one JSON line per transaction, {"ids":["..."]}; read one
-// per event, {"id":"...","payload":"..."}, after the batch's transaction
+// append prints one JSON line per transaction, {"ids":["..."],
+// "committed":true} (with "stalled", "abandoned", "error" when they apply;
+// --stall and --abandon-every are for tests: a writer that stalls between
+// its insert and its COMMIT, past its TTL, and one that gives up); read
+// one per event, {"id":"...","payload":"..."}, after the batch's transaction
 // (which records it in event_reads) committed. event_reads is the
 // exactly-once record; a reader killed between a commit and its printing
 // loses those lines from its output, not from the table.
@@ -43,6 +47,7 @@ var errUsage = errors.New("usage")
 
 const usage = `usage:
   eventstore append --ordo ADDRS --pg DSN --n N [--batch B] [--ttl D]
+                    [--stall D --stall-every K] [--abandon-every K]
   eventstore read   --ordo ADDRS --pg DSN [--reader NAME] [--limit N] [--follow]`
 
 func main() {
@@ -126,6 +131,9 @@ func runAppend(ctx context.Context, args []string, out io.Writer) error {
 	n := fs.Int("n", 1, "how many events")
 	batch := fs.Int("batch", 1, "events per transaction (one reservation each)")
 	ttl := fs.Duration("ttl", 0, "reservation TTL (0: the server's default)")
+	stall := fs.Duration("stall", 0, "with --stall-every: how long a stalled transaction waits between its insert and its COMMIT")
+	stallEvery := fs.Int("stall-every", 0, "stall every K-th transaction (0: none)")
+	abandonEvery := fs.Int("abandon-every", 0, "roll back and abandon every K-th transaction (0: none)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -139,16 +147,19 @@ func runAppend(ctx context.Context, args []string, out io.Writer) error {
 	defer c.Close()
 	w := &store.Writer{DB: c.db, Ordo: c.ordo, TTL: *ttl}
 	enc := json.NewEncoder(out)
-	for done := 0; done < *n; {
+	for i, done := 1, 0; done < *n; i++ {
 		size := min(*batch, *n-done)
-		ids, err := w.Append(ctx, payloads(done, size))
-		if err != nil && !errors.Is(err, store.ErrCommitted) {
-			return fmt.Errorf("append events %d to %d: %w", done, done+size-1, err)
+		var line appended
+		switch {
+		case every(i, *abandonEvery):
+			line, err = abandon(ctx, w, payloads(done, size))
+		case every(i, *stallEvery):
+			line, err = stalled(ctx, w, payloads(done, size), *stall)
+		default:
+			line, err = appendOne(ctx, w, payloads(done, size))
 		}
-		line := map[string]any{"ids": strs(ids)}
 		if err != nil {
-			// Committed, and so read exactly once; only Complete failed.
-			line["complete_error"] = err.Error()
+			return fmt.Errorf("append events %d to %d: %w", done, done+size-1, err)
 		}
 		if err := enc.Encode(line); err != nil {
 			return err
@@ -156,6 +167,65 @@ func runAppend(ctx context.Context, args []string, out io.Writer) error {
 		done += size
 	}
 	return nil
+}
+
+func every(i, k int) bool { return k > 0 && i%k == 0 }
+
+// appended is one output line of append.
+type appended struct {
+	IDs       []string `json:"ids"`
+	Committed bool     `json:"committed"`
+	Stalled   bool     `json:"stalled,omitempty"`
+	Abandoned bool     `json:"abandoned,omitempty"`
+	Error     string   `json:"error,omitempty"`
+}
+
+// appendOne is the recipe's append: retried under a new reservation when
+// the fence refuses it.
+func appendOne(ctx context.Context, w *store.Writer, payloads []string) (appended, error) {
+	ids, err := w.Append(ctx, payloads)
+	if err != nil && !errors.Is(err, store.ErrCommitted) {
+		return appended{}, err
+	}
+	line := appended{IDs: strs(ids), Committed: true}
+	if err != nil {
+		// Committed, and so read exactly once; only Complete failed.
+		line.Error = err.Error()
+	}
+	return line, nil
+}
+
+// stalled inserts, waits d (past the TTL, when d is longer), then tries
+// to commit once: refused by the fence, or committed and read.
+func stalled(ctx context.Context, w *store.Writer, payloads []string, d time.Duration) (appended, error) {
+	p, err := w.Begin(ctx, payloads)
+	if err != nil {
+		return appended{}, err
+	}
+	line := appended{IDs: strs(p.Reservation.IDs), Stalled: true}
+	select {
+	case <-ctx.Done():
+	case <-time.After(d):
+	}
+	err = p.Commit(ctx)
+	line.Committed = err == nil || errors.Is(err, store.ErrCommitted)
+	if err != nil {
+		line.Error = err.Error()
+	}
+	return line, nil
+}
+
+// abandon inserts, then rolls back and abandons.
+func abandon(ctx context.Context, w *store.Writer, payloads []string) (appended, error) {
+	p, err := w.Begin(ctx, payloads)
+	if err != nil {
+		return appended{}, err
+	}
+	line := appended{IDs: strs(p.Reservation.IDs), Abandoned: true}
+	if err := p.Rollback(ctx); err != nil {
+		line.Error = err.Error()
+	}
+	return line, nil
 }
 
 // payloads names events from this process: pid and sequence number.
