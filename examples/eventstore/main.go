@@ -1,9 +1,3 @@
-//go:build ignore
-
-// Temporarily built only on demand: it calls the Go client's Reserve,
-// Complete, Abandon and Watermark (issue 24), which are being written.
-// Remove this constraint once client.Client has them.
-
 // Command eventstore is the settled-order recipe of docs/event-stores.md
 // as a program: writers append events to PostgreSQL under IDs reserved
 // from Ordo, and a reader tails them by Ordo's settled mark W, exactly
@@ -79,13 +73,13 @@ func run(ctx context.Context, args []string, out io.Writer) error {
 
 // conns are the connections both commands need.
 type conns struct {
-	ordo ordo
+	ordo *client.Client
 	db   *pgxpool.Pool
 }
 
 func (c conns) Close() {
 	c.db.Close()
-	c.ordo.c.Close()
+	c.ordo.Close()
 }
 
 // common registers --ordo and --pg and returns how to connect.
@@ -110,7 +104,7 @@ func common(fs *flag.FlagSet) func(ctx context.Context) (conns, error) {
 			db.Close()
 			return conns{}, err
 		}
-		return conns{ordo{c}, db}, nil
+		return conns{c, db}, nil
 	}
 }
 
@@ -299,24 +293,4 @@ func tail(ctx context.Context, r *store.Reader, follow bool, poll time.Duration,
 		case <-time.After(poll):
 		}
 	}
-}
-
-// ordo adapts the Go client to the store's interfaces.
-type ordo struct{ c *client.Client }
-
-func (o ordo) Reserve(ctx context.Context, count int, ttl time.Duration) (store.Reservation, error) {
-	r, err := o.c.Reserve(ctx, count, ttl)
-	return store.Reservation{Handle: r.Handle, IDs: r.IDs}, err
-}
-
-func (o ordo) Complete(ctx context.Context, handle string) error { return o.c.Complete(ctx, handle) }
-
-func (o ordo) Abandon(ctx context.Context, handle string) error {
-	_, err := o.c.Abandon(ctx, handle)
-	return err
-}
-
-func (o ordo) Watermark(ctx context.Context) (uint64, error) {
-	m, err := o.c.Watermark(ctx)
-	return m.ID, err
 }

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/client"
 )
 
 var (
@@ -67,20 +70,20 @@ func (o *fakeOrdo) Complete(_ context.Context, h string) error {
 	return fmt.Errorf("no reservation %s", h)
 }
 
-func (o *fakeOrdo) Abandon(_ context.Context, h string) error {
+func (o *fakeOrdo) Abandon(_ context.Context, h string) (api.Fate, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	switch o.fate[h] {
 	case "open":
 		delete(o.open, h)
 		o.fate[h] = "abandoned"
-		return nil
+		return api.Fate_FATE_ABANDONED, nil
 	case "abandoned", "expired":
-		return nil
+		return api.Fate_FATE_ABANDONED, nil
 	case "completed":
-		return errors.New("reservation completed")
+		return 0, errors.New("reservation completed")
 	}
-	return fmt.Errorf("no reservation %s", h)
+	return 0, fmt.Errorf("no reservation %s", h)
 }
 
 // Expire is the TTL running out: the reservation can never be completed.
@@ -106,16 +109,16 @@ func (o *fakeOrdo) SetW(w uint64) {
 	o.pinned, o.w = true, w
 }
 
-func (o *fakeOrdo) Watermark(context.Context) (uint64, error) {
+func (o *fakeOrdo) Watermark(context.Context) (client.Mark, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.pinned {
-		return o.w, nil
+		return client.Mark{ID: o.w}, nil
 	}
 	w := o.next
 	for _, first := range o.open {
 		w = min(w, first)
 	}
 	o.w = max(o.w, w) // the client's floor
-	return o.w, nil
+	return client.Mark{ID: o.w}, nil
 }

@@ -69,7 +69,7 @@ func (f *fixture) drain(t *testing.T) {
 	t.Helper()
 	for {
 		w, _ := f.ordo.Watermark(testCtx(t))
-		if b := f.next(t); len(b.Events) == 0 && b.To >= w {
+		if b := f.next(t); len(b.Events) == 0 && b.To >= w.ID {
 			return
 		}
 	}

@@ -6,13 +6,15 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seed-e8569b35/ordo/client"
 )
 
 // Watermarker is the part of Ordo's Go client a reader needs: the settled
 // mark W (client.Mark.ID). Every ID below W was completed, abandoned or
 // expired (can never be completed again) or handed out by plain Next.
 type Watermarker interface {
-	Watermark(ctx context.Context) (uint64, error)
+	Watermark(ctx context.Context) (client.Mark, error)
 }
 
 // Event is one row of events.
@@ -65,7 +67,7 @@ func (r *Reader) Next(ctx context.Context, process func(context.Context, pgx.Tx,
 	if err != nil {
 		return Batch{}, fmt.Errorf("watermark: %w", err)
 	}
-	if err := r.Fence(ctx, w); err != nil {
+	if err := r.Fence(ctx, w.ID); err != nil {
 		return Batch{}, err
 	}
 	return r.read(ctx, process)

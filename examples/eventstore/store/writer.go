@@ -7,21 +7,21 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/client"
 )
 
 // Reservation is what Ordo's Reserve answers: the IDs to write under and
 // the handle to settle them with.
-type Reservation struct {
-	Handle string
-	IDs    []uint64
-}
+type Reservation = client.Reservation
 
-// Sequencer is the part of Ordo's Go client a writer needs (client.Client
-// behind a small adapter, or a fake in tests).
+// Sequencer is the part of Ordo's Go client a writer needs
+// (*client.Client, or a fake in tests).
 type Sequencer interface {
 	Reserve(ctx context.Context, count int, ttl time.Duration) (Reservation, error)
 	Complete(ctx context.Context, handle string) error
-	Abandon(ctx context.Context, handle string) error
+	Abandon(ctx context.Context, handle string) (api.Fate, error)
 }
 
 // Writer appends events under reserved IDs. Every writer of the events
@@ -158,7 +158,7 @@ func (p *Pending) Rollback(ctx context.Context) error {
 // abandon abandons the reservation and returns cause joined with any
 // error Abandon answered (the reservation then expires by its TTL).
 func (p *Pending) abandon(ctx context.Context, cause error) error {
-	if err := p.ordo.Abandon(ctx, p.Reservation.Handle); err != nil {
+	if _, err := p.ordo.Abandon(ctx, p.Reservation.Handle); err != nil {
 		return errors.Join(cause, fmt.Errorf("abandon %s: %w", p.Reservation.Handle, err))
 	}
 	return cause
