@@ -64,8 +64,8 @@ const Version = 1
 // Version 2 adds OpSettle.
 const Reads = 2
 
-// settleVersion is the cluster version from which OpSettle is accepted.
-const settleVersion = 2
+// SettleVersion is the cluster version from which OpSettle is accepted.
+const SettleVersion = 2
 
 // Op names a command.
 type Op string
@@ -441,8 +441,8 @@ func (f *FSM) apply(c Command, term uint64) Result {
 	case OpDeleteNode:
 		delete(f.state.Nodes, c.NodeID)
 	case OpSettle:
-		if v := max(f.state.ClusterVersion, 1); v < settleVersion {
-			r.Err = fmt.Errorf("%w: tracked reservations need cluster version %d, the cluster has %d", ErrClusterVersion, settleVersion, v)
+		if v := max(f.state.ClusterVersion, 1); v < SettleVersion {
+			r.Err = fmt.Errorf("%w: tracked reservations need cluster version %d, the cluster has %d", ErrClusterVersion, SettleVersion, v)
 			break
 		}
 		r.Outcomes, r.Err = f.state.Tracking.settle(c.Tracks, c.Frontier, f.state.HighWater)

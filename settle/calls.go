@@ -150,9 +150,9 @@ func (s *Settler) call(ctx context.Context, r *request) (*request, error) {
 // versionErr refuses while the cluster's version does not allow settle
 // entries.
 func (s *Settler) versionErr() error {
-	if v := s.state.ClusterVersion(); v < fsm.Reads {
+	if v := s.state.ClusterVersion(); v < fsm.SettleVersion {
 		return fmt.Errorf("%w: it is %d, they need %d, which the leader records once every voter reports that it runs an Ordo that reads it (ordo status shows each node's): upgrade every node",
-			ErrClusterVersion, v, fsm.Reads)
+			ErrClusterVersion, v, fsm.SettleVersion)
 	}
 	return nil
 }
@@ -454,7 +454,9 @@ func (s *Settler) fail(f flight, err error) {
 			s.opening--
 		case f.owners[i] == nil && s.leading:
 			if _, ok := s.clocks[tr.First]; !ok {
-				s.setDeadlineLocked(deadline{at: now, first: tr.First, count: tr.Count, ext: tr.Ext})
+				// Not at once: a leader whose sequencer stopped serving
+				// fails every entry until it leads again, and would spin.
+				s.setDeadlineLocked(deadline{at: now.Add(retryDelay), first: tr.First, count: tr.Count, ext: tr.Ext})
 			}
 		}
 	}

@@ -57,7 +57,7 @@ var (
 	// ErrUnknown means no reservation has the handle's ticks.
 	ErrUnknown = errors.New("no such reservation")
 	// ErrClusterVersion means the cluster's version does not allow
-	// tracked reservations yet (fsm.Reads).
+	// tracked reservations yet (fsm.SettleVersion).
 	ErrClusterVersion = errors.New("the cluster's version does not allow tracked reservations yet")
 )
 
@@ -104,6 +104,8 @@ const (
 	// inFlight bounds the settle entries proposed and not yet applied:
 	// while one commits, the next gathers the calls that arrive.
 	inFlight = 2
+	// retryDelay spaces out the expiries of an entry that failed.
+	retryDelay = 20 * time.Millisecond
 	// maxBatch bounds the calls one entry carries.
 	maxBatch = 4096
 )

@@ -902,6 +902,21 @@ func TestFailedEntry(t *testing.T) {
 
 	r.log.setFail(failOnce(isDo(fsm.DoExpire, b.First)))
 	r.advance(150 * time.Millisecond)
+	proposedExpires := func() int {
+		n := 0
+		for _, c := range r.log.Proposed() {
+			if slices.ContainsFunc(c.Tracks, isDo(fsm.DoExpire, b.First)) {
+				n++
+			}
+		}
+		return n
+	}
+	eventually(t, "the expiry to be proposed and fail", func() bool { return proposedExpires() == 1 })
+	r.barrier()
+	if proposedExpires() != 1 {
+		t.Fatal("a failed expiry was proposed again at once: a leader that cannot commit would spin")
+	}
+	r.advance(retryDelay)
 	r.waitExpired(1)
 	r.wantFate(b, fsm.FateExpired)
 	expires := 0
