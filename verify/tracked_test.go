@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,5 +177,31 @@ func TestTrackedWorkloadCatchesEachBreak(t *testing.T) {
 			}
 			t.Log(settled)
 		})
+	}
+}
+
+// TestReportNamesSettledFindings: a run whose settled order broke says
+// which check failed, with the read of W and the call it contradicts,
+// placed among the faults; a writer told a wrong fate fails it too.
+func TestReportNamesSettledFindings(t *testing.T) {
+	ms := time.Millisecond
+	ops := []history.SettleOp{
+		{Call: history.CallReserve, Client: 1, Start: 4000 * ms, End: 4010 * ms, Outcome: history.OK, First: 100, Count: 2},
+		{Call: history.CallWatermark, Client: 9, Start: 4100 * ms, End: 4150 * ms, Outcome: history.OK, Mark: 102},
+		{Call: history.CallComplete, Client: 1, Start: 4200 * ms, End: 4300 * ms, Outcome: history.OK, First: 100, Count: 2},
+	}
+	res := Result{Recovered: true, Faults: testFaults, Tracked: TrackedCounts{WrongFate: 1}}
+	res.Report.Settled = history.CheckSettled(ops)
+	if res.OK() {
+		t.Fatal("a run with a settled-order violation is OK")
+	}
+	found := diagnoseSettled(res, ops)
+	if len(found) != 2 || found[0].Check != history.KindCompletedSettled || found[1].Check != CheckTrackedFate {
+		t.Fatalf("findings %+v, want completed-settled then tracked-fate", found)
+	}
+	f := found[0]
+	if len(f.Calls) != 2 || f.Calls[0].Call != "watermark" || f.Calls[1].Call != "complete" ||
+		!strings.Contains(f.Calls[0].String(), "W at tick 102") || !strings.Contains(f.When, "during fault isolate-leader") {
+		t.Fatalf("finding %+v does not show the read, the Complete and the fault", f)
 	}
 }
