@@ -14,15 +14,16 @@ import (
 )
 
 // TestVerifyEveryFault runs the nemesis through every fault kind once,
-// with clients running throughout, and requires a clean history and
-// recovery after each fault.
+// with clients running throughout, tracked ones among them, and requires
+// a clean history, the settled order's included, and recovery after
+// each fault.
 func TestVerifyEveryFault(t *testing.T) {
 	kinds := verify.FaultNames()
 	const interval, hold = 2500 * time.Millisecond, 1200 * time.Millisecond
 	cfg := verify.Config{
 		Binary: ordoBin, Dir: t.TempDir(), Nodes: 3,
 		Duration: 5 * time.Minute, Rounds: 1, // ends after each fault ran once
-		Clients: 8, Streams: 4, Pinned: true, MaxCount: 8,
+		Clients: 8, Streams: 4, Pinned: true, MaxCount: 8, Tracked: 4,
 		Faults: kinds, Interval: interval, Hold: hold, Seed: 1,
 		ServeArgs: append([]string{"--log-level", "warn"}, fastTimers...),
 		Progress:  testWriter{t},
@@ -51,6 +52,9 @@ func TestVerifyEveryFault(t *testing.T) {
 	if res.Report.Acknowledged < 1000 {
 		t.Errorf("only %d requests acknowledged: the workload barely ran", res.Report.Acknowledged)
 	}
+	if s := res.Report.Settled; s.Reserves.OK < 50 || s.Completes.OK < 10 || s.Reads.OK < 100 || res.Tracked.Expired == 0 {
+		t.Errorf("the tracked workload barely ran: %v; %+v", s, res.Tracked)
+	}
 }
 
 // TestVerifyLease runs the faults that leases elsewhere got wrong (leader
@@ -60,7 +64,7 @@ func TestVerifyLease(t *testing.T) {
 	cfg := verify.Config{
 		Binary: ordoBin, Dir: t.TempDir(), Nodes: 3,
 		Duration: 3 * time.Minute, Rounds: 1,
-		Clients: 8, Streams: 4, Pinned: true, MaxCount: 8,
+		Clients: 8, Streams: 4, Pinned: true, MaxCount: 8, Tracked: 4,
 		Faults:   []string{"transfer-leader", "pause-leader", "restart-follower", "isolate-leader", "one-way", "kill-leader", "grow-shrink"},
 		Interval: 2500 * time.Millisecond, Hold: 1200 * time.Millisecond, Seed: 3,
 		ServeArgs: append([]string{"--log-level", "warn", "--lease=150ms"}, fastTimers...),
@@ -117,6 +121,25 @@ func TestVerifyCatchesStaleLeader(t *testing.T) {
 		"--interval", "2s", "--hold", "1200ms", "--clients", "8", "--seed", "1", "--dir", t.TempDir())
 	if res.Code != 0 || !strings.Contains(res.Stdout, "verdict: PASS") {
 		t.Fatalf("ordo verify on a correct build: exit %d, want 0 with verdict PASS\nstdout: %s\nstderr: %s", res.Code, res.Stdout, lastLines(res.Stderr, 20))
+	}
+}
+
+// TestVerifyCatchesSettleEarly runs `ordo verify` against nodes whose
+// reads of the settled mark answer past open reservations: the tracked
+// writers then complete reservations a reader already saw W pass, which
+// the settled-order check must report, while the same run on a correct
+// build passes.
+func TestVerifyCatchesSettleEarly(t *testing.T) {
+	args := []string{"verify", "--duration", "6s", "--faults", "none", "--clients", "4", "--streams", "0", "--tracked", "8", "--seed", "1"}
+	res := runOrdoFor(t, time.Minute, append(args, "--dir", t.TempDir(), "--unsafe-settle-early")...)
+	if res.Code != 1 || !strings.Contains(res.Stdout, "verdict: FAIL") || !strings.Contains(res.Stdout, "completed-settled: ") {
+		t.Fatalf("ordo verify on a build that settles early: exit %d, want 1 with verdict FAIL naming completed-settled\nstdout: %s\nstderr: %s", res.Code, res.Stdout, lastLines(res.Stderr, 20))
+	}
+	t.Log(lastLines(res.Stdout, 6))
+
+	res = runOrdoFor(t, time.Minute, append(args, "--dir", t.TempDir())...)
+	if res.Code != 0 || !strings.Contains(res.Stdout, "verdict: PASS") || !strings.Contains(res.Stdout, "settled OK: ") {
+		t.Fatalf("ordo verify on a correct build: exit %d, want 0 with verdict PASS and the settled order checked\nstdout: %s\nstderr: %s", res.Code, res.Stdout, lastLines(res.Stderr, 20))
 	}
 }
 

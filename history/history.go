@@ -24,6 +24,10 @@
 // Check is exact and runs in O(n log n + m log m) for n operations and m IDs,
 // so that histories of millions of operations from long soak tests can be
 // checked without sampling.
+//
+// The settled order of tracked reservations (reads of the settled mark W,
+// Reserve, Complete, Abandon) is recorded beside the IDs and checked by
+// CheckSettled (settled.go), whose report a Report carries in Settled.
 package history
 
 import (
@@ -100,6 +104,8 @@ type Op struct {
 type Recorder struct {
 	origin time.Time // carries a monotonic reading; only used via time.Since
 	logs   sync.Map  // client (int) -> *clientLog
+	// settled holds the settled-order calls (settled.go).
+	settled settleLog
 }
 
 // clientLog holds one client's operations. Its lock is taken by that
@@ -428,11 +434,16 @@ type Report struct {
 	Misrendered int
 	// Examples holds up to maxExamples violations of each kind.
 	Examples []Violation
+	// Settled is the settled order's report (CheckSettled), whose
+	// examples point into the settled-order calls, not into ops; Check
+	// leaves it empty.
+	Settled SettledReport
 }
 
 // OK reports whether the history satisfies every checked property.
 func (r Report) OK() bool {
-	return r.Duplicates == 0 && r.OrderViolations == 0 && r.NotIncreasing == 0 && r.Interleaved == 0 && r.Misrendered == 0
+	return r.Duplicates == 0 && r.OrderViolations == 0 && r.NotIncreasing == 0 && r.Interleaved == 0 && r.Misrendered == 0 &&
+		r.Settled.OK()
 }
 
 // String returns a one-line summary followed by one indented line per
@@ -453,6 +464,10 @@ func (r Report) String() string {
 	for _, v := range r.Examples {
 		b.WriteString("\n  ")
 		b.WriteString(v.String())
+	}
+	if r.Settled.Calls() > 0 || !r.Settled.OK() {
+		b.WriteString("\n")
+		b.WriteString(r.Settled.String())
 	}
 	return b.String()
 }

@@ -37,7 +37,7 @@ func (n *Node) openGRPC() error {
 		ID: n.cfg.ID, RaftAddr: n.RaftAddr(), GRPCAddr: n.grpcAddr,
 		Layout: n.cfg.Layout, Group: n.cfg.Group, MaxCount: n.cfg.MaxCount, RPCTimeout: n.cfg.RPCTimeout,
 	}, grpcapi.Parts{
-		Node: n, Raft: n.raft, State: n.fsm, IDs: n.seq, Settle: n.settler, Voter: n.confirmer,
+		Node: n, Raft: n.raft, State: n.fsm, IDs: n.seq, Settle: n.settleAPI(), Voter: n.confirmer,
 		Peers: n.peers, Meter: n.metrics, Auth: n.auth, Stop: n.stop,
 	})
 	opts := n.api.Options()

@@ -5,7 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/settle"
 )
 
 // TestHooks carries every behaviour that exists only so tests can provoke
@@ -25,6 +27,15 @@ type TestHooks struct {
 	// reordering this causes. ordo serve --test-unsafe-trust-reservation
 	// sets it.
 	UnsafeTrustReservation bool
+	// UnsafeSettleEarly breaks the settled mark on purpose: a read of W
+	// (Watermark, and WatchWatermark's heartbeats) answers the tracked
+	// frontier, which passes every open reservation, so a writer can
+	// complete a reservation after a reader saw W above it. Only what
+	// the node answers changes: the FSM, every decision and the W each
+	// decision carries are as in production. Tests use it to show that
+	// the settled-order checker (history.CheckSettled) catches it. ordo
+	// serve --test-unsafe-settle-early sets it.
+	UnsafeSettleEarly bool
 	// HoldAddress, while it holds true, stops the node from registering
 	// its gRPC address with the leader, so a test can point the leader at
 	// a fake peer in this node's place without the node correcting it.
@@ -63,6 +74,34 @@ func (l *trustingLog) Reserve(ctx context.Context, upTo, clock uint64) (sequence
 
 func (l *trustingLog) Confirm(context.Context, bool) (sequencer.Confirmation, error) {
 	return sequencer.Confirmation{Term: l.term.Load()}, nil
+}
+
+// earlySettle is the broken settled mark of UnsafeSettleEarly: the
+// settler's answers, with every read of W raised to the frontier.
+type earlySettle struct {
+	*settle.Settler
+	state settle.State
+}
+
+// Watermark reads W as the settler does, so it fails and waits as a
+// read must, then answers the frontier of the state the read saw.
+func (s earlySettle) Watermark(ctx context.Context) (uint64, error) {
+	w, err := s.Settler.Watermark(ctx)
+	if err != nil {
+		return w, err
+	}
+	_, frontier := s.state.Marks()
+	return max(w, frontier), nil
+}
+
+// settleAPI is the settler the gRPC and HTTP calls serve from: the
+// settler itself, or with UnsafeSettleEarly, one that answers W early.
+func (n *Node) settleAPI() grpcapi.Settle {
+	if !n.cfg.TestHooks.UnsafeSettleEarly {
+		return n.settler
+	}
+	n.logger.Error("UNSAFE: reads of the settled mark answer past open reservations; tests only")
+	return earlySettle{Settler: n.settler, state: n.fsm}
 }
 
 // holdsAddress reports whether HoldAddress is set and true.

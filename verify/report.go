@@ -29,6 +29,10 @@ const (
 	CheckNotRecovered = "not-recovered"
 	// CheckNodeExited: a node's process ended by itself.
 	CheckNodeExited = "node-exited"
+	// CheckTrackedFate: a tracked writer was told a fate it could not
+	// have led to, or that the cluster knows no reservation it handed
+	// out (Result.Tracked's WrongFate and Lost).
+	CheckTrackedFate = "tracked-fate"
 )
 
 // findingCalls bounds the examples a failing run's report shows of each
@@ -55,6 +59,9 @@ type Finding struct {
 // Call is one recorded request a finding points at.
 type Call struct {
 	Client int `json:"client"`
+	// Call names a settled-order call (watermark, reserve, complete,
+	// abandon); "" for a request for IDs.
+	Call string `json:"call,omitempty"`
 	// Start and End are offsets from the start of the run, as the faults'
 	// times are.
 	Start   time.Duration `json:"start"`
@@ -69,6 +76,9 @@ type Call struct {
 
 func (c Call) String() string {
 	s := fmt.Sprintf("client %d, %.3fs to %.3fs, %s", c.Client, c.Start.Seconds(), c.End.Seconds(), c.Outcome)
+	if c.Call != "" {
+		s = fmt.Sprintf("client %d, %s, %.3fs to %.3fs, %s", c.Client, c.Call, c.Start.Seconds(), c.End.Seconds(), c.Outcome)
+	}
 	if c.IDs != "" {
 		s += " with " + c.IDs
 	}
@@ -292,4 +302,55 @@ func (b *badCalls) list() []Call {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return append([]Call(nil), b.calls...)
+}
+
+// settledCallOf is a settled-order call as a Call placed among faults,
+// with the mark or the reservation it names.
+func settledCallOf(op history.SettleOp, faults []FaultRecord) Call {
+	c := Call{Client: op.Client, Call: op.Call.String(), Start: op.Start, End: op.End, Outcome: op.Outcome.String(), Err: op.Err,
+		When: placeSpan(faults, op.Start, op.End)}
+	switch {
+	case op.Call == history.CallWatermark && op.Outcome == history.OK:
+		c.IDs = fmt.Sprintf("W at tick %d", op.Mark)
+	case op.Count > 0:
+		c.IDs = fmt.Sprintf("reservation of ticks %d..%d", op.First, op.First+op.Count-1)
+	}
+	return c
+}
+
+// diagnoseSettled lists what the settled-order checks and the tracked
+// writers found wrong in a run with result res and settled-order calls
+// ops, timed as offsets from the start of the run.
+func diagnoseSettled(res Result, ops []history.SettleOp) []Finding {
+	var out []Finding
+	r := res.Report.Settled
+	for _, k := range []struct {
+		kind string
+		n    int
+	}{
+		{history.KindWatermarkDown, r.WatermarkDown},
+		{history.KindCompletedSettled, r.CompletedSettled},
+		{history.KindReservedSettled, r.ReservedSettled},
+	} {
+		if k.n == 0 {
+			continue
+		}
+		shown := 0
+		for _, v := range r.Examples {
+			if v.Kind != k.kind || shown == findingCalls || v.A >= len(ops) || v.B >= len(ops) {
+				continue
+			}
+			shown++
+			a, b := settledCallOf(ops[v.A], res.Faults), settledCallOf(ops[v.B], res.Faults)
+			out = append(out, Finding{Check: k.kind, Detail: fmt.Sprintf("%d in all; e.g. %s", k.n, v.Detail), When: b.When, Calls: []Call{a, b}})
+		}
+		if shown == 0 {
+			out = append(out, Finding{Check: k.kind, Detail: fmt.Sprintf("%d in all", k.n)})
+		}
+	}
+	if t := res.Tracked; t.Failures() > 0 {
+		out = append(out, Finding{Check: CheckTrackedFate,
+			Detail: fmt.Sprintf("%d answers named a fate the writer could not have led to, %d said the cluster knows no reservation it had handed out", t.WrongFate, t.Lost)})
+	}
+	return out
 }

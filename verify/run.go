@@ -28,12 +28,13 @@ type Config struct {
 	Addrs []string
 	// Duration is how long the workload runs.
 	Duration time.Duration
-	// Clients, Streams, Pinned and MaxCount shape the workload (see
-	// WorkloadConfig).
+	// Clients, Streams, Pinned, MaxCount and Tracked shape the workload
+	// (see WorkloadConfig).
 	Clients  int
 	Streams  int
 	Pinned   bool
 	MaxCount int
+	Tracked  int
 	// Faults are the kinds the nemesis picks from, in turn; empty means
 	// none.
 	Faults []string
@@ -86,10 +87,13 @@ type FaultRecord struct {
 type Result struct {
 	Report       history.Report `json:"report"`
 	BadResponses int64          `json:"bad_responses"`
-	Elapsed      time.Duration  `json:"elapsed"`
-	OpsPerSec    float64        `json:"ops_per_sec"`
-	IDsPerSec    float64        `json:"ids_per_sec"`
-	Faults       []FaultRecord  `json:"faults"`
+	// Tracked is what the tracked clients and the readers of W saw; the
+	// settled-order checks are in Report.Settled.
+	Tracked   TrackedCounts `json:"tracked"`
+	Elapsed   time.Duration `json:"elapsed"`
+	OpsPerSec float64       `json:"ops_per_sec"`
+	IDsPerSec float64       `json:"ids_per_sec"`
+	Faults    []FaultRecord `json:"faults"`
 	// Recovered says requests succeeded after the last fault was healed.
 	Recovered bool `json:"recovered"`
 	// Exited names the nodes whose process had ended by itself when the
@@ -106,10 +110,11 @@ type Result struct {
 }
 
 // OK reports whether the run found nothing wrong: a valid history, no
-// response the client had to withhold, recovery after every fault, and
-// every node still running.
+// response the client had to withhold, no reservation answered with a
+// fate its writer could not have led to or forgotten, recovery after
+// every fault, and every node still running.
 func (r Result) OK() bool {
-	if !r.Report.OK() || r.BadResponses > 0 || !r.Recovered || len(r.Exited) > 0 {
+	if !r.Report.OK() || r.BadResponses > 0 || r.Tracked.Failures() > 0 || !r.Recovered || len(r.Exited) > 0 {
 		return false
 	}
 	for _, f := range r.Faults {
@@ -130,6 +135,10 @@ func (r Result) String() string {
 	fmt.Fprintf(&b, "verdict: %s\n", verdict)
 	fmt.Fprintf(&b, "%s\n", r.Report)
 	fmt.Fprintf(&b, "withheld bad responses: %d\n", r.BadResponses)
+	if t := r.Tracked; t.Reserved > 0 || t.Reads > 0 {
+		fmt.Fprintf(&b, "tracked: %d reserved, %d completed, %d abandoned, %d extended, %d left to expire; late completes %d expired, %d ok; %d answers said expired, %d undecided, %d wrong fate, %d lost; %d reads of W\n",
+			t.Reserved, t.Completed, t.Abandoned, t.Extended, t.LeftToExpire, t.LateExpired, t.LateCompleted, t.Expired, t.Undecided, t.WrongFate, t.Lost, t.Reads)
+	}
 	fmt.Fprintf(&b, "throughput: %.0f requests/s, %.0f IDs/s over %s\n", r.OpsPerSec, r.IDsPerSec, r.Elapsed.Round(time.Millisecond))
 	for _, f := range r.Faults {
 		state := "recovered"
@@ -207,7 +216,10 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		return Result{}, err
 	}
 	rec := history.NewRecorder()
-	w, err := StartWorkload(WorkloadConfig{Addrs: addrs, Clients: cfg.Clients, Streams: cfg.Streams, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount, TLS: clientTLS, Layout: lay, Group: group}, rec)
+	w, err := StartWorkload(WorkloadConfig{
+		Addrs: addrs, Clients: cfg.Clients, Streams: cfg.Streams, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount, Tracked: cfg.Tracked,
+		TLS: clientTLS, Layout: lay, Group: group,
+	}, rec)
 	if err != nil {
 		return Result{}, err
 	}
@@ -233,10 +245,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	stopProgress()
 	elapsed := time.Since(start)
 
-	ops := rec.Ops()
+	ops, settled := rec.Ops(), rec.SettleOps()
 	res := Result{
 		Report:       history.Check(ops),
 		BadResponses: w.BadResponses(),
+		Tracked:      w.TrackedCounts(),
 		Elapsed:      elapsed,
 		Faults:       records,
 		Recovered:    recovered,
@@ -252,13 +265,18 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		ops[i].Start -= shift
 		ops[i].End -= shift
 	}
+	for i := range settled {
+		settled[i].Start -= shift
+		settled[i].End -= shift
+	}
+	res.Report.Settled = history.CheckSettled(settled)
 	bad := w.bad.list()
 	for i := range bad {
 		bad[i].Start -= shift
 		bad[i].End -= shift
 	}
 	measureGaps(ops, res.Faults, elapsed)
-	res.Findings = diagnose(res, ops, bad, elapsed)
+	res.Findings = append(diagnose(res, ops, bad, elapsed), diagnoseSettled(res, settled)...)
 	if !res.OK() && cluster != nil {
 		var files []string
 		for _, n := range slices.Concat(cluster.Nodes, cluster.extra) {
@@ -296,6 +314,8 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("%w: duration %s", ErrBadConfig, cfg.Duration)
 	case cfg.Clients < 0 || cfg.Streams < 0 || (cfg.Clients == 0 && cfg.Streams == 0 && !cfg.Pinned):
 		return fmt.Errorf("%w: no clients", ErrBadConfig)
+	case cfg.Tracked < 0:
+		return fmt.Errorf("%w: %d tracked clients", ErrBadConfig, cfg.Tracked)
 	case cfg.MaxCount < 1:
 		return fmt.Errorf("%w: max count %d", ErrBadConfig, cfg.MaxCount)
 	case len(cfg.Addrs) > 0 && len(cfg.Faults) > 0:

@@ -41,6 +41,11 @@ type Workload struct {
 	// (responses withheld because they broke the order) are failures of
 	// the guarantee.
 	tally, nemesisTally history.Tally
+	// trackedTally counts the tracked clients' Reserves, apart from the
+	// throughput too; trackedCounts how their reservations went and the
+	// reads of W (tracked.go).
+	trackedTally  history.Tally
+	trackedCounts trackedCounters
 	// lay and group are the cluster's, for the requests the nemesis makes
 	// through the workload (nemesisCaller).
 	lay   layout.Layout
@@ -67,6 +72,11 @@ type WorkloadConfig struct {
 	Streams int
 	// MaxCount is the largest count per request; each asks for 1 to it.
 	MaxCount int
+	// Tracked is the number of tracked clients (tracked.go), which
+	// reserve IDs and complete, abandon, extend or drop each
+	// reservation; with any, one reader per address also reads the
+	// settled mark from that node, raw.
+	Tracked int
 	// TLS, if set, is how every client dials (a client certificate and
 	// the cluster CA); nil means plaintext.
 	TLS *tls.Config
@@ -136,7 +146,7 @@ func ticksOf(l layout.Layout, ids [][16]byte) ([]uint64, []string, error) {
 
 // StartWorkload starts the clients; Stop ends them.
 func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error) {
-	if cfg.Clients < 0 || cfg.Streams < 0 || cfg.MaxCount < 1 || len(cfg.Addrs) == 0 {
+	if cfg.Clients < 0 || cfg.Streams < 0 || cfg.Tracked < 0 || cfg.MaxCount < 1 || len(cfg.Addrs) == 0 {
 		return nil, ErrBadConfig
 	}
 	w := &Workload{rec: rec, stop: make(chan struct{}), lay: cfg.Layout, group: cfg.Group}
@@ -192,8 +202,39 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 			id++
 		}
 	}
+	id, err := w.startTracked(cfg, opts, id)
+	if err != nil {
+		w.Stop()
+		return nil, err
+	}
 	w.nextClient.Store(int64(id))
 	return w, nil
+}
+
+// startTracked starts cfg.Tracked tracked clients and, with any, a
+// reader of W on each node, numbered from id; it returns the next
+// number.
+func (w *Workload) startTracked(cfg WorkloadConfig, opts []client.Option, id int) (int, error) {
+	for range cfg.Tracked {
+		c, err := client.New(cfg.Addrs, opts...)
+		if err != nil {
+			return id, err
+		}
+		w.spawnTracked(id, c, cfg.Layout)
+		id++
+	}
+	if cfg.Tracked == 0 {
+		return id, nil
+	}
+	for _, addr := range cfg.Addrs {
+		conn, err := dial(addr, cfg.TLS)
+		if err != nil {
+			return id, err
+		}
+		w.spawnReader(id, api.NewSequencerClient(conn), func() { conn.Close() })
+		id++
+	}
+	return id, nil
 }
 
 // nodeNext is the nextFunc of one node, asked directly as a client
@@ -315,13 +356,13 @@ func (w *Workload) Stop() {
 	w.wg.Wait()
 }
 
-// BadResponses is how many responses the clients (and the nemesis, when
-// it asks for IDs itself) withheld because they broke the order or the
+// BadResponses is how many responses the clients (the tracked ones'
+// Reserves too, and the nemesis, when it asks for IDs itself) withheld because they broke the order or the
 // wire format. They are recorded as unknown operations, since the IDs
 // they stood for may have been handed out, but counted apart from
 // Counts' failed and unknown: each is a failure of the guarantee.
 func (w *Workload) BadResponses() int64 {
-	return w.tally.Counts().Bad + w.nemesisTally.Counts().Bad
+	return w.tally.Counts().Bad + w.nemesisTally.Counts().Bad + w.trackedTally.Counts().Bad
 }
 
 // LastError is the last error a client saw, or "".

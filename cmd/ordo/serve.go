@@ -142,6 +142,7 @@ type serveFlags struct {
 	logLevel       *string
 	logJSON        *bool
 	unsafeTrust    *bool
+	settleEarly    *bool
 	clockFile      *string
 	resTTL         *time.Duration
 	resMaxTTL      *time.Duration
@@ -193,6 +194,7 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		logLevel:       fs.String("log-level", "info", "trace, debug, info, warn or error"),
 		logJSON:        fs.Bool("log-json", false, "log as JSON"),
 		unsafeTrust:    fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it"),
+		settleEarly:    fs.Bool("test-unsafe-settle-early", false, "TESTS ONLY: answer reads of the settled mark past open reservations; breaks the settled order on purpose so tests can show the checker catches it"),
 		clockFile:      fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock"),
 	}
 	fs.Var(f.lease, "lease", fmt.Sprintf("answer from memory while a majority has promised, for this long, to confirm no other leader: one round trip per request instead of two, assuming clocks run at nearly the same rate (see docs/design.md); bare --lease means %s; must be shorter than --heartbeat-timeout. Off by default", server.DefaultLease))
@@ -214,7 +216,7 @@ func (f *serveFlags) config(l layout.Layout, logger hclog.Logger) (server.Config
 		Layout: l, Group: *f.group, ReserveWindow: *f.window, MaxCount: *f.maxCount, MaxConnsPerHost: *f.maxConns, RPCTimeout: *f.rpcTimeout,
 		Lease: f.lease.d, Raft: rc, Logger: logger,
 		Reservations: settle.Config{DefaultTTL: *f.resTTL, MaxTTL: *f.resMaxTTL, MaxOpen: *f.resMaxOpen},
-		TestHooks:    server.TestHooks{UnsafeTrustReservation: *f.unsafeTrust},
+		TestHooks:    server.TestHooks{UnsafeTrustReservation: *f.unsafeTrust, UnsafeSettleEarly: *f.settleEarly},
 	}
 	var err error
 	if cfg.TLS, err = f.tlsFiles.load(); err != nil {

@@ -34,8 +34,8 @@ func runVerify(args []string) error {
 	if cfg.TLS != nil {
 		security = "mutual TLS from " + *f.tlsDir
 	}
-	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients, %d on a stream, pinned %t, faults %v, seed %d, %s, data in %s\n",
-		cfg.Duration, cfg.Clients, cfg.Streams, cfg.Pinned, cfg.Faults, cfg.Seed, security, cfg.Dir)
+	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients, %d on a stream, pinned %t, %d tracked, faults %v, seed %d, %s, data in %s\n",
+		cfg.Duration, cfg.Clients, cfg.Streams, cfg.Pinned, cfg.Tracked, cfg.Faults, cfg.Seed, security, cfg.Dir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -53,9 +53,10 @@ func runVerify(args []string) error {
 type verifyFlags struct {
 	addrs, faultList, dir, spec, tlsDir       *string
 	nodes, clients, streams, maxCount, rounds *int
+	tracked                                   *int
 	duration, interval, hold                  *time.Duration
 	heartbeat, election, raftLease            *time.Duration
-	pinned, unsafeTrust, asJSON               *bool
+	pinned, unsafeTrust, settleEarly, asJSON  *bool
 	seed                                      *uint64
 	lease                                     *leaseFlag
 }
@@ -70,6 +71,7 @@ func newVerifyFlags(fs *flag.FlagSet) *verifyFlags {
 		streams:     fs.Int("streams", 4, "clients that share one pipelined stream"),
 		pinned:      fs.Bool("pinned", true, "also one client per node that never fails over (catches a stale leader's answers)"),
 		maxCount:    fs.Int("max-count", 8, "each request asks for 1 to this many IDs"),
+		tracked:     fs.Int("tracked", 8, "clients that reserve IDs and complete, abandon, extend, complete late or drop each reservation, with a reader of the settled mark on every node; the checker checks the settled order (0: off)"),
 		faultList:   fs.String("faults", "all", "comma-separated fault kinds, 'all', or 'none': "+strings.Join(verify.FaultNames(), ", ")),
 		interval:    fs.Duration("interval", 5*time.Second, "a fault every interval: quiet for interval-hold, then the fault for hold (the quiet time starts when the cluster serves again)"),
 		rounds:      fs.Int("rounds", 0, "stop once every fault has run this many times (0: run for --duration, which then caps the run only if given)"),
@@ -81,6 +83,7 @@ func newVerifyFlags(fs *flag.FlagSet) *verifyFlags {
 		raftLease:   fs.Duration("leader-lease-timeout", 150*time.Millisecond, "raft leader lease timeout of the nodes verify starts"),
 		lease:       &leaseFlag{},
 		unsafeTrust: fs.Bool("unsafe-trust-reservation", false, "TESTS ONLY: start nodes with the stale-leader bug built in (see ordo serve --test-unsafe-trust-reservation), to show the checker catches it"),
+		settleEarly: fs.Bool("unsafe-settle-early", false, "TESTS ONLY: start nodes whose reads of the settled mark pass open reservations (see ordo serve --test-unsafe-settle-early), to show the checker catches it"),
 		asJSON:      fs.Bool("json", false, "print the result as JSON"),
 		spec:        fs.String("layout", "", "layout of the nodes verify starts (ordo serve --layout; default: serve's); under uuidv7 or ulid the clients ask for those IDs and the checker also checks that their text and bytes sort as their ticks"),
 		tlsDir:      fs.String("tls-dir", "", "mutual TLS with the certificates scripts/gen-certs.sh writes into this directory: nodes verify starts serve node.pem and grant admin to admin.pem's subject, workload clients present client.pem, the nemesis admin.pem; with --addrs only ca.pem and client.pem are used"),
@@ -94,7 +97,7 @@ func newVerifyFlags(fs *flag.FlagSet) *verifyFlags {
 // directory for them.
 func (f *verifyFlags) config(fs *flag.FlagSet) (verify.Config, error) {
 	cfg := verify.Config{
-		Nodes: *f.nodes, Duration: *f.duration, Clients: *f.clients, Streams: *f.streams, Pinned: *f.pinned, MaxCount: *f.maxCount,
+		Nodes: *f.nodes, Duration: *f.duration, Clients: *f.clients, Streams: *f.streams, Pinned: *f.pinned, MaxCount: *f.maxCount, Tracked: *f.tracked,
 		Interval: *f.interval, Hold: *f.hold, Rounds: *f.rounds, Seed: *f.seed, Progress: os.Stderr, Layout: *f.spec,
 		ServeArgs: f.serveArgs(),
 	}
@@ -136,6 +139,9 @@ func (f *verifyFlags) serveArgs() []string {
 	}
 	if *f.unsafeTrust {
 		args = append(args, "--test-unsafe-trust-reservation")
+	}
+	if *f.settleEarly {
+		args = append(args, "--test-unsafe-settle-early")
 	}
 	if d := f.lease.d; d != 0 {
 		if d == server.DefaultLease && *f.heartbeat <= d {
