@@ -542,7 +542,7 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 		// reservation of the old cluster can be completed here, so W
 		// never goes down and never passes one that still can.
 		ClusterVersion: fsm.Reads,
-		Tracking:       fsm.Tracking{Settled: hw, Frontier: hw},
+		Tracking:       fsm.Tracking{Settled: hw, Frontier: hw, Forgotten: hw},
 	}
 	if err := writeRestoredState(o.DataDir, o.ID, o.RaftAddr, st, logger); err != nil {
 		return res, err

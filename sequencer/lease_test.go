@@ -235,3 +235,32 @@ func TestSequencerEndLeaseWaitsForRoundsAskingForALease(t *testing.T) {
 		}
 	})
 }
+
+// Vouch: under the lease, what a commit decided waits for a round unless
+// the lease holds (a newer leader may commit while an older one still
+// answers from its lease); without the lease a commit alone is enough.
+func TestVouchAsksForARoundOnlyUnderALeaseThatDoesNotHold(t *testing.T) {
+	h, clock := mustLeaseHarness(t)
+	v := h.s.Vouch()
+	select {
+	case <-v.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("Vouch's round did not end")
+	}
+	if err := v.Err(); err != nil || h.confirms() != 1 {
+		t.Fatalf("Vouch with no lease held: %v after %d rounds, want a round", err, h.confirms())
+	}
+	if v := h.s.Vouch(); v.Done() != closedChan || h.confirms() != 1 {
+		t.Fatalf("Vouch while the lease holds asked for a round (%d rounds)", h.confirms())
+	}
+	clock.add(time.Hour)
+	if v := h.s.Vouch(); v.Done() == closedChan {
+		t.Fatal("Vouch once the lease ran out asks for no round")
+	}
+
+	plain := newDefaultHarness(t, testReserveWindow)
+	plain.lead(0)
+	if v := plain.s.Vouch(); v.Done() != closedChan {
+		t.Fatal("Vouch without the lease asks for a round: a commit in the term is enough")
+	}
+}

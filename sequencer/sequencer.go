@@ -382,6 +382,23 @@ func (s *Sequencer) Confirm(ctx context.Context) error {
 	}
 }
 
+// Vouch is what an entry this leader commits needs, besides its commit,
+// before what it decided may be answered: nothing without the lease (a
+// commit in this term proves that no newer leader had been elected; see
+// AssignTracked), and with the lease a round, unless the lease holds.
+// Under the lease, voters promise to answer no other leader's rounds, not
+// to refuse its entries: a newer leader can commit while an older one
+// still answers from its lease, so its commits prove nothing until its
+// own round or lease does.
+func (s *Sequencer) Vouch() Ticket {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lease == 0 || s.term == 0 || s.leaseHoldsLocked() {
+		return Ticket{}
+	}
+	return Ticket{batch: s.joinBatchLocked()}
+}
+
 func (s *Sequencer) assign(ctx context.Context, n uint64, confirm bool) (Ticket, uint64, error) {
 	if n == 0 {
 		return Ticket{}, 0, fmt.Errorf("%w: count 0", ErrBadCount)

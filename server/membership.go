@@ -79,6 +79,11 @@ func (n *Node) AddMember(ctx context.Context, req *api.JoinRequest) error {
 	if err := n.changeMembership(ctx, func() raft.Future {
 		// Under membershipMu, as the version is raised: a joiner too
 		// old for it cannot be let in between the asking and the raise.
+		// After a Barrier: a new leader may not yet have applied a raise
+		// an earlier leader committed.
+		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
+			return refusedFuture{fmt.Errorf("apply the log before checking the joiner's version: %w", err)}
+		}
 		if err := n.checkJoinerReads(req); err != nil {
 			return refusedFuture{err}
 		}

@@ -213,6 +213,8 @@ type flight struct {
 	// owners[i] is the call track i answers; nil for an expiry.
 	owners []*request
 	reads  []*request
+	// vouch is what the answers wait for besides the commit (IDs.Vouch).
+	vouch sequencer.Ticket
 }
 
 // flush proposes one entry for batch and the expiries due, or, when there
@@ -241,10 +243,14 @@ func (s *Settler) flush(batch []*request) time.Duration {
 	if len(batch) == 0 && len(expiries) == 0 {
 		return untilDue(nextDue, s.clock()) // woken with nothing to do
 	}
-	f := flight{tracks: expiries, owners: make([]*request, len(expiries))}
+	// The calls before the expiries judged after they arrived: a
+	// Complete that reached this leader before the deadline wins.
+	var f flight
 	for _, r := range batch {
 		s.add(&f, r)
 	}
+	f.tracks = append(f.tracks, expiries...)
+	f.owners = append(f.owners, make([]*request, len(expiries))...)
 	next, term := s.ids.Frontier()
 	if term == 0 {
 		s.fail(f, sequencer.ErrNotLeader)
@@ -255,6 +261,7 @@ func (s *Settler) flush(batch []*request) time.Duration {
 		s.confirmReads(f.reads, term)
 		return untilDue(nextDue, s.clock())
 	}
+	f.vouch = s.ids.Vouch()
 	f.pending = s.log.Settle(fsm.Command{Op: fsm.OpSettle, Tracks: f.tracks, Frontier: next})
 	select {
 	case s.flights <- f:
@@ -376,13 +383,20 @@ func (s *Settler) result(p Pending) (fsm.Result, error) {
 // applied updates the deadlines from an entry's outcomes and answers its
 // calls.
 func (s *Settler) applied(f flight, res fsm.Result) {
+	vouched := s.vouched(f.vouch)
 	now := s.clock()
 	s.mu.Lock()
 	for i, tr := range f.tracks {
 		s.account(tr, res.Outcomes[i], now)
 	}
-	s.publishLocked(res.Settled)
+	if vouched == nil {
+		s.publishLocked(res.Settled)
+	}
 	s.mu.Unlock()
+	if vouched != nil {
+		s.answer(f, vouched)
+		return
+	}
 	for i, r := range f.owners {
 		if r == nil {
 			continue
@@ -405,6 +419,28 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		if res.Term != f.term {
 			err = fmt.Errorf("%w: W read in term %d, asked in term %d", sequencer.ErrNotLeader, res.Term, f.term)
 		}
+		r.finish(err)
+	}
+}
+
+// vouched waits for t (IDs.Vouch), or for Close.
+func (s *Settler) vouched(t sequencer.Ticket) error {
+	select {
+	case <-t.Done():
+		return t.Err()
+	case <-s.stop:
+		return sequencer.ErrNotLeader
+	}
+}
+
+// answer fails every call of f with err.
+func (s *Settler) answer(f flight, err error) {
+	for _, r := range f.owners {
+		if r != nil {
+			r.finish(err)
+		}
+	}
+	for _, r := range f.reads {
 		r.finish(err)
 	}
 }
@@ -462,12 +498,5 @@ func (s *Settler) fail(f flight, err error) {
 	}
 	s.mu.Unlock()
 	s.wakeUp()
-	for _, r := range f.owners {
-		if r != nil {
-			r.finish(err)
-		}
-	}
-	for _, r := range f.reads {
-		r.finish(err)
-	}
+	s.answer(f, err)
 }

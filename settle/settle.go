@@ -66,6 +66,9 @@ type IDs interface {
 	AssignTracked(ctx context.Context, n uint64) (sequencer.Block, uint64, error)
 	Frontier() (next, term uint64)
 	Confirm(ctx context.Context) error
+	// Vouch is what an entry's answers wait for besides its commit (a
+	// round under the lease; see sequencer.Sequencer.Vouch).
+	Vouch() sequencer.Ticket
 }
 
 // Log commits settle entries. Entries enter the log in the order Settle
@@ -154,6 +157,8 @@ type Settler struct {
 
 	mu      sync.Mutex
 	leading bool
+	// term is the Raft term the Settler began to lead in.
+	term uint64
 	// clocks holds each open reservation's deadline, as this leader
 	// counts it; due is the same as a heap, with stale entries skipped.
 	clocks map[uint64]deadline
@@ -215,9 +220,17 @@ func (s *Settler) Close() {
 func (s *Settler) Lead() {
 	tk := s.state.Tracked()
 	now := s.clock()
+	_, term := s.ids.Frontier()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.leading = true
+	if s.leading && term == s.term {
+		// The sequencer led again in the same term (after a failed
+		// round): the deadlines stand, or a flapping round would give
+		// every open reservation its full TTL again and again.
+		s.publishLocked(tk.Settled)
+		return
+	}
+	s.leading, s.term = true, term
 	s.clocks, s.due = map[uint64]deadline{}, nil
 	for first, o := range tk.Open {
 		s.setDeadlineLocked(deadline{at: now.Add(ms(o.TTLMs)), first: first, count: o.Count, ext: o.Ext})
@@ -261,6 +274,15 @@ func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 func (s *Settler) setDeadlineLocked(d deadline) {
 	s.clocks[d.first] = d
 	heap.Push(&s.due, d)
+	if len(s.due) > 2*len(s.clocks)+1024 {
+		// Closed and extended ones leave stale entries that only the
+		// head drops: behind one long reservation they would pile up.
+		s.due = s.due[:0]
+		for _, d := range s.clocks {
+			s.due = append(s.due, d)
+		}
+		heap.Init(&s.due)
+	}
 	if s.armed.IsZero() || d.at.Before(s.armed) {
 		s.wakeUp()
 	}

@@ -95,6 +95,9 @@ func (f *fakeIDs) AssignTracked(_ context.Context, n uint64) (sequencer.Block, u
 	return b, f.term, nil
 }
 
+// Vouch asks for nothing: the fake runs without the lease.
+func (f *fakeIDs) Vouch() sequencer.Ticket { return sequencer.Ticket{} }
+
 func (f *fakeIDs) Frontier() (uint64, uint64) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
