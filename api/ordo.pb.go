@@ -760,6 +760,291 @@ func (x *StreamAnswer) GetCounts() []uint32 {
 	return nil
 }
 
+type CreateSequenceRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 to 63 characters: lowercase letters, digits, '.', '_' and '-',
+	// starting with a letter or digit.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "dense" (1, 2, 3, ...: consecutive integers from start), or a layout
+	// as --layout takes it (default, twitter, ..., uuidv7, ulid, custom:...).
+	Kind string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	// The group field of a layout sequence's IDs; 0 for dense.
+	Group uint64 `protobuf:"varint,3,opt,name=group,proto3" json:"group,omitempty"`
+	// A dense sequence's first value; 0 means 1.
+	Start         uint64 `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateSequenceRequest) Reset() {
+	*x = CreateSequenceRequest{}
+	mi := &file_ordo_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateSequenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateSequenceRequest) ProtoMessage() {}
+
+func (x *CreateSequenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateSequenceRequest.ProtoReflect.Descriptor instead.
+func (*CreateSequenceRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *CreateSequenceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateSequenceRequest) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *CreateSequenceRequest) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *CreateSequenceRequest) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+type ListSequencesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSequencesRequest) Reset() {
+	*x = ListSequencesRequest{}
+	mi := &file_ordo_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSequencesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSequencesRequest) ProtoMessage() {}
+
+func (x *ListSequencesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSequencesRequest.ProtoReflect.Descriptor instead.
+func (*ListSequencesRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{13}
+}
+
+type ListSequencesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Sequences     []*SequenceInfo        `protobuf:"bytes,1,rep,name=sequences,proto3" json:"sequences,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSequencesResponse) Reset() {
+	*x = ListSequencesResponse{}
+	mi := &file_ordo_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSequencesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSequencesResponse) ProtoMessage() {}
+
+func (x *ListSequencesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSequencesResponse.ProtoReflect.Descriptor instead.
+func (*ListSequencesResponse) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *ListSequencesResponse) GetSequences() []*SequenceInfo {
+	if x != nil {
+		return x.Sequences
+	}
+	return nil
+}
+
+type SequenceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SequenceRequest) Reset() {
+	*x = SequenceRequest{}
+	mi := &file_ordo_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SequenceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SequenceRequest) ProtoMessage() {}
+
+func (x *SequenceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SequenceRequest.ProtoReflect.Descriptor instead.
+func (*SequenceRequest) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *SequenceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type SequenceInfo struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "dense", or the canonical layout spec.
+	Kind  string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Group uint64 `protobuf:"varint,3,opt,name=group,proto3" json:"group,omitempty"`
+	Start uint64 `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`
+	// The next value (dense) or tick (layout) the sequence hands out at
+	// the earliest: everything it handed out is below it.
+	Next          uint64 `protobuf:"varint,5,opt,name=next,proto3" json:"next,omitempty"`
+	Dropped       bool   `protobuf:"varint,6,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SequenceInfo) Reset() {
+	*x = SequenceInfo{}
+	mi := &file_ordo_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SequenceInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SequenceInfo) ProtoMessage() {}
+
+func (x *SequenceInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SequenceInfo.ProtoReflect.Descriptor instead.
+func (*SequenceInfo) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *SequenceInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SequenceInfo) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SequenceInfo) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *SequenceInfo) GetStart() uint64 {
+	if x != nil {
+		return x.Start
+	}
+	return 0
+}
+
+func (x *SequenceInfo) GetNext() uint64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
+func (x *SequenceInfo) GetDropped() bool {
+	if x != nil {
+		return x.Dropped
+	}
+	return false
+}
+
 type TermRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The node the asker means, and the cluster. A node answers only if
@@ -785,7 +1070,7 @@ type TermRequest struct {
 
 func (x *TermRequest) Reset() {
 	*x = TermRequest{}
-	mi := &file_ordo_proto_msgTypes[12]
+	mi := &file_ordo_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -797,7 +1082,7 @@ func (x *TermRequest) String() string {
 func (*TermRequest) ProtoMessage() {}
 
 func (x *TermRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[12]
+	mi := &file_ordo_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -810,7 +1095,7 @@ func (x *TermRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermRequest.ProtoReflect.Descriptor instead.
 func (*TermRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{12}
+	return file_ordo_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TermRequest) GetNodeId() string {
@@ -877,7 +1162,7 @@ type TermResponse struct {
 
 func (x *TermResponse) Reset() {
 	*x = TermResponse{}
-	mi := &file_ordo_proto_msgTypes[13]
+	mi := &file_ordo_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -889,7 +1174,7 @@ func (x *TermResponse) String() string {
 func (*TermResponse) ProtoMessage() {}
 
 func (x *TermResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[13]
+	mi := &file_ordo_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -902,7 +1187,7 @@ func (x *TermResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TermResponse.ProtoReflect.Descriptor instead.
 func (*TermResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{13}
+	return file_ordo_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TermResponse) GetTerm() uint64 {
@@ -934,15 +1219,19 @@ func (x *TermResponse) GetLeaseMs() uint32 {
 }
 
 type NextRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Count         uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Count uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// The named sequence to take IDs from (CreateSequence); empty: the
+	// cluster's default sequence. A named sequence's IDs are rendered with
+	// its own kind (layout and group, or dense integers).
+	Sequence      string `protobuf:"bytes,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NextRequest) Reset() {
 	*x = NextRequest{}
-	mi := &file_ordo_proto_msgTypes[14]
+	mi := &file_ordo_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -954,7 +1243,7 @@ func (x *NextRequest) String() string {
 func (*NextRequest) ProtoMessage() {}
 
 func (x *NextRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[14]
+	mi := &file_ordo_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -967,7 +1256,7 @@ func (x *NextRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextRequest.ProtoReflect.Descriptor instead.
 func (*NextRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{14}
+	return file_ordo_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NextRequest) GetCount() uint32 {
@@ -975,6 +1264,13 @@ func (x *NextRequest) GetCount() uint32 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *NextRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
 }
 
 // IDRun is a run of IDs: first, first+step, ..., first+(count-1)*step.
@@ -992,7 +1288,7 @@ type IDRun struct {
 
 func (x *IDRun) Reset() {
 	*x = IDRun{}
-	mi := &file_ordo_proto_msgTypes[15]
+	mi := &file_ordo_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1300,7 @@ func (x *IDRun) String() string {
 func (*IDRun) ProtoMessage() {}
 
 func (x *IDRun) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[15]
+	mi := &file_ordo_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1313,7 @@ func (x *IDRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IDRun.ProtoReflect.Descriptor instead.
 func (*IDRun) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{15}
+	return file_ordo_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *IDRun) GetFirst() uint64 {
@@ -1053,7 +1349,7 @@ type NextResponse struct {
 
 func (x *NextResponse) Reset() {
 	*x = NextResponse{}
-	mi := &file_ordo_proto_msgTypes[16]
+	mi := &file_ordo_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1361,7 @@ func (x *NextResponse) String() string {
 func (*NextResponse) ProtoMessage() {}
 
 func (x *NextResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[16]
+	mi := &file_ordo_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1374,7 @@ func (x *NextResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NextResponse.ProtoReflect.Descriptor instead.
 func (*NextResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{16}
+	return file_ordo_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *NextResponse) GetRuns() []*IDRun {
@@ -1110,7 +1406,7 @@ type LayoutRequest struct {
 
 func (x *LayoutRequest) Reset() {
 	*x = LayoutRequest{}
-	mi := &file_ordo_proto_msgTypes[17]
+	mi := &file_ordo_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1122,7 +1418,7 @@ func (x *LayoutRequest) String() string {
 func (*LayoutRequest) ProtoMessage() {}
 
 func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[17]
+	mi := &file_ordo_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1135,7 +1431,7 @@ func (x *LayoutRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutRequest.ProtoReflect.Descriptor instead.
 func (*LayoutRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{17}
+	return file_ordo_proto_rawDescGZIP(), []int{22}
 }
 
 type LayoutResponse struct {
@@ -1158,7 +1454,7 @@ type LayoutResponse struct {
 
 func (x *LayoutResponse) Reset() {
 	*x = LayoutResponse{}
-	mi := &file_ordo_proto_msgTypes[18]
+	mi := &file_ordo_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1170,7 +1466,7 @@ func (x *LayoutResponse) String() string {
 func (*LayoutResponse) ProtoMessage() {}
 
 func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[18]
+	mi := &file_ordo_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1183,7 +1479,7 @@ func (x *LayoutResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LayoutResponse.ProtoReflect.Descriptor instead.
 func (*LayoutResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{18}
+	return file_ordo_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *LayoutResponse) GetLayout() string {
@@ -1264,7 +1560,7 @@ type StatusRequest struct {
 
 func (x *StatusRequest) Reset() {
 	*x = StatusRequest{}
-	mi := &file_ordo_proto_msgTypes[19]
+	mi := &file_ordo_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1276,7 +1572,7 @@ func (x *StatusRequest) String() string {
 func (*StatusRequest) ProtoMessage() {}
 
 func (x *StatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[19]
+	mi := &file_ordo_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1289,7 +1585,7 @@ func (x *StatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusRequest.ProtoReflect.Descriptor instead.
 func (*StatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{19}
+	return file_ordo_proto_rawDescGZIP(), []int{24}
 }
 
 type NodeStatusRequest struct {
@@ -1300,7 +1596,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_ordo_proto_msgTypes[20]
+	mi := &file_ordo_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1608,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[20]
+	mi := &file_ordo_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1621,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{20}
+	return file_ordo_proto_rawDescGZIP(), []int{25}
 }
 
 type NodeInfo struct {
@@ -1370,7 +1666,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_ordo_proto_msgTypes[21]
+	mi := &file_ordo_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1678,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[21]
+	mi := &file_ordo_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1691,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{21}
+	return file_ordo_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -1523,7 +1819,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_ordo_proto_msgTypes[22]
+	mi := &file_ordo_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1831,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[22]
+	mi := &file_ordo_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1844,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{22}
+	return file_ordo_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *StatusResponse) GetNodes() []*NodeInfo {
@@ -1605,7 +1901,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_ordo_proto_msgTypes[23]
+	mi := &file_ordo_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1617,7 +1913,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[23]
+	mi := &file_ordo_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1630,7 +1926,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{23}
+	return file_ordo_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *JoinRequest) GetId() string {
@@ -1683,7 +1979,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_ordo_proto_msgTypes[24]
+	mi := &file_ordo_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1695,7 +1991,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[24]
+	mi := &file_ordo_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1708,7 +2004,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{24}
+	return file_ordo_proto_rawDescGZIP(), []int{29}
 }
 
 type RegisterRequest struct {
@@ -1721,7 +2017,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_ordo_proto_msgTypes[25]
+	mi := &file_ordo_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1733,7 +2029,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[25]
+	mi := &file_ordo_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1746,7 +2042,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{25}
+	return file_ordo_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RegisterRequest) GetId() string {
@@ -1771,7 +2067,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_ordo_proto_msgTypes[26]
+	mi := &file_ordo_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1783,7 +2079,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[26]
+	mi := &file_ordo_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1796,7 +2092,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{26}
+	return file_ordo_proto_rawDescGZIP(), []int{31}
 }
 
 type RemoveRequest struct {
@@ -1808,7 +2104,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_ordo_proto_msgTypes[27]
+	mi := &file_ordo_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1820,7 +2116,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[27]
+	mi := &file_ordo_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1833,7 +2129,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{27}
+	return file_ordo_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RemoveRequest) GetId() string {
@@ -1851,7 +2147,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_ordo_proto_msgTypes[28]
+	mi := &file_ordo_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1863,7 +2159,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[28]
+	mi := &file_ordo_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1876,7 +2172,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{28}
+	return file_ordo_proto_rawDescGZIP(), []int{33}
 }
 
 type TransferLeaderRequest struct {
@@ -1888,7 +2184,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_ordo_proto_msgTypes[29]
+	mi := &file_ordo_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2196,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[29]
+	mi := &file_ordo_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2209,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{29}
+	return file_ordo_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *TransferLeaderRequest) GetId() string {
@@ -1932,7 +2228,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_ordo_proto_msgTypes[30]
+	mi := &file_ordo_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1944,7 +2240,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[30]
+	mi := &file_ordo_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1957,7 +2253,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{30}
+	return file_ordo_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -1975,7 +2271,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_ordo_proto_msgTypes[31]
+	mi := &file_ordo_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1987,7 +2283,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[31]
+	mi := &file_ordo_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2000,7 +2296,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{31}
+	return file_ordo_proto_rawDescGZIP(), []int{36}
 }
 
 type BackupResponse struct {
@@ -2036,7 +2332,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_ordo_proto_msgTypes[32]
+	mi := &file_ordo_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2048,7 +2344,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[32]
+	mi := &file_ordo_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2061,7 +2357,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{32}
+	return file_ordo_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *BackupResponse) GetClusterId() string {
@@ -2203,7 +2499,24 @@ const file_ordo_proto_rawDesc = "" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x18\n" +
 	"\ainvalid\x18\x03 \x01(\tR\ainvalid\x12\x12\n" +
 	"\x04also\x18\x04 \x03(\x04R\x04also\x12\x16\n" +
-	"\x06counts\x18\x05 \x03(\rR\x06counts\"\xc1\x01\n" +
+	"\x06counts\x18\x05 \x03(\rR\x06counts\"k\n" +
+	"\x15CreateSequenceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\x04R\x05group\x12\x14\n" +
+	"\x05start\x18\x04 \x01(\x04R\x05start\"\x16\n" +
+	"\x14ListSequencesRequest\"L\n" +
+	"\x15ListSequencesResponse\x123\n" +
+	"\tsequences\x18\x01 \x03(\v2\x15.ordo.v1.SequenceInfoR\tsequences\"%\n" +
+	"\x0fSequenceRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x90\x01\n" +
+	"\fSequenceInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\x04R\x05group\x12\x14\n" +
+	"\x05start\x18\x04 \x01(\x04R\x05start\x12\x12\n" +
+	"\x04next\x18\x05 \x01(\x04R\x04next\x12\x18\n" +
+	"\adropped\x18\x06 \x01(\bR\adropped\"\xc1\x01\n" +
 	"\vTermRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -2217,9 +2530,10 @@ const file_ordo_proto_rawDesc = "" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05round\x18\x03 \x01(\x04R\x05round\x12\x19\n" +
-	"\blease_ms\x18\x04 \x01(\rR\aleaseMs\"#\n" +
+	"\blease_ms\x18\x04 \x01(\rR\aleaseMs\"?\n" +
 	"\vNextRequest\x12\x14\n" +
-	"\x05count\x18\x01 \x01(\rR\x05count\"G\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\tR\bsequence\"G\n" +
 	"\x05IDRun\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x12\n" +
@@ -2329,7 +2643,7 @@ const file_ordo_proto_rawDesc = "" +
 	"\aAbandon\x12\x16.ordo.v1.HandleRequest\x1a\x17.ordo.v1.SettleResponse\x129\n" +
 	"\x06Extend\x12\x16.ordo.v1.ExtendRequest\x1a\x17.ordo.v1.SettleResponse\x12B\n" +
 	"\tWatermark\x12\x19.ordo.v1.WatermarkRequest\x1a\x1a.ordo.v1.WatermarkResponse\x12E\n" +
-	"\x0eWatchWatermark\x12\x15.ordo.v1.WatchRequest\x1a\x1a.ordo.v1.WatermarkResponse0\x012\xbe\x03\n" +
+	"\x0eWatchWatermark\x12\x15.ordo.v1.WatchRequest\x1a\x1a.ordo.v1.WatermarkResponse0\x012\xdd\x05\n" +
 	"\x05Admin\x129\n" +
 	"\x06Status\x12\x16.ordo.v1.StatusRequest\x1a\x17.ordo.v1.StatusResponse\x12;\n" +
 	"\n" +
@@ -2338,7 +2652,11 @@ const file_ordo_proto_rawDesc = "" +
 	"\bRegister\x12\x18.ordo.v1.RegisterRequest\x1a\x19.ordo.v1.RegisterResponse\x129\n" +
 	"\x06Remove\x12\x16.ordo.v1.RemoveRequest\x1a\x17.ordo.v1.RemoveResponse\x12Q\n" +
 	"\x0eTransferLeader\x12\x1e.ordo.v1.TransferLeaderRequest\x1a\x1f.ordo.v1.TransferLeaderResponse\x129\n" +
-	"\x06Backup\x12\x16.ordo.v1.BackupRequest\x1a\x17.ordo.v1.BackupResponse2?\n" +
+	"\x06Backup\x12\x16.ordo.v1.BackupRequest\x1a\x17.ordo.v1.BackupResponse\x12G\n" +
+	"\x0eCreateSequence\x12\x1e.ordo.v1.CreateSequenceRequest\x1a\x15.ordo.v1.SequenceInfo\x12N\n" +
+	"\rListSequences\x12\x1d.ordo.v1.ListSequencesRequest\x1a\x1e.ordo.v1.ListSequencesResponse\x12C\n" +
+	"\x10DescribeSequence\x12\x18.ordo.v1.SequenceRequest\x1a\x15.ordo.v1.SequenceInfo\x12?\n" +
+	"\fDropSequence\x12\x18.ordo.v1.SequenceRequest\x1a\x15.ordo.v1.SequenceInfo2?\n" +
 	"\x04Peer\x127\n" +
 	"\x04Term\x12\x14.ordo.v1.TermRequest\x1a\x15.ordo.v1.TermResponse(\x010\x012L\n" +
 	"\x05Floor\x12C\n" +
@@ -2357,7 +2675,7 @@ func file_ordo_proto_rawDescGZIP() []byte {
 }
 
 var file_ordo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 34)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_ordo_proto_goTypes = []any{
 	(Fate)(0),                      // 0: ordo.v1.Fate
 	(*ReserveRequest)(nil),         // 1: ordo.v1.ReserveRequest
@@ -2372,79 +2690,93 @@ var file_ordo_proto_goTypes = []any{
 	(*StreamCall)(nil),             // 10: ordo.v1.StreamCall
 	(*NextStreamResponse)(nil),     // 11: ordo.v1.NextStreamResponse
 	(*StreamAnswer)(nil),           // 12: ordo.v1.StreamAnswer
-	(*TermRequest)(nil),            // 13: ordo.v1.TermRequest
-	(*TermResponse)(nil),           // 14: ordo.v1.TermResponse
-	(*NextRequest)(nil),            // 15: ordo.v1.NextRequest
-	(*IDRun)(nil),                  // 16: ordo.v1.IDRun
-	(*NextResponse)(nil),           // 17: ordo.v1.NextResponse
-	(*LayoutRequest)(nil),          // 18: ordo.v1.LayoutRequest
-	(*LayoutResponse)(nil),         // 19: ordo.v1.LayoutResponse
-	(*StatusRequest)(nil),          // 20: ordo.v1.StatusRequest
-	(*NodeStatusRequest)(nil),      // 21: ordo.v1.NodeStatusRequest
-	(*NodeInfo)(nil),               // 22: ordo.v1.NodeInfo
-	(*StatusResponse)(nil),         // 23: ordo.v1.StatusResponse
-	(*JoinRequest)(nil),            // 24: ordo.v1.JoinRequest
-	(*JoinResponse)(nil),           // 25: ordo.v1.JoinResponse
-	(*RegisterRequest)(nil),        // 26: ordo.v1.RegisterRequest
-	(*RegisterResponse)(nil),       // 27: ordo.v1.RegisterResponse
-	(*RemoveRequest)(nil),          // 28: ordo.v1.RemoveRequest
-	(*RemoveResponse)(nil),         // 29: ordo.v1.RemoveResponse
-	(*TransferLeaderRequest)(nil),  // 30: ordo.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 31: ordo.v1.TransferLeaderResponse
-	(*BackupRequest)(nil),          // 32: ordo.v1.BackupRequest
-	(*BackupResponse)(nil),         // 33: ordo.v1.BackupResponse
-	nil,                            // 34: ordo.v1.BackupResponse.MembersEntry
+	(*CreateSequenceRequest)(nil),  // 13: ordo.v1.CreateSequenceRequest
+	(*ListSequencesRequest)(nil),   // 14: ordo.v1.ListSequencesRequest
+	(*ListSequencesResponse)(nil),  // 15: ordo.v1.ListSequencesResponse
+	(*SequenceRequest)(nil),        // 16: ordo.v1.SequenceRequest
+	(*SequenceInfo)(nil),           // 17: ordo.v1.SequenceInfo
+	(*TermRequest)(nil),            // 18: ordo.v1.TermRequest
+	(*TermResponse)(nil),           // 19: ordo.v1.TermResponse
+	(*NextRequest)(nil),            // 20: ordo.v1.NextRequest
+	(*IDRun)(nil),                  // 21: ordo.v1.IDRun
+	(*NextResponse)(nil),           // 22: ordo.v1.NextResponse
+	(*LayoutRequest)(nil),          // 23: ordo.v1.LayoutRequest
+	(*LayoutResponse)(nil),         // 24: ordo.v1.LayoutResponse
+	(*StatusRequest)(nil),          // 25: ordo.v1.StatusRequest
+	(*NodeStatusRequest)(nil),      // 26: ordo.v1.NodeStatusRequest
+	(*NodeInfo)(nil),               // 27: ordo.v1.NodeInfo
+	(*StatusResponse)(nil),         // 28: ordo.v1.StatusResponse
+	(*JoinRequest)(nil),            // 29: ordo.v1.JoinRequest
+	(*JoinResponse)(nil),           // 30: ordo.v1.JoinResponse
+	(*RegisterRequest)(nil),        // 31: ordo.v1.RegisterRequest
+	(*RegisterResponse)(nil),       // 32: ordo.v1.RegisterResponse
+	(*RemoveRequest)(nil),          // 33: ordo.v1.RemoveRequest
+	(*RemoveResponse)(nil),         // 34: ordo.v1.RemoveResponse
+	(*TransferLeaderRequest)(nil),  // 35: ordo.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 36: ordo.v1.TransferLeaderResponse
+	(*BackupRequest)(nil),          // 37: ordo.v1.BackupRequest
+	(*BackupResponse)(nil),         // 38: ordo.v1.BackupResponse
+	nil,                            // 39: ordo.v1.BackupResponse.MembersEntry
 }
 var file_ordo_proto_depIdxs = []int32{
-	16, // 0: ordo.v1.ReserveResponse.runs:type_name -> ordo.v1.IDRun
+	21, // 0: ordo.v1.ReserveResponse.runs:type_name -> ordo.v1.IDRun
 	0,  // 1: ordo.v1.SettleResponse.fate:type_name -> ordo.v1.Fate
 	10, // 2: ordo.v1.NextStreamRequest.calls:type_name -> ordo.v1.StreamCall
 	12, // 3: ordo.v1.NextStreamResponse.answers:type_name -> ordo.v1.StreamAnswer
-	16, // 4: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
-	16, // 5: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
-	22, // 6: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
-	34, // 7: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
-	15, // 8: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	18, // 9: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	9,  // 10: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
-	1,  // 11: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
-	3,  // 12: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
-	3,  // 13: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
-	4,  // 14: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
-	6,  // 15: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
-	7,  // 16: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
-	20, // 17: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	21, // 18: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	24, // 19: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	26, // 20: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
-	28, // 21: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	30, // 22: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	32, // 23: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
-	13, // 24: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	9,  // 25: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
-	17, // 26: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	19, // 27: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	11, // 28: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	2,  // 29: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
-	5,  // 30: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
-	5,  // 31: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
-	5,  // 32: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
-	8,  // 33: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
-	8,  // 34: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
-	23, // 35: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	22, // 36: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	25, // 37: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	27, // 38: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
-	29, // 39: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	31, // 40: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	33, // 41: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
-	14, // 42: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	11, // 43: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
-	26, // [26:44] is the sub-list for method output_type
-	8,  // [8:26] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	21, // 4: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
+	17, // 5: ordo.v1.ListSequencesResponse.sequences:type_name -> ordo.v1.SequenceInfo
+	21, // 6: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
+	27, // 7: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
+	39, // 8: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
+	20, // 9: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	23, // 10: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	9,  // 11: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	1,  // 12: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
+	3,  // 13: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
+	3,  // 14: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
+	4,  // 15: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
+	6,  // 16: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
+	7,  // 17: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
+	25, // 18: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	26, // 19: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	29, // 20: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	31, // 21: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
+	33, // 22: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	35, // 23: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	37, // 24: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
+	13, // 25: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
+	14, // 26: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
+	16, // 27: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
+	16, // 28: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
+	18, // 29: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	9,  // 30: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
+	22, // 31: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	24, // 32: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	11, // 33: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	2,  // 34: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
+	5,  // 35: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
+	5,  // 36: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
+	5,  // 37: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
+	8,  // 38: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
+	8,  // 39: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
+	28, // 40: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	27, // 41: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	30, // 42: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	32, // 43: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
+	34, // 44: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	36, // 45: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	38, // 46: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	17, // 47: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
+	15, // 48: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
+	17, // 49: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
+	17, // 50: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
+	19, // 51: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	11, // 52: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
+	31, // [31:53] is the sub-list for method output_type
+	9,  // [9:31] is the sub-list for method input_type
+	9,  // [9:9] is the sub-list for extension type_name
+	9,  // [9:9] is the sub-list for extension extendee
+	0,  // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }
@@ -2458,7 +2790,7 @@ func file_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   34,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -495,13 +495,17 @@ var Sequencer_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	Admin_Status_FullMethodName         = "/ordo.v1.Admin/Status"
-	Admin_NodeStatus_FullMethodName     = "/ordo.v1.Admin/NodeStatus"
-	Admin_Join_FullMethodName           = "/ordo.v1.Admin/Join"
-	Admin_Register_FullMethodName       = "/ordo.v1.Admin/Register"
-	Admin_Remove_FullMethodName         = "/ordo.v1.Admin/Remove"
-	Admin_TransferLeader_FullMethodName = "/ordo.v1.Admin/TransferLeader"
-	Admin_Backup_FullMethodName         = "/ordo.v1.Admin/Backup"
+	Admin_Status_FullMethodName           = "/ordo.v1.Admin/Status"
+	Admin_NodeStatus_FullMethodName       = "/ordo.v1.Admin/NodeStatus"
+	Admin_Join_FullMethodName             = "/ordo.v1.Admin/Join"
+	Admin_Register_FullMethodName         = "/ordo.v1.Admin/Register"
+	Admin_Remove_FullMethodName           = "/ordo.v1.Admin/Remove"
+	Admin_TransferLeader_FullMethodName   = "/ordo.v1.Admin/TransferLeader"
+	Admin_Backup_FullMethodName           = "/ordo.v1.Admin/Backup"
+	Admin_CreateSequence_FullMethodName   = "/ordo.v1.Admin/CreateSequence"
+	Admin_ListSequences_FullMethodName    = "/ordo.v1.Admin/ListSequences"
+	Admin_DescribeSequence_FullMethodName = "/ordo.v1.Admin/DescribeSequence"
+	Admin_DropSequence_FullMethodName     = "/ordo.v1.Admin/DropSequence"
 )
 
 // AdminClient is the client API for Admin service.
@@ -536,6 +540,17 @@ type AdminClient interface {
 	// the cluster handed out before the call. A follower forwards it to the
 	// leader. Admin access.
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
+	// CreateSequence creates a named sequence (admin access). A name in use
+	// is AlreadyExists; a dropped name comes back as a new sequence of the
+	// same kind that starts above everything the old one handed out.
+	CreateSequence(ctx context.Context, in *CreateSequenceRequest, opts ...grpc.CallOption) (*SequenceInfo, error)
+	// ListSequences lists the named sequences, dropped ones left out.
+	ListSequences(ctx context.Context, in *ListSequencesRequest, opts ...grpc.CallOption) (*ListSequencesResponse, error)
+	// DescribeSequence reports one named sequence; NotFound if none.
+	DescribeSequence(ctx context.Context, in *SequenceRequest, opts ...grpc.CallOption) (*SequenceInfo, error)
+	// DropSequence drops a named sequence (admin access): calls that name
+	// it fail NotFound from then on. Its mark is kept (see CreateSequence).
+	DropSequence(ctx context.Context, in *SequenceRequest, opts ...grpc.CallOption) (*SequenceInfo, error)
 }
 
 type adminClient struct {
@@ -616,6 +631,46 @@ func (c *adminClient) Backup(ctx context.Context, in *BackupRequest, opts ...grp
 	return out, nil
 }
 
+func (c *adminClient) CreateSequence(ctx context.Context, in *CreateSequenceRequest, opts ...grpc.CallOption) (*SequenceInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SequenceInfo)
+	err := c.cc.Invoke(ctx, Admin_CreateSequence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) ListSequences(ctx context.Context, in *ListSequencesRequest, opts ...grpc.CallOption) (*ListSequencesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSequencesResponse)
+	err := c.cc.Invoke(ctx, Admin_ListSequences_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DescribeSequence(ctx context.Context, in *SequenceRequest, opts ...grpc.CallOption) (*SequenceInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SequenceInfo)
+	err := c.cc.Invoke(ctx, Admin_DescribeSequence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *adminClient) DropSequence(ctx context.Context, in *SequenceRequest, opts ...grpc.CallOption) (*SequenceInfo, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SequenceInfo)
+	err := c.cc.Invoke(ctx, Admin_DropSequence_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // AdminServer is the server API for Admin service.
 // All implementations must embed UnimplementedAdminServer
 // for forward compatibility.
@@ -648,6 +703,17 @@ type AdminServer interface {
 	// the cluster handed out before the call. A follower forwards it to the
 	// leader. Admin access.
 	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
+	// CreateSequence creates a named sequence (admin access). A name in use
+	// is AlreadyExists; a dropped name comes back as a new sequence of the
+	// same kind that starts above everything the old one handed out.
+	CreateSequence(context.Context, *CreateSequenceRequest) (*SequenceInfo, error)
+	// ListSequences lists the named sequences, dropped ones left out.
+	ListSequences(context.Context, *ListSequencesRequest) (*ListSequencesResponse, error)
+	// DescribeSequence reports one named sequence; NotFound if none.
+	DescribeSequence(context.Context, *SequenceRequest) (*SequenceInfo, error)
+	// DropSequence drops a named sequence (admin access): calls that name
+	// it fail NotFound from then on. Its mark is kept (see CreateSequence).
+	DropSequence(context.Context, *SequenceRequest) (*SequenceInfo, error)
 	mustEmbedUnimplementedAdminServer()
 }
 
@@ -678,6 +744,18 @@ func (UnimplementedAdminServer) TransferLeader(context.Context, *TransferLeaderR
 }
 func (UnimplementedAdminServer) Backup(context.Context, *BackupRequest) (*BackupResponse, error) {
 	return nil, status.Errorf(codes.Unimplemented, "method Backup not implemented")
+}
+func (UnimplementedAdminServer) CreateSequence(context.Context, *CreateSequenceRequest) (*SequenceInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method CreateSequence not implemented")
+}
+func (UnimplementedAdminServer) ListSequences(context.Context, *ListSequencesRequest) (*ListSequencesResponse, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method ListSequences not implemented")
+}
+func (UnimplementedAdminServer) DescribeSequence(context.Context, *SequenceRequest) (*SequenceInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DescribeSequence not implemented")
+}
+func (UnimplementedAdminServer) DropSequence(context.Context, *SequenceRequest) (*SequenceInfo, error) {
+	return nil, status.Errorf(codes.Unimplemented, "method DropSequence not implemented")
 }
 func (UnimplementedAdminServer) mustEmbedUnimplementedAdminServer() {}
 func (UnimplementedAdminServer) testEmbeddedByValue()               {}
@@ -826,6 +904,78 @@ func _Admin_Backup_Handler(srv interface{}, ctx context.Context, dec func(interf
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Admin_CreateSequence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateSequenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).CreateSequence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_CreateSequence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).CreateSequence(ctx, req.(*CreateSequenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_ListSequences_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSequencesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).ListSequences(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_ListSequences_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).ListSequences(ctx, req.(*ListSequencesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DescribeSequence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SequenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DescribeSequence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DescribeSequence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DescribeSequence(ctx, req.(*SequenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _Admin_DropSequence_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SequenceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(AdminServer).DropSequence(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Admin_DropSequence_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(AdminServer).DropSequence(ctx, req.(*SequenceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Admin_ServiceDesc is the grpc.ServiceDesc for Admin service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -860,6 +1010,22 @@ var Admin_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Backup",
 			Handler:    _Admin_Backup_Handler,
+		},
+		{
+			MethodName: "CreateSequence",
+			Handler:    _Admin_CreateSequence_Handler,
+		},
+		{
+			MethodName: "ListSequences",
+			Handler:    _Admin_ListSequences_Handler,
+		},
+		{
+			MethodName: "DescribeSequence",
+			Handler:    _Admin_DescribeSequence_Handler,
+		},
+		{
+			MethodName: "DropSequence",
+			Handler:    _Admin_DropSequence_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
