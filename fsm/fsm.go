@@ -61,8 +61,9 @@ const Version = 1
 // version (State.ClusterVersion) says which ops its log may hold: a
 // leader raises it only once every voter reports it reads the new one,
 // since a node that meets an op it does not know stops (Unreadable).
-// Version 2 adds OpSettle.
-const Reads = 2
+// Version 2 adds OpSettle; version 3 named sequences (OpCreateSequence,
+// OpDropSequence, and Allocs in OpSettle).
+const Reads = 3
 
 // SettleVersion is the cluster version from which OpSettle is accepted.
 const SettleVersion = 2
@@ -91,6 +92,10 @@ const (
 	OpSettle Op = "settle"
 	// OpClusterVersion raises the cluster version to ClusterVersion.
 	OpClusterVersion Op = "cluster_version"
+	// OpCreateSequence creates named sequence Sequence of Kind, Group and
+	// Start; OpDropSequence drops it (cluster version 3).
+	OpCreateSequence Op = "create_sequence"
+	OpDropSequence   Op = "drop_sequence"
 )
 
 // Command is one log entry's payload.
@@ -110,6 +115,14 @@ type Command struct {
 	Frontier uint64  `json:"frontier,omitempty"`
 	// ClusterVersion is what OpClusterVersion raises the version to.
 	ClusterVersion int `json:"cluster_version,omitempty"`
+	// Sequence, Kind and Start name and define a named sequence (Group
+	// is its group); Allocs ask for IDs of named sequences in a settle,
+	// at the proposer's clock NowMs.
+	Sequence string  `json:"sequence,omitempty"`
+	Kind     string  `json:"kind,omitempty"`
+	Start    uint64  `json:"start,omitempty"`
+	Allocs   []Alloc `json:"allocs,omitempty"`
+	NowMs    int64   `json:"now_ms,omitempty"`
 	// Clock is the proposer's clock reading in ticks (reserve only; 0 for
 	// none). It travels in the log entry's Extensions, not in its Data:
 	// nodes built before it existed decode Data strictly and would reject
@@ -146,6 +159,8 @@ type Result struct {
 	Outcomes []Outcome
 	// Settled is W after the command, in ticks.
 	Settled uint64
+	// Allocations holds what each of a settle's Allocs got, in order.
+	Allocations []Allocation
 }
 
 // Encode serialises a command, stamping the current version.
@@ -215,6 +230,25 @@ func Decode(b []byte) (Command, error) {
 				return Command{}, err
 			}
 		}
+		for _, a := range c.Allocs {
+			if err := CheckSequenceName(a.Seq); err != nil {
+				return Command{}, err
+			}
+			if a.Count == 0 {
+				return Command{}, fmt.Errorf("%w: alloc of 0 IDs of %q", ErrInvalid, a.Seq)
+			}
+		}
+	case OpCreateSequence:
+		if err := CheckSequenceName(c.Sequence); err != nil {
+			return Command{}, err
+		}
+		if _, err := NewSequence(c.Kind, c.Group, c.Start); err != nil {
+			return Command{}, err
+		}
+	case OpDropSequence:
+		if err := CheckSequenceName(c.Sequence); err != nil {
+			return Command{}, err
+		}
 	case OpClusterVersion:
 		if c.ClusterVersion < 1 || c.ClusterVersion > Reads {
 			return Command{}, fmt.Errorf("%w: cluster version %d (this node reads up to %d)", ErrUnknownVersion, c.ClusterVersion, Reads)
@@ -253,6 +287,9 @@ type State struct {
 	// Tracking holds the tracked reservations and W. State() leaves its
 	// open and dead sets out (see State).
 	Tracking Tracking `json:"tracking,omitzero"`
+	// Sequences holds the named sequences (State() leaves them out:
+	// Sequences and Sequence have them).
+	Sequences map[string]*Sequence `json:"sequences,omitempty"`
 }
 
 // FSM implements raft.FSM.
@@ -307,12 +344,32 @@ func (f *FSM) State() State {
 	defer f.mu.RUnlock()
 	s := f.state
 	s.Tracking = Tracking{Settled: s.Tracking.Settled, Frontier: s.Tracking.Frontier, Forgotten: s.Tracking.Forgotten}
+	s.Sequences = nil
 	s.Nodes = maps.Clone(f.state.Nodes)
 	if f.state.Layout != nil {
 		l := *f.state.Layout
 		s.Layout = &l
 	}
 	return s
+}
+
+// Sequences returns a copy of the named sequences, dropped ones included.
+func (f *FSM) Sequences() map[string]*Sequence {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return cloneSequences(f.state.Sequences)
+}
+
+// Sequence returns a copy of named sequence name, if it exists (dropped
+// or not).
+func (f *FSM) Sequence(name string) (Sequence, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.state.Sequences[name]
+	if !ok {
+		return Sequence{}, false
+	}
+	return *cloneSequences(map[string]*Sequence{name: s})[name], true
 }
 
 // Tracked returns a copy of the tracked reservations and W.
@@ -445,7 +502,18 @@ func (f *FSM) apply(c Command, term uint64) Result {
 			r.Err = fmt.Errorf("%w: tracked reservations need cluster version %d, the cluster has %d", ErrClusterVersion, SettleVersion, v)
 			break
 		}
-		r.Outcomes, r.Err = f.state.Tracking.settle(c.Tracks, c.Frontier, f.state.HighWater)
+		if len(c.Allocs) > 0 && max(f.state.ClusterVersion, 1) < SequencesVersion {
+			r.Err = fmt.Errorf("%w: named sequences need cluster version %d", ErrClusterVersion, SequencesVersion)
+			break
+		}
+		if r.Outcomes, r.Err = f.state.Tracking.settle(c.Tracks, c.Frontier, f.state.HighWater); r.Err != nil {
+			break
+		}
+		for _, a := range c.Allocs {
+			r.Allocations = append(r.Allocations, f.state.alloc(a, c.NowMs))
+		}
+	case OpCreateSequence, OpDropSequence:
+		r.Err = f.state.defineSequence(c)
 	case OpClusterVersion:
 		f.state.ClusterVersion = max(f.state.ClusterVersion, c.ClusterVersion)
 	}
@@ -468,6 +536,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	s := f.state
 	s.Nodes = maps.Clone(f.state.Nodes)
 	s.Tracking = f.state.Tracking.clone()
+	s.Sequences = cloneSequences(f.state.Sequences)
 	f.mu.RUnlock()
 	b, err := json.Marshal(s)
 	if err != nil {

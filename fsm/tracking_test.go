@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -306,7 +307,7 @@ func TestSettleNeedsClusterVersion2(t *testing.T) {
 	if v := f.ClusterVersion(); v != 2 {
 		t.Fatalf("ClusterVersion() = %d after raising to 2 and asking for 1, want 2", v)
 	}
-	if _, err := Decode([]byte(`{"v":1,"op":"cluster_version","cluster_version":3}`)); !unreadable(err) {
+	if _, err := Decode([]byte(fmt.Sprintf(`{"v":1,"op":"cluster_version","cluster_version":%d}`, Reads+1))); !unreadable(err) {
 		t.Fatalf("a cluster version above Reads decodes: %v; a node must stop on it", err)
 	}
 }

@@ -62,7 +62,7 @@ type access int
 const (
 	accessClient access = iota // ask for IDs, read status
 	accessNode                 // answer term rounds
-	accessAdmin                // join, remove, transfer leadership, backup
+	accessAdmin                // join, remove, transfer leadership, backup, define sequences
 )
 
 // methodAccess is the one table of what each method requires; methods
@@ -71,7 +71,8 @@ func methodAccess(method string) access {
 	switch method {
 	case api.Admin_Join_FullMethodName, api.Admin_Remove_FullMethodName, api.Admin_TransferLeader_FullMethodName,
 		// A backup names every member and the cluster id: operators only.
-		api.Admin_Backup_FullMethodName:
+		api.Admin_Backup_FullMethodName,
+		api.Admin_CreateSequence_FullMethodName, api.Admin_DropSequence_FullMethodName:
 		return accessAdmin
 	case api.Peer_Term_FullMethodName, api.Admin_Register_FullMethodName:
 		return accessNode

@@ -90,8 +90,20 @@ func codeOf(err error) codes.Code {
 		// Not ResourceExhausted, which clients back off on and retry: no
 		// retry of a TTL over the maximum can succeed.
 		return codes.InvalidArgument
-	case errors.Is(err, settle.ErrClusterVersion):
+	case errors.Is(err, settle.ErrClusterVersion), errors.Is(err, fsm.ErrClusterVersion):
 		return codes.Unavailable
+	case errors.Is(err, fsm.ErrNoSequence):
+		return codes.NotFound
+	case errors.Is(err, fsm.ErrSequenceExists):
+		return codes.AlreadyExists
+	case errors.Is(err, fsm.ErrSequenceKind):
+		return codes.FailedPrecondition
+	case errors.Is(err, fsm.ErrSequenceFull):
+		return codes.OutOfRange
+	case errors.Is(err, fsm.ErrTooManySequences):
+		return codes.ResourceExhausted
+	case errors.Is(err, fsm.ErrInvalid):
+		return codes.InvalidArgument
 	case errors.Is(err, sequencer.ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, api.ErrBadHandle), errors.Is(err, layout.ErrInvalidLayout), errors.Is(err, leadership.ErrMisdirected):
 		return codes.InvalidArgument
 	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrVersionTooOld), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, startup.ErrClusterExists), errors.Is(err, startup.ErrOtherCluster):

@@ -26,6 +26,10 @@ type Sequencer struct {
 
 // Next implements api.SequencerServer.
 func (q *Sequencer) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	if req.Sequence != "" {
+		resp, err := q.srv.nextInSequence(ctx, req)
+		return resp, q.srv.status(ctx, err)
+	}
 	if err := q.srv.checkWidth(ctx); err != nil {
 		return nil, ToStatus(ctx, err, "")
 	}

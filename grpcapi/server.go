@@ -64,6 +64,10 @@ type Node interface {
 	TransferLeadership(id string) error
 	// Backup copies the replicated state on the leader.
 	Backup(ctx context.Context) (*api.BackupResponse, error)
+	// CreateSequence and DropSequence commit a named sequence's
+	// definition, on the leader.
+	CreateSequence(ctx context.Context, name, kind string, group, start uint64) error
+	DropSequence(ctx context.Context, name string) error
 }
 
 // Raft is what a node's status reads of its Raft instance. *raft.Raft
@@ -84,6 +88,8 @@ type State interface {
 	// Marks is W and the tracked frontier, in ticks.
 	Marks() (settled, frontier uint64)
 	ClusterVersion() int
+	Sequences() map[string]*fsm.Sequence
+	Sequence(name string) (fsm.Sequence, bool)
 }
 
 // IDs is where IDs come from: the leader's sequencer. *sequencer.Sequencer

@@ -12,10 +12,12 @@ import (
 // request is one call waiting for the entry that carries it.
 type request struct {
 	ctx context.Context
-	// reserve: count and ttl; a decision: track; neither: a read of W.
+	// reserve: count and ttl; a decision: track; IDs of a named
+	// sequence: alloc; none: a read of W.
 	count uint64
 	ttl   time.Duration
 	track *fsm.Track
+	alloc *fsm.Alloc
 
 	done chan struct{}
 	// The answer: the block and the term it was assigned in (reserve),
@@ -23,8 +25,10 @@ type request struct {
 	block   sequencer.Block
 	term    uint64
 	outcome fsm.Outcome
-	settled uint64
-	err     error
+	// allocated is what an alloc got.
+	allocated fsm.Allocation
+	settled   uint64
+	err       error
 }
 
 func (r *request) finish(err error) {
@@ -109,6 +113,20 @@ func refusal(do fsm.Do, f fsm.Fate, first, count uint64) error {
 		return ErrCompleted
 	}
 	return nil
+}
+
+// Alloc hands out count IDs (values or ticks) of named sequence seq, once
+// the entry that decides them is committed, and returns the first.
+func (s *Settler) Alloc(ctx context.Context, seq string, count uint64) (uint64, error) {
+	if v := s.state.ClusterVersion(); v < fsm.SequencesVersion {
+		return 0, fmt.Errorf("%w: it is %d, named sequences need %d, which the leader records once every voter reports that it runs an Ordo that reads it (ordo status shows each node's): upgrade every node",
+			ErrClusterVersion, v, fsm.SequencesVersion)
+	}
+	r, err := s.call(ctx, &request{alloc: &fsm.Alloc{Seq: seq, Count: count}})
+	if err != nil {
+		return 0, err
+	}
+	return r.allocated.First, r.allocated.Err
 }
 
 // Watermark returns W after every call that completed before this one
@@ -213,6 +231,9 @@ type flight struct {
 	// owners[i] is the call track i answers; nil for an expiry.
 	owners []*request
 	reads  []*request
+	// allocs are the named sequences' calls, allocOwners who asked.
+	allocs      []fsm.Alloc
+	allocOwners []*request
 	// vouch is what the answers wait for besides the commit (IDs.Vouch).
 	vouch sequencer.Ticket
 }
@@ -257,12 +278,16 @@ func (s *Settler) flush(batch []*request) time.Duration {
 		return untilDue(nextDue, s.clock())
 	}
 	f.term = term
-	if len(f.tracks) == 0 && next <= s.frontier() {
+	if len(f.tracks) == 0 && len(f.allocs) == 0 && next <= s.frontier() {
 		s.confirmReads(f.reads, term)
 		return untilDue(nextDue, s.clock())
 	}
 	f.vouch = s.ids.Vouch()
-	f.pending = s.log.Settle(fsm.Command{Op: fsm.OpSettle, Tracks: f.tracks, Frontier: next})
+	c := fsm.Command{Op: fsm.OpSettle, Tracks: f.tracks, Frontier: next, Allocs: f.allocs}
+	if len(f.allocs) > 0 {
+		c.NowMs = s.clock().UnixMilli() // what layout sequences follow
+	}
+	f.pending = s.log.Settle(c)
 	select {
 	case s.flights <- f:
 	case <-s.stop:
@@ -275,6 +300,8 @@ func (s *Settler) flush(batch []*request) time.Duration {
 // the entry's frontier, read after, covers them.
 func (s *Settler) add(f *flight, r *request) {
 	switch {
+	case r.alloc != nil:
+		f.allocs, f.allocOwners = append(f.allocs, *r.alloc), append(f.allocOwners, r)
 	case r.track != nil:
 		f.tracks, f.owners = append(f.tracks, *r.track), append(f.owners, r)
 	case r.count > 0:
@@ -344,7 +371,7 @@ func (s *Settler) results() {
 	defer s.wg.Done()
 	for f := range s.flights {
 		res, err := s.result(f.pending)
-		if err == nil && res.Err == nil && len(res.Outcomes) != len(f.tracks) {
+		if err == nil && res.Err == nil && (len(res.Outcomes) != len(f.tracks) || len(res.Allocations) != len(f.allocs)) {
 			err = fmt.Errorf("settle entry answered %d outcomes for %d tracks", len(res.Outcomes), len(f.tracks))
 		}
 		if err == nil {
@@ -421,6 +448,13 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		}
 		r.finish(err)
 	}
+	// A named sequence's IDs are decided by the log alone: whoever
+	// committed the entry, a call that ended before this one began is
+	// earlier in it.
+	for i, r := range f.allocOwners {
+		r.allocated = res.Allocations[i]
+		r.finish(nil)
+	}
 }
 
 // vouched waits for t (IDs.Vouch), or for Close.
@@ -441,6 +475,9 @@ func (s *Settler) answer(f flight, err error) {
 		}
 	}
 	for _, r := range f.reads {
+		r.finish(err)
+	}
+	for _, r := range f.allocOwners {
 		r.finish(err)
 	}
 }

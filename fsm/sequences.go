@@ -1,0 +1,210 @@
+package fsm
+
+// Named sequences: many sequences in one cluster, each with its own kind
+// (a layout and group, or dense integers) and mark.
+//
+// A named sequence keeps no reservation in a leader's memory: every call
+// for its IDs is an Alloc in a committed settle entry, and Apply decides
+// its IDs from the sequence's mark, in log order. So a call that
+// completed before another began has its IDs below the other's (its
+// entry is earlier in the log), a leader change or a whole-cluster
+// restart loses nothing but answers committed and never delivered, and a
+// dense sequence makes no other gap. The mark only moves up; a dropped
+// sequence keeps it, so a name created again starts above it.
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"time"
+
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// KindDense is the kind of a sequence of consecutive integers.
+const KindDense = "dense"
+
+// MaxSequences bounds the named sequences, dropped ones included.
+const MaxSequences = 100_000
+
+// SequencesVersion is the cluster version from which named sequences
+// (OpCreateSequence, OpDropSequence, Allocs) are accepted.
+const SequencesVersion = 3
+
+// Errors of named sequences, in a Result or an Allocation.
+var (
+	// ErrNoSequence means no sequence has the name, or it was dropped.
+	ErrNoSequence = errors.New("no such sequence")
+	// ErrSequenceExists means a sequence of the name exists.
+	ErrSequenceExists = errors.New("sequence exists")
+	// ErrSequenceKind means a dropped name was created again with another
+	// kind: its old IDs and new ones would not compare.
+	ErrSequenceKind = errors.New("a dropped sequence comes back only with its kind")
+	// ErrSequenceFull means a sequence's IDs would run past what its kind
+	// holds: the dense range's end, the layout's last tick, or further
+	// ahead of the clock than the lead bound.
+	ErrSequenceFull = errors.New("sequence cannot hand out that many IDs")
+	// ErrTooManySequences means MaxSequences are defined.
+	ErrTooManySequences = errors.New("too many sequences")
+)
+
+var sequenceName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
+
+// CheckSequenceName reports whether name is a valid sequence name.
+func CheckSequenceName(name string) error {
+	if !sequenceName.MatchString(name) {
+		return fmt.Errorf("%w: sequence name %q: 1 to 63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit", ErrInvalid, name)
+	}
+	return nil
+}
+
+// Sequence is a named sequence as the state holds it.
+type Sequence struct {
+	// Kind is KindDense or the canonical layout spec.
+	Kind   string         `json:"kind"`
+	Layout *layout.Layout `json:"layout,omitempty"`
+	Group  uint64         `json:"group,omitempty"`
+	Start  uint64         `json:"start,omitempty"`
+	// Next is the next value (dense) or tick (layout) at the earliest:
+	// everything handed out is below it.
+	Next    uint64 `json:"next"`
+	Dropped bool   `json:"dropped,omitempty"`
+	// ClockHigh is the highest clock reading, in the layout's ticks, any
+	// of its allocations carried: its lead is measured from there, so a
+	// leader whose clock is behind an earlier one's is not refused.
+	ClockHigh uint64 `json:"clock_high,omitempty"`
+}
+
+// Alloc asks for Count IDs of sequence Seq.
+type Alloc struct {
+	Seq   string `json:"seq"`
+	Count uint64 `json:"count"`
+}
+
+// Allocation is what an Alloc got: Count IDs (values or ticks) from First,
+// or why not.
+type Allocation struct {
+	First uint64
+	Err   error
+}
+
+// sequenceLead is how far ahead of the proposer's clock a layout
+// sequence's last tick may run: as far as the default sequence's least
+// lead bound.
+const sequenceLead = 10 * time.Second
+
+// NewSequence checks a sequence's definition and returns it, not yet
+// handing anything out.
+func NewSequence(kind string, group, start uint64) (Sequence, error) {
+	if kind == KindDense {
+		if group != 0 {
+			return Sequence{}, fmt.Errorf("%w: a dense sequence has no group", ErrInvalid)
+		}
+		return Sequence{Kind: KindDense, Start: max(start, 1), Next: max(start, 1)}, nil
+	}
+	l, err := layout.Parse(kind)
+	if err != nil {
+		return Sequence{}, fmt.Errorf("%w: kind %q: want %q or a layout: %v", ErrInvalid, kind, KindDense, err)
+	}
+	if err := l.Validate(endOfTime); err != nil {
+		return Sequence{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if err := l.CheckGroup(group); err != nil {
+		return Sequence{}, fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if start != 0 {
+		return Sequence{}, fmt.Errorf("%w: a layout sequence starts at its clock, not at a value", ErrInvalid)
+	}
+	return Sequence{Kind: l.String(), Layout: &l, Group: group, Next: 1}, nil
+}
+
+// defineSequence applies an OpCreateSequence or OpDropSequence.
+func (s *State) defineSequence(c Command) error {
+	if v := max(s.ClusterVersion, 1); v < SequencesVersion {
+		return fmt.Errorf("%w: named sequences need cluster version %d, the cluster has %d", ErrClusterVersion, SequencesVersion, v)
+	}
+	if c.Op == OpDropSequence {
+		return s.dropSequence(c.Sequence)
+	}
+	return s.createSequence(c.Sequence, c.Kind, c.Group, c.Start)
+}
+
+// createSequence applies an OpCreateSequence.
+func (s *State) createSequence(name, kind string, group, start uint64) error {
+	def, err := NewSequence(kind, group, start)
+	if err != nil {
+		return err
+	}
+	old, ok := s.Sequences[name]
+	switch {
+	case ok && !old.Dropped:
+		return fmt.Errorf("%w: %q", ErrSequenceExists, name)
+	case ok && (old.Kind != def.Kind || old.Group != def.Group):
+		return fmt.Errorf("%w: %q was %s group %d", ErrSequenceKind, name, old.Kind, old.Group)
+	case ok:
+		old.Dropped, old.Next = false, max(old.Next, def.Next)
+		return nil
+	case len(s.Sequences) >= MaxSequences:
+		return fmt.Errorf("%w: %d", ErrTooManySequences, MaxSequences)
+	}
+	if s.Sequences == nil {
+		s.Sequences = map[string]*Sequence{}
+	}
+	s.Sequences[name] = &def
+	return nil
+}
+
+// dropSequence applies an OpDropSequence.
+func (s *State) dropSequence(name string) error {
+	seq, ok := s.Sequences[name]
+	if !ok || seq.Dropped {
+		return fmt.Errorf("%w: %q", ErrNoSequence, name)
+	}
+	seq.Dropped = true
+	return nil
+}
+
+// alloc hands out a.Count IDs of a sequence; nowMs is the proposer's
+// clock, which a layout sequence follows.
+func (s *State) alloc(a Alloc, nowMs int64) Allocation {
+	seq, ok := s.Sequences[a.Seq]
+	if !ok || seq.Dropped {
+		return Allocation{Err: fmt.Errorf("%w: %q", ErrNoSequence, a.Seq)}
+	}
+	first := seq.Next
+	last, end := first+a.Count-1, first+a.Count
+	if seq.Layout != nil {
+		now := seq.Layout.TickAt(time.UnixMilli(nowMs))
+		first = max(first, now, 1)
+		last, end = first+a.Count-1, first+a.Count
+		seen := max(now, seq.ClockHigh)
+		if last > seq.Layout.MaxTick() || last > seen+seq.Layout.TicksIn(sequenceLead) || end < first {
+			return Allocation{Err: fmt.Errorf("%w: %d IDs of %q from tick %d: past its layout's last tick or more than %s ahead of the clock",
+				ErrSequenceFull, a.Count, a.Seq, first, sequenceLead)}
+		}
+	} else if end < first || end == 0 {
+		return Allocation{Err: fmt.Errorf("%w: %d IDs of dense %q from %d: past 2^64", ErrSequenceFull, a.Count, a.Seq, first)}
+	}
+	seq.Next = end
+	if seq.Layout != nil {
+		seq.ClockHigh = max(seq.ClockHigh, seq.Layout.TickAt(time.UnixMilli(nowMs)))
+	}
+	return Allocation{First: first}
+}
+
+// cloneSequences is a deep copy.
+func cloneSequences(m map[string]*Sequence) map[string]*Sequence {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]*Sequence, len(m))
+	for k, v := range m {
+		s := *v
+		if v.Layout != nil {
+			l := *v.Layout
+			s.Layout = &l
+		}
+		c[k] = &s
+	}
+	return c
+}

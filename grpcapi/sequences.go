@@ -1,0 +1,152 @@
+package grpcapi
+
+// Named sequences: their admin calls, and the path to a named sequence's
+// IDs, which every call commits through the log before it answers (see
+// package fsm, sequences.go). Like Next, only the leader serves them, and
+// forward is the one rule of where.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/layout"
+)
+
+// CreateSequence implements api.AdminServer.
+func (a *Admin) CreateSequence(ctx context.Context, req *api.CreateSequenceRequest) (*api.SequenceInfo, error) {
+	resp, err := a.srv.defineSequence(ctx, req.Name, func() error {
+		return a.srv.Node.CreateSequence(ctx, req.Name, req.Kind, req.Group, req.Start)
+	}, func(c api.AdminClient, ctx context.Context) (*api.SequenceInfo, error) { return c.CreateSequence(ctx, req) })
+	return resp, a.srv.status(ctx, err)
+}
+
+// DropSequence implements api.AdminServer.
+func (a *Admin) DropSequence(ctx context.Context, req *api.SequenceRequest) (*api.SequenceInfo, error) {
+	resp, err := a.srv.defineSequence(ctx, req.Name, func() error {
+		return a.srv.Node.DropSequence(ctx, req.Name)
+	}, func(c api.AdminClient, ctx context.Context) (*api.SequenceInfo, error) { return c.DropSequence(ctx, req) })
+	return resp, a.srv.status(ctx, err)
+}
+
+// defineSequence runs a create or drop on the leader (forwarding it from
+// a follower) and answers the sequence as it then stands.
+func (s *Server) defineSequence(ctx context.Context, name string, local func() error,
+	remote func(api.AdminClient, context.Context) (*api.SequenceInfo, error)) (*api.SequenceInfo, error) {
+	if err := fsm.CheckSequenceName(name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	conn, fwd, err := s.forward(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if fwd {
+		return remote(api.NewAdminClient(conn), s.forwardContext(ctx))
+	}
+	if err := local(); err != nil {
+		return nil, err
+	}
+	return s.sequenceInfo(name)
+}
+
+// ListSequences implements api.AdminServer, from this node's state.
+func (a *Admin) ListSequences(ctx context.Context, _ *api.ListSequencesRequest) (*api.ListSequencesResponse, error) {
+	resp := &api.ListSequencesResponse{}
+	for name, seq := range a.srv.State.Sequences() {
+		if !seq.Dropped {
+			resp.Sequences = append(resp.Sequences, info(name, seq))
+		}
+	}
+	slices.SortFunc(resp.Sequences, func(x, y *api.SequenceInfo) int { return strings.Compare(x.Name, y.Name) })
+	return resp, nil
+}
+
+// DescribeSequence implements api.AdminServer, from this node's state.
+func (a *Admin) DescribeSequence(ctx context.Context, req *api.SequenceRequest) (*api.SequenceInfo, error) {
+	resp, err := a.srv.DescribeSequence(ctx, req.Name)
+	return resp, a.srv.status(ctx, err)
+}
+
+// DescribeSequence is the sequence name as this node's state holds it.
+// Its errors are unmapped.
+func (s *Server) DescribeSequence(ctx context.Context, name string) (*api.SequenceInfo, error) {
+	if err := fsm.CheckSequenceName(name); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return s.sequenceInfo(name)
+}
+
+func (s *Server) sequenceInfo(name string) (*api.SequenceInfo, error) {
+	seq, ok := s.State.Sequence(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, name)
+	}
+	return info(name, &seq), nil
+}
+
+func info(name string, seq *fsm.Sequence) *api.SequenceInfo {
+	return &api.SequenceInfo{Name: name, Kind: seq.Kind, Group: seq.Group, Start: seq.Start, Next: seq.Next, Dropped: seq.Dropped}
+}
+
+// NextInSequence is the path of one call for a named sequence's IDs,
+// which gRPC's Next and HTTP share: checks, one forward to the leader or
+// one allocation committed here, and the runs. Its errors are statuses.
+func (s *Server) NextInSequence(ctx context.Context, name string, count uint32) (*api.NextResponse, error) {
+	resp, err := s.nextInSequence(ctx, &api.NextRequest{Count: count, Sequence: name})
+	return resp, s.status(ctx, err)
+}
+
+func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	if err := fsm.CheckSequenceName(req.Sequence); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if err := s.checkCount(req.Count); err != nil {
+		return nil, err
+	}
+	conn, fwd, err := s.forward(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if fwd {
+		return api.NewSequencerClient(conn).Next(s.forwardContext(ctx), req)
+	}
+	seq, ok := s.State.Sequence(req.Sequence)
+	if !ok || seq.Dropped {
+		return nil, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, req.Sequence)
+	}
+	if err := checkSequenceWidth(ctx, req.Sequence, seq); err != nil {
+		return nil, err
+	}
+	first, err := s.Settle.Alloc(ctx, req.Sequence, uint64(req.Count))
+	if err != nil {
+		return nil, err
+	}
+	s.Meter.Issued(uint64(req.Count))
+	return &api.NextResponse{Runs: sequenceRuns(seq, first, uint64(req.Count)), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr}, nil
+}
+
+// sequenceRuns renders count IDs from first as seq's kind makes them: a
+// dense sequence's values are its IDs.
+func sequenceRuns(seq fsm.Sequence, first, count uint64) []*api.IDRun {
+	if seq.Layout == nil {
+		return []*api.IDRun{{First: first, Count: uint32(count), Step: 1}}
+	}
+	return api.Runs(*seq.Layout, seq.Group, first, count)
+}
+
+// checkSequenceWidth is checkWidth for a named sequence: the call names
+// api.TicksKey exactly when the sequence's layout makes 128-bit IDs.
+func checkSequenceWidth(ctx context.Context, name string, seq fsm.Sequence) error {
+	asks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
+	wide := seq.Layout != nil && seq.Layout.Wide()
+	if asks != wide {
+		return fmt.Errorf("sequence %q is %s: a call for its IDs must %sname %s in its metadata: %w",
+			name, seq.Kind, map[bool]string{true: "", false: "not "}[wide], api.TicksKey, layout.ErrWrongWidth)
+	}
+	return nil
+}
