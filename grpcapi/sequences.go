@@ -22,7 +22,9 @@ import (
 func (a *Admin) CreateSequence(ctx context.Context, req *api.CreateSequenceRequest) (*api.SequenceInfo, error) {
 	resp, err := a.srv.defineSequence(ctx, req.Name, func() error {
 		return a.srv.Node.CreateSequence(ctx, req.Name, req.Kind, req.Group, req.Start)
-	}, func(c api.AdminClient, ctx context.Context) (*api.SequenceInfo, error) { return c.CreateSequence(ctx, req) })
+	}, func(c api.AdminClient, ctx context.Context) (*api.SequenceInfo, error) {
+		return c.CreateSequence(ctx, req)
+	})
 	return resp, a.srv.status(ctx, err)
 }
 
@@ -30,7 +32,9 @@ func (a *Admin) CreateSequence(ctx context.Context, req *api.CreateSequenceReque
 func (a *Admin) DropSequence(ctx context.Context, req *api.SequenceRequest) (*api.SequenceInfo, error) {
 	resp, err := a.srv.defineSequence(ctx, req.Name, func() error {
 		return a.srv.Node.DropSequence(ctx, req.Name)
-	}, func(c api.AdminClient, ctx context.Context) (*api.SequenceInfo, error) { return c.DropSequence(ctx, req) })
+	}, func(c api.AdminClient, ctx context.Context) (*api.SequenceInfo, error) {
+		return c.DropSequence(ctx, req)
+	})
 	return resp, a.srv.status(ctx, err)
 }
 
