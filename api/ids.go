@@ -165,3 +165,9 @@ func (r *RunReader) check(first, count, step uint64) error {
 	}
 	return nil
 }
+
+// CallerKey is the metadata key in which a plaintext caller names itself
+// for idempotency keys (NextRequest.idempotency_key): keys are scoped to
+// it, so it must be the same after the caller restarts. With TLS the
+// certificate's subject is the caller, and this key is ignored.
+const CallerKey = "ordo-caller"

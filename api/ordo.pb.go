@@ -1224,9 +1224,17 @@ type NextRequest struct {
 	// The named sequence to take IDs from (CreateSequence); empty: the
 	// cluster's default sequence. A named sequence's IDs are rendered with
 	// its own kind (layout and group, or dense integers).
-	Sequence      string `protobuf:"bytes,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sequence string `protobuf:"bytes,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Set: a retry of this call, with the same key from the same caller
+	// (the certificate subject with TLS; else the ordo-caller metadata, or
+	// one namespace when none), within the key window, gets exactly the
+	// IDs of the first answer, from any node, after any leader change or
+	// restart. The same key with another count or sequence is
+	// FailedPrecondition. A keyed call costs a Raft commit before its
+	// answer. 1 to 128 bytes.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NextRequest) Reset() {
@@ -1269,6 +1277,13 @@ func (x *NextRequest) GetCount() uint32 {
 func (x *NextRequest) GetSequence() string {
 	if x != nil {
 		return x.Sequence
+	}
+	return ""
+}
+
+func (x *NextRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
 	}
 	return ""
 }
@@ -2530,10 +2545,11 @@ const file_ordo_proto_rawDesc = "" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x17\n" +
 	"\anode_id\x18\x02 \x01(\tR\x06nodeId\x12\x14\n" +
 	"\x05round\x18\x03 \x01(\x04R\x05round\x12\x19\n" +
-	"\blease_ms\x18\x04 \x01(\rR\aleaseMs\"?\n" +
+	"\blease_ms\x18\x04 \x01(\rR\aleaseMs\"h\n" +
 	"\vNextRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x12\x1a\n" +
-	"\bsequence\x18\x02 \x01(\tR\bsequence\"G\n" +
+	"\bsequence\x18\x02 \x01(\tR\bsequence\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"G\n" +
 	"\x05IDRun\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x12\n" +
