@@ -20,6 +20,7 @@ import (
 	"io"
 	"maps"
 	"math"
+	"slices"
 	"sync"
 	"time"
 
@@ -123,6 +124,8 @@ type Command struct {
 	Start    uint64  `json:"start,omitempty"`
 	Allocs   []Alloc `json:"allocs,omitempty"`
 	NowMs    int64   `json:"now_ms,omitempty"`
+	// Claims are keyed calls of the default sequence (see Keys).
+	Claims []Claim `json:"claims,omitempty"`
 	// Clock is the proposer's clock reading in ticks (reserve only; 0 for
 	// none). It travels in the log entry's Extensions, not in its Data:
 	// nodes built before it existed decode Data strictly and would reject
@@ -159,8 +162,10 @@ type Result struct {
 	Outcomes []Outcome
 	// Settled is W after the command, in ticks.
 	Settled uint64
-	// Allocations holds what each of a settle's Allocs got, in order.
+	// Allocations holds what each of a settle's Allocs got, in order,
+	// and Claimed what each of its Claims did.
 	Allocations []Allocation
+	Claimed     []Allocation
 }
 
 // Encode serialises a command, stamping the current version.
@@ -237,6 +242,17 @@ func Decode(b []byte) (Command, error) {
 			if a.Count == 0 {
 				return Command{}, fmt.Errorf("%w: alloc of 0 IDs of %q", ErrInvalid, a.Seq)
 			}
+			if err := a.Keyed.check(); err != nil {
+				return Command{}, err
+			}
+		}
+		for _, cl := range c.Claims {
+			if err := cl.Keyed.check(); err != nil {
+				return Command{}, err
+			}
+			if cl.Key == "" || cl.Count == 0 || cl.First == 0 {
+				return Command{}, fmt.Errorf("%w: claim of %d ticks from %d with key %q", ErrInvalid, cl.Count, cl.First, cl.Key)
+			}
 		}
 	case OpCreateSequence:
 		if err := CheckSequenceName(c.Sequence); err != nil {
@@ -290,6 +306,9 @@ type State struct {
 	// Sequences holds the named sequences (State() leaves them out:
 	// Sequences and Sequence have them).
 	Sequences map[string]*Sequence `json:"sequences,omitempty"`
+	// Keys holds the answers kept for idempotency keys (State() leaves
+	// them out).
+	Keys Keys `json:"keys,omitzero"`
 }
 
 // FSM implements raft.FSM.
@@ -344,7 +363,7 @@ func (f *FSM) State() State {
 	defer f.mu.RUnlock()
 	s := f.state
 	s.Tracking = Tracking{Settled: s.Tracking.Settled, Frontier: s.Tracking.Frontier, Forgotten: s.Tracking.Forgotten}
-	s.Sequences = nil
+	s.Sequences, s.Keys = nil, Keys{}
 	s.Nodes = maps.Clone(f.state.Nodes)
 	if f.state.Layout != nil {
 		l := *f.state.Layout
@@ -502,7 +521,7 @@ func (f *FSM) apply(c Command, term uint64) Result {
 			r.Err = fmt.Errorf("%w: tracked reservations need cluster version %d, the cluster has %d", ErrClusterVersion, SettleVersion, v)
 			break
 		}
-		if len(c.Allocs) > 0 && max(f.state.ClusterVersion, 1) < SequencesVersion {
+		if len(c.Allocs)+len(c.Claims) > 0 && max(f.state.ClusterVersion, 1) < SequencesVersion {
 			r.Err = fmt.Errorf("%w: named sequences need cluster version %d", ErrClusterVersion, SequencesVersion)
 			break
 		}
@@ -510,7 +529,10 @@ func (f *FSM) apply(c Command, term uint64) Result {
 			break
 		}
 		for _, a := range c.Allocs {
-			r.Allocations = append(r.Allocations, f.state.alloc(a, c.NowMs))
+			r.Allocations = append(r.Allocations, f.state.keyedAlloc(a, c.NowMs))
+		}
+		for _, cl := range c.Claims {
+			r.Claimed = append(r.Claimed, f.state.claim(cl, c.NowMs))
 		}
 	case OpCreateSequence, OpDropSequence:
 		r.Err = f.state.defineSequence(c)
@@ -537,6 +559,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	s.Nodes = maps.Clone(f.state.Nodes)
 	s.Tracking = f.state.Tracking.clone()
 	s.Sequences = cloneSequences(f.state.Sequences)
+	s.Keys = Keys{Records: slices.Clone(f.state.Keys.Records)}
 	f.mu.RUnlock()
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -563,6 +586,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		s.Nodes = map[string]string{}
 	}
 	s.Tracking.restore()
+	s.Keys.restore()
 	f.mu.Lock()
 	f.state, f.unreadable = s, nil
 	onInit := f.onInit

@@ -79,6 +79,7 @@ type Sequence struct {
 type Alloc struct {
 	Seq   string `json:"seq"`
 	Count uint64 `json:"count"`
+	Keyed
 }
 
 // Allocation is what an Alloc got: Count IDs (values or ticks) from First,

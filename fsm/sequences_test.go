@@ -29,7 +29,7 @@ func TestSequencesHandOutInLogOrder(t *testing.T) {
 	applyOK(t, f, Command{Op: OpCreateSequence, Sequence: "orders", Kind: KindDense, Start: 100}, 1)
 	applyOK(t, f, Command{Op: OpCreateSequence, Sequence: "events.t1", Kind: "default", Group: 7}, 1)
 	now := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC).UnixMilli()
-	got := allocs(t, f, now, Alloc{"orders", 3}, Alloc{"events.t1", 2}, Alloc{"orders", 1})
+	got := allocs(t, f, now, Alloc{Seq: "orders", Count: 3}, Alloc{Seq: "events.t1", Count: 2}, Alloc{Seq: "orders", Count: 1})
 	if got[0].First != 100 || got[2].First != 103 || got[0].Err != nil || got[2].Err != nil {
 		t.Fatalf("dense: %+v, want 100 and 103", got)
 	}
@@ -38,7 +38,7 @@ func TestSequencesHandOutInLogOrder(t *testing.T) {
 		t.Fatalf("layout sequence first tick %d, want the clock's %d", got[1].First, tick)
 	}
 	f = restored(t, f)
-	back := allocs(t, f, now-60_000, Alloc{"orders", 2}, Alloc{"events.t1", 1})
+	back := allocs(t, f, now-60_000, Alloc{Seq: "orders", Count: 2}, Alloc{Seq: "events.t1", Count: 1})
 	if back[0].First != 104 || back[1].First != got[1].First+2 {
 		t.Fatalf("after a restore and a clock a minute back: %+v, want 104 and %d", back, got[1].First+2)
 	}
@@ -65,8 +65,8 @@ func TestSequencesRefuseBadDefinitionsAndCalls(t *testing.T) {
 		{Op: OpCreateSequence, Sequence: "x", Kind: KindDense, Group: 1},
 		{Op: OpCreateSequence, Sequence: "x", Kind: "default", Start: 5},
 		{Op: OpCreateSequence, Sequence: "x", Kind: "default", Group: 1 << 20},
-		{Op: OpSettle, Allocs: []Alloc{{"a", 0}}},
-		{Op: OpSettle, Allocs: []Alloc{{"-a", 1}}},
+		{Op: OpSettle, Allocs: []Alloc{{Seq: "a", Count: 0}}},
+		{Op: OpSettle, Allocs: []Alloc{{Seq: "-a", Count: 1}}},
 	} {
 		b, err := Encode(c)
 		if err != nil {
@@ -76,14 +76,14 @@ func TestSequencesRefuseBadDefinitionsAndCalls(t *testing.T) {
 			t.Errorf("%+v decodes: %v, want ErrInvalid", c, err)
 		}
 	}
-	if got := allocs(t, f, 0, Alloc{"nope", 1})[0]; !errors.Is(got.Err, ErrNoSequence) {
+	if got := allocs(t, f, 0, Alloc{Seq: "nope", Count: 1})[0]; !errors.Is(got.Err, ErrNoSequence) {
 		t.Errorf("alloc of an unknown sequence: %+v", got)
 	}
 	applyOK(t, f, Command{Op: OpCreateSequence, Sequence: "big", Kind: KindDense, Start: 1<<64 - 3}, 1)
-	if got := allocs(t, f, 0, Alloc{"big", 5})[0]; !errors.Is(got.Err, ErrSequenceFull) {
+	if got := allocs(t, f, 0, Alloc{Seq: "big", Count: 5})[0]; !errors.Is(got.Err, ErrSequenceFull) {
 		t.Errorf("alloc past 2^64: %+v, want ErrSequenceFull", got)
 	}
-	if got := allocs(t, f, 0, Alloc{"big", 2})[0]; got.Err != nil || got.First != 1<<64-3 {
+	if got := allocs(t, f, 0, Alloc{Seq: "big", Count: 2})[0]; got.Err != nil || got.First != 1<<64-3 {
 		t.Errorf("alloc that fits after a refused one: %+v; a refusal must change nothing", got)
 	}
 }
@@ -93,16 +93,16 @@ func TestSequencesRefuseBadDefinitionsAndCalls(t *testing.T) {
 func TestDroppedSequenceComesBackAboveItsMark(t *testing.T) {
 	f := sequencedFSM(t)
 	applyOK(t, f, Command{Op: OpCreateSequence, Sequence: "s", Kind: KindDense}, 1)
-	allocs(t, f, 0, Alloc{"s", 10})
+	allocs(t, f, 0, Alloc{Seq: "s", Count: 10})
 	applyOK(t, f, Command{Op: OpDropSequence, Sequence: "s"}, 1)
-	if got := allocs(t, f, 0, Alloc{"s", 1})[0]; !errors.Is(got.Err, ErrNoSequence) {
+	if got := allocs(t, f, 0, Alloc{Seq: "s", Count: 1})[0]; !errors.Is(got.Err, ErrNoSequence) {
 		t.Fatalf("alloc of a dropped sequence: %+v", got)
 	}
 	if r := applyCmd(t, f, Command{Op: OpCreateSequence, Sequence: "s", Kind: "default"}, 1); !errors.Is(r.Err, ErrSequenceKind) {
 		t.Fatalf("created again as another kind: %v", r.Err)
 	}
 	applyOK(t, f, Command{Op: OpCreateSequence, Sequence: "s", Kind: KindDense}, 1)
-	if got := allocs(t, f, 0, Alloc{"s", 1})[0]; got.First != 11 {
+	if got := allocs(t, f, 0, Alloc{Seq: "s", Count: 1})[0]; got.First != 11 {
 		t.Fatalf("created again: first %d, want 11 (above the old mark)", got.First)
 	}
 }
@@ -113,7 +113,7 @@ func TestSequencesNeedClusterVersion3(t *testing.T) {
 	if r := applyCmd(t, f, Command{Op: OpCreateSequence, Sequence: "s", Kind: KindDense}, 1); !errors.Is(r.Err, ErrClusterVersion) {
 		t.Fatalf("create at version 2: %v", r.Err)
 	}
-	if r := applyCmd(t, f, Command{Op: OpSettle, Allocs: []Alloc{{"s", 1}}}, 1); !errors.Is(r.Err, ErrClusterVersion) {
+	if r := applyCmd(t, f, Command{Op: OpSettle, Allocs: []Alloc{{Seq: "s", Count: 1}}}, 1); !errors.Is(r.Err, ErrClusterVersion) {
 		t.Fatalf("alloc at version 2: %v", r.Err)
 	}
 }

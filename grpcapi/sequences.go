@@ -112,12 +112,15 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest) (*api
 	if err := s.checkCount(req.Count); err != nil {
 		return nil, err
 	}
+	if err := checkKey(req.IdempotencyKey); err != nil {
+		return nil, err
+	}
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if fwd {
-		return api.NewSequencerClient(conn).Next(s.forwardContext(ctx), req)
+		return api.NewSequencerClient(conn).Next(s.keyedForwardContext(ctx, req), req)
 	}
 	seq, ok := s.State.Sequence(req.Sequence)
 	if !ok || seq.Dropped {
@@ -126,7 +129,7 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest) (*api
 	if err := checkSequenceWidth(ctx, req.Sequence, seq); err != nil {
 		return nil, err
 	}
-	first, err := s.Settle.Alloc(ctx, req.Sequence, uint64(req.Count))
+	first, err := s.Settle.Alloc(ctx, req.Sequence, uint64(req.Count), keyOf(ctx, req))
 	if err != nil {
 		return nil, err
 	}

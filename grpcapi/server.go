@@ -256,6 +256,9 @@ func (s *Server) nextIDs(ctx context.Context, req *api.NextRequest) (*api.NextRe
 	if err := s.checkCount(req.Count); err != nil {
 		return nil, err
 	}
+	if req.IdempotencyKey != "" {
+		return s.keyedNext(ctx, req)
+	}
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
 		return nil, err

@@ -18,6 +18,8 @@ type request struct {
 	ttl   time.Duration
 	track *fsm.Track
 	alloc *fsm.Alloc
+	// claim: a keyed call of the default sequence (count ticks).
+	claim *fsm.Keyed
 
 	done chan struct{}
 	// The answer: the block and the term it was assigned in (reserve),
@@ -115,14 +117,39 @@ func refusal(do fsm.Do, f fsm.Fate, first, count uint64) error {
 	return nil
 }
 
-// Alloc hands out count IDs (values or ticks) of named sequence seq, once
-// the entry that decides them is committed, and returns the first.
-func (s *Settler) Alloc(ctx context.Context, seq string, count uint64) (uint64, error) {
+// Claim hands out count ticks of the default sequence for a keyed call,
+// once the entry that records them under the key is committed: the ticks
+// the key holds when a call with it was answered before (its retry gets
+// them again), else new ones. Unkeyed calls take Next's path.
+func (s *Settler) Claim(ctx context.Context, key fsm.Keyed, count uint64) (uint64, error) {
+	if err := s.keysVersion(); err != nil {
+		return 0, err
+	}
+	r, err := s.call(ctx, &request{count: count, claim: &key})
+	if err != nil {
+		return 0, err
+	}
+	return r.allocated.First, r.allocated.Err
+}
+
+// keysVersion refuses keyed and sequence calls before the cluster reads
+// them.
+func (s *Settler) keysVersion() error {
 	if v := s.state.ClusterVersion(); v < fsm.SequencesVersion {
-		return 0, fmt.Errorf("%w: it is %d, named sequences need %d, which the leader records once every voter reports that it runs an Ordo that reads it (ordo status shows each node's): upgrade every node",
+		return fmt.Errorf("%w: it is %d, named sequences and idempotency keys need %d, which the leader records once every voter reports that it runs an Ordo that reads it (ordo status shows each node's): upgrade every node",
 			ErrClusterVersion, v, fsm.SequencesVersion)
 	}
-	r, err := s.call(ctx, &request{alloc: &fsm.Alloc{Seq: seq, Count: count}})
+	return nil
+}
+
+// Alloc hands out count IDs (values or ticks) of named sequence seq, once
+// the entry that decides them is committed, and returns the first. With
+// a key, a retry gets the first call's IDs.
+func (s *Settler) Alloc(ctx context.Context, seq string, count uint64, key fsm.Keyed) (uint64, error) {
+	if err := s.keysVersion(); err != nil {
+		return 0, err
+	}
+	r, err := s.call(ctx, &request{alloc: &fsm.Alloc{Seq: seq, Count: count, Keyed: key}})
 	if err != nil {
 		return 0, err
 	}
@@ -234,6 +261,10 @@ type flight struct {
 	// allocs are the named sequences' calls, allocOwners who asked.
 	allocs      []fsm.Alloc
 	allocOwners []*request
+	// claims are keyed calls of the default sequence, claimOwners who
+	// asked.
+	claims      []fsm.Claim
+	claimOwners []*request
 	// vouch is what the answers wait for besides the commit (IDs.Vouch).
 	vouch sequencer.Ticket
 }
@@ -278,13 +309,13 @@ func (s *Settler) flush(batch []*request) time.Duration {
 		return untilDue(nextDue, s.clock())
 	}
 	f.term = term
-	if len(f.tracks) == 0 && len(f.allocs) == 0 && next <= s.frontier() {
+	if len(f.tracks) == 0 && len(f.allocs) == 0 && len(f.claims) == 0 && next <= s.frontier() {
 		s.confirmReads(f.reads, term)
 		return untilDue(nextDue, s.clock())
 	}
 	f.vouch = s.ids.Vouch()
-	c := fsm.Command{Op: fsm.OpSettle, Tracks: f.tracks, Frontier: next, Allocs: f.allocs}
-	if len(f.allocs) > 0 {
+	c := fsm.Command{Op: fsm.OpSettle, Tracks: f.tracks, Frontier: next, Allocs: f.allocs, Claims: f.claims}
+	if len(f.allocs)+len(f.claims) > 0 {
 		c.NowMs = s.clock().UnixMilli() // what layout sequences follow
 	}
 	f.pending = s.log.Settle(c)
@@ -302,6 +333,17 @@ func (s *Settler) add(f *flight, r *request) {
 	switch {
 	case r.alloc != nil:
 		f.allocs, f.allocOwners = append(f.allocs, *r.alloc), append(f.allocOwners, r)
+	case r.claim != nil:
+		// Assigned here, like a reservation's, so the frontier covers
+		// them; no round: the commit in this term proves this leader.
+		b, term, err := s.ids.AssignTracked(r.ctx, r.count)
+		if err != nil {
+			r.finish(err)
+			return
+		}
+		r.block, r.term = b, term
+		f.claims = append(f.claims, fsm.Claim{Keyed: *r.claim, Count: b.Count, First: b.First})
+		f.claimOwners = append(f.claimOwners, r)
 	case r.track != nil:
 		f.tracks, f.owners = append(f.tracks, *r.track), append(f.owners, r)
 	case r.count > 0:
@@ -371,7 +413,7 @@ func (s *Settler) results() {
 	defer s.wg.Done()
 	for f := range s.flights {
 		res, err := s.result(f.pending)
-		if err == nil && res.Err == nil && (len(res.Outcomes) != len(f.tracks) || len(res.Allocations) != len(f.allocs)) {
+		if err == nil && res.Err == nil && (len(res.Outcomes) != len(f.tracks) || len(res.Allocations) != len(f.allocs) || len(res.Claimed) != len(f.claims)) {
 			err = fmt.Errorf("settle entry answered %d outcomes for %d tracks", len(res.Outcomes), len(f.tracks))
 		}
 		if err == nil {
@@ -455,6 +497,17 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		r.allocated = res.Allocations[i]
 		r.finish(nil)
 	}
+	// A keyed call's new ticks were assigned without a round: answered
+	// only from an entry committed in the term they were assigned in, as
+	// a reservation. A replayed answer was committed when first given.
+	for i, r := range f.claimOwners {
+		r.allocated = res.Claimed[i]
+		var err error
+		if res.Term != r.term && r.allocated.First == r.block.First {
+			err = fmt.Errorf("%w: keyed call committed in term %d, assigned in term %d", sequencer.ErrNotLeader, res.Term, r.term)
+		}
+		r.finish(err)
+	}
 }
 
 // vouched waits for t (IDs.Vouch), or for Close.
@@ -478,6 +531,9 @@ func (s *Settler) answer(f flight, err error) {
 		r.finish(err)
 	}
 	for _, r := range f.allocOwners {
+		r.finish(err)
+	}
+	for _, r := range f.claimOwners {
 		r.finish(err)
 	}
 }

@@ -1,0 +1,147 @@
+package fsm
+
+// Idempotency keys: a call for IDs that carries a key is decided in the
+// log with it, and the first decision is kept, so a retry with the key,
+// on any node, after any leader change or restart, gets the first
+// answer's IDs. Keys are scoped to a caller; each is kept for KeyWindow
+// of the proposers' clocks, and at most MaxKeys, the oldest forgotten
+// first. Both are decided by Apply from the entries alone.
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Key bounds.
+const (
+	// KeyWindow is how long a key is kept, by the proposers' clocks.
+	KeyWindow = 24 * time.Hour
+	// MaxKeys bounds the keys kept cluster-wide.
+	MaxKeys = 100_000
+	// MaxKeyLen bounds a key, and a caller's name.
+	MaxKeyLen = 128
+)
+
+// ErrKeyReused means a key was used again with another count or
+// sequence: a retry must ask for what the first call asked.
+var ErrKeyReused = errors.New("idempotency key reused with other arguments")
+
+// Keyed names a keyed call: the caller and its key, empty when unkeyed.
+type Keyed struct {
+	Caller string `json:"caller,omitempty"`
+	Key    string `json:"key,omitempty"`
+}
+
+func (k Keyed) id() string { return k.Caller + "\x00" + k.Key }
+
+// check validates a key as Decode does.
+func (k Keyed) check() error {
+	if len(k.Key) > MaxKeyLen || len(k.Caller) > MaxKeyLen || (k.Key == "" && k.Caller != "") {
+		return fmt.Errorf("%w: idempotency key of %d bytes, caller of %d: want 1 to %d bytes each", ErrInvalid, len(k.Key), len(k.Caller), MaxKeyLen)
+	}
+	return nil
+}
+
+// Claim records that a keyed call of the default sequence got Count ticks
+// from First (assigned by the leader's sequencer), unless its key already
+// holds an answer.
+type Claim struct {
+	Keyed
+	Count uint64 `json:"count"`
+	First uint64 `json:"first"`
+}
+
+// KeyRecord is a kept answer.
+type KeyRecord struct {
+	// Seq is the sequence ("" for the default one), Count and First what
+	// the first call got, AtMs the proposer's clock when it was decided.
+	Seq   string `json:"seq,omitempty"`
+	Count uint64 `json:"count"`
+	First uint64 `json:"first"`
+	AtMs  int64  `json:"at_ms"`
+	ID    string `json:"id"`
+}
+
+// Keys are the kept answers, oldest first.
+type Keys struct {
+	Records []KeyRecord `json:"records,omitempty"`
+	byID    map[string]int // index into Records, offset by dropped
+	dropped int
+}
+
+// IsZero reports whether no key was ever kept (see Tracking.IsZero).
+func (k Keys) IsZero() bool { return len(k.Records) == 0 }
+
+// restore rebuilds the index.
+func (k *Keys) restore() {
+	k.byID, k.dropped = make(map[string]int, len(k.Records)), 0
+	for i, r := range k.Records {
+		k.byID[r.ID] = i
+	}
+}
+
+// lookup is the answer kept for id, if any.
+func (k *Keys) lookup(id string) (KeyRecord, bool) {
+	i, ok := k.byID[id]
+	if !ok {
+		return KeyRecord{}, false
+	}
+	return k.Records[i-k.dropped], true
+}
+
+// keep records an answer, then forgets keys past the window or the cap.
+func (k *Keys) keep(r KeyRecord) {
+	if k.byID == nil {
+		k.restore()
+	}
+	k.byID[r.ID] = len(k.Records) + k.dropped
+	k.Records = append(k.Records, r)
+	for len(k.Records) > 0 && (len(k.Records) > MaxKeys || k.Records[0].AtMs < r.AtMs-KeyWindow.Milliseconds()) {
+		if k.byID[k.Records[0].ID] == k.dropped {
+			delete(k.byID, k.Records[0].ID)
+		}
+		k.Records, k.dropped = k.Records[1:], k.dropped+1
+	}
+}
+
+// replay answers a keyed call from its kept answer: the first IDs, or
+// ErrKeyReused when it asks for something else. ok is false when the
+// key holds no answer.
+func (k *Keys) replay(key Keyed, seq string, count uint64) (first uint64, ok bool, err error) {
+	if key.Key == "" {
+		return 0, false, nil
+	}
+	r, ok := k.lookup(key.id())
+	if !ok {
+		return 0, false, nil
+	}
+	if r.Seq != seq || r.Count != count {
+		return 0, true, fmt.Errorf("%w: key %q first asked for %d IDs of sequence %q, now %d of %q", ErrKeyReused, key.Key, r.Count, r.Seq, count, seq)
+	}
+	return r.First, true, nil
+}
+
+// claim applies a Claim: the kept answer when the key holds one, else
+// the claim's own ticks, kept.
+func (s *State) claim(c Claim, nowMs int64) Allocation {
+	first, ok, err := s.Keys.replay(c.Keyed, "", c.Count)
+	if ok {
+		return Allocation{First: first, Err: err}
+	}
+	s.Keys.keep(KeyRecord{Count: c.Count, First: c.First, AtMs: nowMs, ID: c.id()})
+	return Allocation{First: c.First}
+}
+
+// keyedAlloc applies an Alloc that may carry a key.
+func (s *State) keyedAlloc(a Alloc, nowMs int64) Allocation {
+	first, ok, err := s.Keys.replay(a.Keyed, a.Seq, a.Count)
+	if ok {
+		return Allocation{First: first, Err: err}
+	}
+	got := s.alloc(a, nowMs)
+	if got.Err == nil && a.Key != "" {
+		s.Keys.keep(KeyRecord{Seq: a.Seq, Count: a.Count, First: got.First, AtMs: nowMs, ID: a.id()})
+	}
+	return got
+}

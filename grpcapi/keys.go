@@ -1,0 +1,89 @@
+package grpcapi
+
+// Idempotency keys: a keyed call for IDs is decided in the log with its
+// key (package fsm, keys.go), scoped to its caller: the certificate's
+// subject with TLS, else the api.CallerKey metadata (one namespace when
+// absent). A follower that forwards a keyed call names the caller it
+// saw; the leader takes that name only from a forwarded call, and with
+// TLS only from a node's certificate.
+
+import (
+	"context"
+	"fmt"
+
+	"google.golang.org/grpc/metadata"
+
+	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/secure"
+)
+
+// checkKey refuses a key no caller may send.
+func checkKey(key string) error {
+	if len(key) > fsm.MaxKeyLen {
+		return fmt.Errorf("%w: idempotency key of %d bytes, the most is %d", ErrBadRequest, len(key), fsm.MaxKeyLen)
+	}
+	return nil
+}
+
+// keyOf is the call's key with its caller; empty when unkeyed.
+func keyOf(ctx context.Context, req *api.NextRequest) fsm.Keyed {
+	if req.IdempotencyKey == "" {
+		return fsm.Keyed{}
+	}
+	return fsm.Keyed{Caller: idempotencyCaller(ctx), Key: req.IdempotencyKey}
+}
+
+// idempotencyCaller is whom a keyed call's key belongs to.
+func idempotencyCaller(ctx context.Context) string {
+	named := ""
+	if v := metadata.ValueFromIncomingContext(ctx, api.CallerKey); len(v) > 0 {
+		named = v[0]
+	}
+	c := callerOf(ctx)
+	switch {
+	case c.cert == nil:
+		return truncate(named)
+	case Forwarded(ctx) && secure.IsNode(c.cert):
+		return truncate(named)
+	}
+	return truncate(c.cert.Subject.String())
+}
+
+func truncate(s string) string {
+	if len(s) > fsm.MaxKeyLen {
+		return s[:fsm.MaxKeyLen]
+	}
+	return s
+}
+
+// keyedForwardContext is forwardContext, naming the caller of a keyed
+// call, which the leader cannot see.
+func (s *Server) keyedForwardContext(ctx context.Context, req *api.NextRequest) context.Context {
+	fctx := s.forwardContext(ctx)
+	if req.IdempotencyKey == "" {
+		return fctx
+	}
+	return metadata.AppendToOutgoingContext(fctx, api.CallerKey, idempotencyCaller(ctx))
+}
+
+// keyedNext is the path of a keyed call of the default sequence: its
+// ticks are recorded under its key in the log before it is answered.
+func (s *Server) keyedNext(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	if err := checkKey(req.IdempotencyKey); err != nil {
+		return nil, err
+	}
+	conn, fwd, err := s.forward(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if fwd {
+		return api.NewSequencerClient(conn).Next(s.keyedForwardContext(ctx, req), req)
+	}
+	first, err := s.Settle.Claim(ctx, keyOf(ctx, req), uint64(req.Count))
+	if err != nil {
+		return nil, err
+	}
+	s.Meter.Issued(uint64(req.Count))
+	return &api.NextResponse{Runs: api.Runs(s.cfg.Layout, s.cfg.Group, first, uint64(req.Count)), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr}, nil
+}
