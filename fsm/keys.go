@@ -65,7 +65,7 @@ type KeyRecord struct {
 
 // Keys are the kept answers, oldest first.
 type Keys struct {
-	Records []KeyRecord `json:"records,omitempty"`
+	Records []KeyRecord    `json:"records,omitempty"`
 	byID    map[string]int // index into Records, offset by dropped
 	dropped int
 }

@@ -25,7 +25,9 @@ func TestKeyedRetriesGetTheFirstAnswer(t *testing.T) {
 	eventually.True(t, seqTestWait, "the cluster version that reads keys", func() bool { return leader.fsm.ClusterVersion() >= 3 })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	as := func(caller string) context.Context { return metadata.AppendToOutgoingContext(ctx, api.CallerKey, caller) }
+	as := func(caller string) context.Context {
+		return metadata.AppendToOutgoingContext(ctx, api.CallerKey, caller)
+	}
 	if _, err := api.NewAdminClient(grpctest.Dial(t, leader.GRPCAddr())).CreateSequence(ctx, &api.CreateSequenceRequest{Name: "ledger", Kind: "dense"}); err != nil {
 		t.Fatal(err)
 	}
