@@ -35,6 +35,10 @@ type RecoverOptions struct {
 	Clock         func() time.Time
 	// Jump is how far past the margin the mark moves (DefaultRecoverJump).
 	Jump time.Duration
+	// DenseSkip is how far every dense sequence moves: at least what the
+	// lost nodes may have handed out past this node's log. Required when
+	// there is a dense sequence (fsm.ErrDenseSkip).
+	DenseSkip uint64
 	// Logger must not be nil.
 	Logger hclog.Logger
 }
@@ -81,7 +85,7 @@ func Recover(o RecoverOptions) (uint64, error) {
 	}
 	_, trans := raft.NewInmemTransport(raft.ServerAddress(raftAddr))
 	defer trans.Close()
-	state := &recoveringFSM{FSM: fsm.New(nil, nil), id: o.ID, grpcAddr: grpcAddr, clock: o.Clock, jump: jump, window: o.ReserveWindow}
+	state := &recoveringFSM{FSM: fsm.New(nil, nil), id: o.ID, grpcAddr: grpcAddr, clock: o.Clock, jump: jump, window: o.ReserveWindow, denseSkip: o.DenseSkip}
 	only := raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: raft.ServerID(o.ID), Address: raft.ServerAddress(raftAddr)}}}
 	rc := *o.Raft
 	if err := raft.RecoverCluster(&rc, state, store, store, snaps, trans, only); err != nil {
@@ -90,6 +94,8 @@ func Recover(o RecoverOptions) (uint64, error) {
 		// does not wrap it.
 		if bad := state.Unreadable(); bad != nil {
 			err = bad
+		} else if state.refused != nil {
+			err = state.refused
 		}
 		return 0, fmt.Errorf("recover: %w", err)
 	}
@@ -106,6 +112,9 @@ type recoveringFSM struct {
 	id, grpcAddr string
 	clock        func() time.Time
 	jump, window time.Duration
+	denseSkip    uint64
+	// refused is why Snapshot refused, which Raft's error does not wrap.
+	refused error
 }
 
 // Snapshot moves the mark and rewrites the members, then snapshots the
@@ -129,6 +138,12 @@ func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 		}
 	}
 	cmds = append(cmds, fsm.Command{Op: fsm.OpSetNode, NodeID: r.id, GRPCAddr: r.grpcAddr})
+	// Named sequences commit every allocation, but the lost nodes may
+	// hold allocations this log lacks: each mark moves past them too.
+	if err := r.JumpSequences(now, r.jump, r.denseSkip); err != nil {
+		r.refused = fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
+		return nil, r.refused
+	}
 	for _, c := range cmds {
 		entry, err := fsm.Entry(c)
 		if err != nil {

@@ -391,6 +391,16 @@ func (f *FSM) Sequence(name string) (Sequence, bool) {
 	return *cloneSequences(map[string]*Sequence{name: s})[name], true
 }
 
+// JumpSequences moves the named sequences' marks past what a lost or
+// backed-up cluster may have handed out (State.JumpSequences). Only for
+// a recovery's scratch FSM, never one that serves: it changes the state
+// outside the log.
+func (f *FSM) JumpSequences(now time.Time, jump time.Duration, denseSkip uint64) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.state.JumpSequences(now, jump, denseSkip)
+}
+
 // Tracked returns a copy of the tracked reservations and W.
 func (f *FSM) Tracked() Tracking {
 	f.mu.RLock()

@@ -209,3 +209,30 @@ func cloneSequences(m map[string]*Sequence) map[string]*Sequence {
 	}
 	return c
 }
+
+// ErrDenseSkip means a restore or recovery met dense sequences and was
+// given no skip: a dense sequence has no clock to jump by, and the old
+// cluster may have handed out values past what the copy holds.
+var ErrDenseSkip = errors.New("dense sequences need a skip")
+
+// JumpSequences moves every named sequence's mark past what the cluster
+// it was copied from may have handed out after the copy: a layout
+// sequence's to the tick of now+jump plus the lead bound (that cluster's
+// clocks are assumed within jump of now, and none of its sequences ran
+// further ahead of its clocks than the bound); a dense sequence's by
+// denseSkip values, which must be given when there is one. A restore
+// and a recovery both call it.
+func (s *State) JumpSequences(now time.Time, jump time.Duration, denseSkip uint64) error {
+	for name, seq := range s.Sequences {
+		if seq.Layout == nil {
+			if denseSkip == 0 {
+				return fmt.Errorf("%w: %q is dense and its old cluster may have handed out values after the copy: give the most it could have (--dense-skip N), and those values become a gap", ErrDenseSkip, name)
+			}
+			seq.Next += denseSkip
+			continue
+		}
+		seq.Next = max(seq.Next, seq.Layout.TickAt(now.Add(jump))+seq.Layout.TicksIn(sequenceLead))
+		seq.ClockHigh = max(seq.ClockHigh, seq.Layout.TickAt(now.Add(jump)))
+	}
+	return nil
+}

@@ -10,7 +10,7 @@ import (
 // before Open: backup.Recover (see there for when that is safe), on cfg
 // validated and with its defaults, at the addresses the node will be
 // dialed at (the advertised ones when given).
-func Recover(cfg Config, jump time.Duration) (uint64, error) {
+func Recover(cfg Config, jump time.Duration, denseSkip uint64) (uint64, error) {
 	if err := cfg.Validate(); err != nil {
 		return 0, err
 	}
@@ -25,6 +25,6 @@ func Recover(cfg Config, jump time.Duration) (uint64, error) {
 	return backup.Recover(backup.RecoverOptions{
 		ID: cfg.ID, DataDir: cfg.DataDir, RaftAddr: raftAddr, GRPCAddr: grpcAddr,
 		Raft: cfg.Raft, ReserveWindow: cfg.ReserveWindow, Clock: cfg.Clock,
-		Jump: jump, Logger: cfg.Logger,
+		Jump: jump, DenseSkip: denseSkip, Logger: cfg.Logger,
 	})
 }

@@ -1,11 +1,16 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
+	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/backup"
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/eventually"
+	"github.com/seed-e8569b35/ordo/internal/grpctest"
 	"github.com/seed-e8569b35/ordo/startup"
 
 	"github.com/hashicorp/raft"
@@ -32,10 +37,10 @@ func TestRecoverAfterLosingAMajority(t *testing.T) {
 		n.Close()
 	}
 
-	if _, err := Recover(testConfig(t, "empty", t.TempDir()), time.Minute); !errors.Is(err, startup.ErrBadConfig) {
+	if _, err := Recover(testConfig(t, "empty", t.TempDir()), time.Minute, 0); !errors.Is(err, startup.ErrBadConfig) {
 		t.Fatalf("recover of an empty data dir: %v, want startup.ErrBadConfig", err)
 	}
-	hw, err := Recover(cfg, backup.DefaultRecoverJump)
+	hw, err := Recover(cfg, backup.DefaultRecoverJump, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,5 +73,55 @@ func TestRecoverAfterLosingAMajority(t *testing.T) {
 func TestBackupDefaultsAgree(t *testing.T) {
 	if backup.DefaultReserveWindow != DefaultReserveWindow {
 		t.Fatalf("backup.DefaultReserveWindow = %s, server.DefaultReserveWindow = %s", backup.DefaultReserveWindow, DefaultReserveWindow)
+	}
+}
+
+// A recovery moves every named sequence past what the lost nodes may have
+// handed out: a layout sequence by the clock and the jump, a dense one by
+// the skip the operator gives, without which it refuses.
+func TestRecoverMovesNamedSequences(t *testing.T) {
+	nodes := mustCluster(t)
+	leader := mustLeader(t, nodes)
+	eventually.True(t, seqTestWait, "the cluster version that reads sequences", func() bool { return leader.fsm.ClusterVersion() >= 3 })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, def := range []*api.CreateSequenceRequest{{Name: "dense", Kind: "dense"}, {Name: "stamps", Kind: "default", Group: 3}} {
+		if err := leader.CreateSequence(ctx, def.Name, def.Kind, def.Group, def.Start); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seq := api.NewSequencerClient(grpctest.Dial(t, leader.GRPCAddr()))
+	var lastDense uint64
+	for range 3 {
+		resp, err := seq.Next(ctx, &api.NextRequest{Count: 5, Sequence: "dense"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids := idsOf(t, resp.Runs)
+		lastDense = ids[len(ids)-1]
+	}
+	cfg := leader.cfg
+	cfg.RaftAddr, cfg.GRPCAddr = leader.RaftAddr(), leader.GRPCAddr()
+	for _, n := range nodes {
+		n.Close()
+	}
+	if _, err := Recover(cfg, time.Minute, 0); !errors.Is(err, fsm.ErrDenseSkip) {
+		t.Fatalf("recover with a dense sequence and no skip: %v, want fsm.ErrDenseSkip", err)
+	}
+	if _, err := Recover(cfg, time.Minute, 1000); err != nil {
+		t.Fatal(err)
+	}
+	alone := mustLeader(t, []*Node{mustOpen(t, cfg)})
+	eventually.True(t, seqTestWait, "the recovered node to serve sequences", func() bool {
+		_, err := api.NewSequencerClient(grpctest.Dial(t, alone.GRPCAddr())).Next(ctx, &api.NextRequest{Count: 1, Sequence: "dense"})
+		return err == nil
+	})
+	d, _ := alone.fsm.Sequence("dense")
+	if d.Next < lastDense+1000 {
+		t.Fatalf("dense sequence recovered at %d, want at least %d (its last value %d and the skip)", d.Next, lastDense+1001, lastDense)
+	}
+	s, _ := alone.fsm.Sequence("stamps")
+	if min := s.Layout.TickAt(time.Now().Add(time.Minute)); s.Next < min {
+		t.Fatalf("layout sequence recovered at tick %d, below the clock plus the jump %d", s.Next, min)
 	}
 }

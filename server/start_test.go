@@ -252,7 +252,7 @@ func TestUnreadableEntryStopsTheNode(t *testing.T) {
 	recoverAs.RaftAddr, recoverAs.GRPCAddr = n.RaftAddr(), n.GRPCAddr()
 	n.Close()
 	// The recovered mark would be measured from the same state.
-	if _, err := Recover(recoverAs, backup.DefaultRecoverJump); !errors.Is(err, fsm.ErrUnreadable) {
+	if _, err := Recover(recoverAs, backup.DefaultRecoverJump, 0); !errors.Is(err, fsm.ErrUnreadable) {
 		t.Fatalf("recover: %v, want fsm.ErrUnreadable", err)
 	}
 	// The refused recovery changed nothing: restarted, the node meets the

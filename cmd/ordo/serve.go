@@ -120,6 +120,7 @@ type serveFlags struct {
 	forceBootstrap *bool
 	recoverAlone   *bool
 	recoverJump    *time.Duration
+	denseSkip      *uint64
 	layoutSpec     *string
 	group          *uint64
 	window         *time.Duration
@@ -168,6 +169,7 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		joinTimeout:    fs.Duration("join-timeout", time.Minute, "how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join"),
 		forceBootstrap: fs.Bool("force-bootstrap", false, "ONE-SHOT, command line only: with an empty data dir, bootstrap the --bootstrap list without asking anyone whether its cluster exists: the first start of a list of this node alone, or disaster recovery when no listed node ever held the cluster's state or it is gone for good; never on a node's usual command line (see docs/operations.md)"),
 		recoverAlone:   fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see docs/operations.md)"),
+		denseSkip:      fs.Uint64("dense-skip", 0, "with --recover: how far every dense sequence moves past its recorded mark, at least what the lost nodes may have handed out that this node's log lacks (a gap of that many values); required when the cluster has a dense sequence"),
 		recoverJump:    fs.Duration("recover-jump", backup.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out"),
 		layoutSpec:     fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]"),
 		group:          fs.Uint64("group", 0, "group field of every ID (names this cluster)"),
@@ -250,7 +252,7 @@ func recoverAlone(args []string, f *serveFlags, cfg server.Config, logger hclog.
 	if _, inEnv := os.LookupEnv(envName("recover")); inEnv || !onCommandLine(args, "recover") {
 		return fmt.Errorf("%w: --recover must be given on the command line, not in $%s or --config", errUsage, envName("recover"))
 	}
-	hw, err := server.Recover(cfg, *f.recoverJump)
+	hw, err := server.Recover(cfg, *f.recoverJump, *f.denseSkip)
 	if err != nil {
 		return err
 	}
