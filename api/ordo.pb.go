@@ -2341,6 +2341,10 @@ type BackupResponse struct {
 	// The settled mark, in ticks, when the copy was taken. A restore starts
 	// its cluster with W at its restored high-water mark, above this.
 	WatermarkTick uint64 `protobuf:"varint,13,opt,name=watermark_tick,json=watermarkTick,proto3" json:"watermark_tick,omitempty"`
+	// The named sequences, dropped ones included, with their marks. A
+	// restore moves each past what the cluster may have handed out after
+	// the copy (a dense one by a skip the operator gives).
+	Sequences     []*SequenceInfo `protobuf:"bytes,14,rep,name=sequences,proto3" json:"sequences,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2464,6 +2468,13 @@ func (x *BackupResponse) GetWatermarkTick() uint64 {
 		return x.WatermarkTick
 	}
 	return 0
+}
+
+func (x *BackupResponse) GetSequences() []*SequenceInfo {
+	if x != nil {
+		return x.Sequences
+	}
+	return nil
 }
 
 var File_ordo_proto protoreflect.FileDescriptor
@@ -2622,7 +2633,7 @@ const file_ordo_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
 	"\x16TransferLeaderResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x0f\n" +
-	"\rBackupRequest\"\x8c\x04\n" +
+	"\rBackupRequest\"\xc1\x04\n" +
 	"\x0eBackupResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -2639,7 +2650,8 @@ const file_ordo_proto_rawDesc = "" +
 	" \x01(\x03R\x0freserveWindowMs\x12(\n" +
 	"\x10lead_bound_ticks\x18\v \x01(\x04R\x0eleadBoundTicks\x12\x1b\n" +
 	"\tmax_count\x18\f \x01(\x04R\bmaxCount\x12%\n" +
-	"\x0ewatermark_tick\x18\r \x01(\x04R\rwatermarkTick\x1a:\n" +
+	"\x0ewatermark_tick\x18\r \x01(\x04R\rwatermarkTick\x123\n" +
+	"\tsequences\x18\x0e \x03(\v2\x15.ordo.v1.SequenceInfoR\tsequences\x1a:\n" +
 	"\fMembersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*e\n" +
@@ -2744,55 +2756,56 @@ var file_ordo_proto_depIdxs = []int32{
 	21, // 6: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
 	27, // 7: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
 	39, // 8: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
-	20, // 9: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	23, // 10: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	9,  // 11: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
-	1,  // 12: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
-	3,  // 13: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
-	3,  // 14: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
-	4,  // 15: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
-	6,  // 16: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
-	7,  // 17: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
-	25, // 18: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	26, // 19: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	29, // 20: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	31, // 21: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
-	33, // 22: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	35, // 23: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	37, // 24: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
-	13, // 25: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
-	14, // 26: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
-	16, // 27: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
-	16, // 28: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
-	18, // 29: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	9,  // 30: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
-	22, // 31: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	24, // 32: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	11, // 33: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	2,  // 34: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
-	5,  // 35: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
-	5,  // 36: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
-	5,  // 37: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
-	8,  // 38: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
-	8,  // 39: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
-	28, // 40: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	27, // 41: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	30, // 42: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	32, // 43: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
-	34, // 44: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	36, // 45: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	38, // 46: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
-	17, // 47: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
-	15, // 48: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
-	17, // 49: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
-	17, // 50: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
-	19, // 51: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	11, // 52: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
-	31, // [31:53] is the sub-list for method output_type
-	9,  // [9:31] is the sub-list for method input_type
-	9,  // [9:9] is the sub-list for extension type_name
-	9,  // [9:9] is the sub-list for extension extendee
-	0,  // [0:9] is the sub-list for field type_name
+	17, // 9: ordo.v1.BackupResponse.sequences:type_name -> ordo.v1.SequenceInfo
+	20, // 10: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	23, // 11: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	9,  // 12: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	1,  // 13: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
+	3,  // 14: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
+	3,  // 15: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
+	4,  // 16: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
+	6,  // 17: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
+	7,  // 18: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
+	25, // 19: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	26, // 20: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	29, // 21: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	31, // 22: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
+	33, // 23: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	35, // 24: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	37, // 25: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
+	13, // 26: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
+	14, // 27: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
+	16, // 28: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
+	16, // 29: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
+	18, // 30: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	9,  // 31: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
+	22, // 32: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	24, // 33: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	11, // 34: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	2,  // 35: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
+	5,  // 36: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
+	5,  // 37: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
+	5,  // 38: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
+	8,  // 39: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
+	8,  // 40: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
+	28, // 41: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	27, // 42: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	30, // 43: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	32, // 44: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
+	34, // 45: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	36, // 46: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	38, // 47: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	17, // 48: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
+	15, // 49: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
+	17, // 50: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
+	17, // 51: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
+	19, // 52: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	11, // 53: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
+	32, // [32:54] is the sub-list for method output_type
+	10, // [10:32] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }

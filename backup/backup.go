@@ -67,8 +67,9 @@ import (
 // backupVersion is the backup file format this Ordo writes. It reads
 // version 1 too, which lacks the old leader's bounds: a restore then takes
 // its own --reserve-window for the old cluster's, as before; and version
-// 2, which lacks the settled mark.
-const backupVersion = 3
+// 2, which lacks the settled mark; and version 3, which lacks named
+// sequences.
+const backupVersion = 4
 
 // File is a backup as written to disk: versioned JSON, with a
 // SHA-256 checksum of its content.
@@ -106,6 +107,8 @@ type File struct {
 	// on). A restored cluster starts with W at its restored high-water
 	// mark, above it: W never goes down across a restore.
 	Watermark string `json:"watermark,omitempty"`
+	// Sequences are the named sequences with their marks (version 4 on).
+	Sequences []SequenceCopy `json:"sequences,omitempty"`
 	// Checksum is "sha256:" and the hex SHA-256 of the compact JSON of
 	// every other field, in this order, with checksum left out.
 	Checksum string `json:"checksum,omitempty"`
@@ -134,6 +137,10 @@ func NewFile(r *api.BackupResponse) (*File, error) {
 		LeadBound:       strconv.FormatUint(r.LeadBoundTicks, 10),
 		MaxCount:        r.MaxCount,
 		Watermark:       strconv.FormatUint(r.WatermarkTick, 10),
+	}
+	for _, s := range r.Sequences {
+		b.Sequences = append(b.Sequences, SequenceCopy{Name: s.Name, Kind: s.Kind, Group: s.Group, Start: s.Start,
+			Next: strconv.FormatUint(s.Next, 10), Dropped: s.Dropped})
 	}
 	if b.Members == nil {
 		b.Members = map[string]string{}
@@ -168,6 +175,45 @@ type backupContent struct {
 	// window and lead are the old leader's bounds; 0 in version 1.
 	window time.Duration
 	lead   uint64
+	// sequences are the named sequences, as the state holds them.
+	sequences map[string]*fsm.Sequence
+}
+
+// SequenceCopy is a named sequence in a backup file; Next in decimal.
+type SequenceCopy struct {
+	Name    string `json:"name"`
+	Kind    string `json:"kind"`
+	Group   uint64 `json:"group,omitempty"`
+	Start   uint64 `json:"start,omitempty"`
+	Next    string `json:"next"`
+	Dropped bool   `json:"dropped,omitempty"`
+}
+
+// sequencesOf checks a backup's sequences and returns them as the state
+// holds them.
+func sequencesOf(copies []SequenceCopy) (map[string]*fsm.Sequence, error) {
+	if len(copies) == 0 {
+		return nil, nil
+	}
+	m := make(map[string]*fsm.Sequence, len(copies))
+	for _, sc := range copies {
+		if err := fsm.CheckSequenceName(sc.Name); err != nil {
+			return nil, fmt.Errorf("%w: %v", ErrBadBackup, err)
+		}
+		seq, err := fsm.NewSequence(sc.Kind, sc.Group, sc.Start)
+		if err != nil {
+			return nil, fmt.Errorf("%w: sequence %q: %v", ErrBadBackup, sc.Name, err)
+		}
+		if seq.Next, err = strconv.ParseUint(sc.Next, 10, 64); err != nil {
+			return nil, fmt.Errorf("%w: sequence %q: next %q: %v", ErrBadBackup, sc.Name, sc.Next, err)
+		}
+		if _, dup := m[sc.Name]; dup {
+			return nil, fmt.Errorf("%w: sequence %q twice", ErrBadBackup, sc.Name)
+		}
+		seq.Dropped = sc.Dropped
+		m[sc.Name] = &seq
+	}
+	return m, nil
 }
 
 // check parses and checks every field but the checksum.
@@ -179,6 +225,14 @@ func (b *File) check() (backupContent, error) {
 	if b.Version == 1 && (b.ReserveWindowMs != 0 || b.LeadBound != "" || b.MaxCount != 0) {
 		return c, fmt.Errorf("%w: version 1 with version 2 fields", ErrBadBackup)
 	}
+	if b.Version < 4 && len(b.Sequences) > 0 {
+		return c, fmt.Errorf("%w: version %d with named sequences, which version 4 added", ErrBadBackup, b.Version)
+	}
+	seqs, seqErr := sequencesOf(b.Sequences)
+	if seqErr != nil {
+		return c, seqErr
+	}
+	c.sequences = seqs
 	if b.Version < 3 && b.Watermark != "" {
 		return c, fmt.Errorf("%w: version %d with a watermark, which version 3 added", ErrBadBackup, b.Version)
 	}
@@ -442,6 +496,10 @@ type RestoreOptions struct {
 	// the default. Jump has no default here: give DefaultRestoreJump.
 	Jump          time.Duration
 	ReserveWindow time.Duration
+	// DenseSkip is how far every dense sequence moves past its backed-up
+	// mark: at least what the old cluster handed out after the backup.
+	// Required when the backup has a dense sequence.
+	DenseSkip uint64
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Logger; nil means none.
@@ -543,6 +601,12 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 		// never goes down and never passes one that still can.
 		ClusterVersion: fsm.Reads,
 		Tracking:       fsm.Tracking{Settled: hw, Frontier: hw, Forgotten: hw},
+		Sequences:      c.sequences,
+	}
+	// Every named sequence past what the old cluster may have handed out
+	// after the copy, as the mark is (a dense one by the operator's skip).
+	if err := st.JumpSequences(now(), o.Jump, o.DenseSkip); err != nil {
+		return res, fmt.Errorf("%w: %w", ErrBadBackup, err)
 	}
 	if err := writeRestoredState(o.DataDir, o.ID, o.RaftAddr, st, logger); err != nil {
 		return res, err

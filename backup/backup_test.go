@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
+
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
@@ -24,6 +26,7 @@ func TestFileRefusesDamage(t *testing.T) {
 		ClusterId: "c0ffee", Layout: "default", HighWater: 123456789, Members: map[string]string{"n1": "127.0.0.1:7001"},
 		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: time.Now().UnixMilli(),
 		ReserveWindowMs: 3000, LeadBoundTicks: 40960000, MaxCount: 100_000, WatermarkTick: 1000,
+		Sequences: []*api.SequenceInfo{{Name: "orders", Kind: "dense", Start: 1, Next: 77}},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -40,10 +43,12 @@ func TestFileRefusesDamage(t *testing.T) {
 		"high-water changed": strings.Replace(good, `"123456789"`, `"123456788"`, 1),
 		"member changed":     strings.Replace(good, "7001", "7002", 1),
 		"checksum removed":   strings.Replace(good, `"checksum"`, `"checksum_"`, 1),
-		"other version":      strings.Replace(good, `"version": 3`, `"version": 4`, 1),
-		"no version":         strings.Replace(good, `"version": 3,`, ``, 1),
+		"other version":      strings.Replace(good, `"version": 4`, `"version": 5`, 1),
+		"no version":         strings.Replace(good, `"version": 4,`, ``, 1),
 		"watermark changed":  strings.Replace(good, `"watermark": "1000"`, `"watermark": "1001"`, 1),
-		"watermark in v2":    strings.Replace(good, `"version": 3`, `"version": 2`, 1),
+		"watermark in v2":    strings.Replace(good, `"version": 4`, `"version": 2`, 1),
+		"sequences in v3":    strings.Replace(good, `"version": 4`, `"version": 3`, 1),
+		"sequence changed":   strings.Replace(good, `"next": "77"`, `"next": "78"`, 1),
 		"window changed":     strings.Replace(good, `"reserve_window_ms": 3000`, `"reserve_window_ms": 300`, 1),
 		"truncated":          good[:len(good)/2],
 		"trailing data":      good + "{}",
@@ -56,7 +61,7 @@ func TestFileRefusesDamage(t *testing.T) {
 			t.Errorf("%s: %v, want ErrBadBackup", name, err)
 		}
 	}
-	if _, err := parseFile([]byte(strings.Replace(good, `"version": 3`, `"version": 4`, 1))); err == nil || !strings.Contains(err.Error(), "version 4") {
+	if _, err := parseFile([]byte(strings.Replace(good, `"version": 4`, `"version": 5`, 1))); err == nil || !strings.Contains(err.Error(), "version 5") {
 		t.Errorf("another version: %v, want it named", err)
 	}
 
@@ -228,4 +233,68 @@ func TestRestoreStartsWAtTheRestoredMark(t *testing.T) {
 	if _, err := parseFile(mustMarshal(t, b)); !errors.Is(err, ErrBadBackup) {
 		t.Fatalf("a backup whose W is above its mark: %v, want ErrBadBackup", err)
 	}
+}
+
+// A restore moves every named sequence past what the old cluster may have
+// handed out after the backup: a layout one by the clock and the jump, a
+// dense one by the operator's skip, without which it refuses and writes
+// nothing.
+func TestRestoreMovesNamedSequences(t *testing.T) {
+	taken := time.Now()
+	l := layout.MustPreset("default")
+	b, err := NewFile(&api.BackupResponse{
+		ClusterId: "c0ffee", Layout: "default", HighWater: l.TickAt(taken), Members: map[string]string{"n1": "127.0.0.1:1"},
+		LeaderId: "n1", Term: 3, AppliedIndex: 42, TakenUnixMs: taken.UnixMilli(),
+		ReserveWindowMs: 3000, LeadBoundTicks: 40960000, MaxCount: 100_000,
+		Sequences: []*api.SequenceInfo{{Name: "orders", Kind: "dense", Start: 1, Next: 500}, {Name: "t1", Kind: "default", Group: 4, Next: 10}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parsed, err := parseFile(mustMarshal(t, b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts := RestoreOptions{Backup: parsed, DataDir: t.TempDir(), ID: "r1", RaftAddr: "127.0.0.1:1", GRPCAddr: "127.0.0.1:2", Jump: time.Minute, Now: func() time.Time { return taken }}
+	if _, err := Restore(opts); !errors.Is(err, fsm.ErrDenseSkip) {
+		t.Fatalf("restore of a dense sequence without a skip: %v, want fsm.ErrDenseSkip", err)
+	}
+	if has, _ := startup.HasState(opts.DataDir); has {
+		t.Fatal("a refused restore wrote the data dir")
+	}
+	opts.DenseSkip = 1000
+	if _, err := Restore(opts); err != nil {
+		t.Fatal(err)
+	}
+	seqs := restoredSequences(t, opts.DataDir)
+	if d := seqs["orders"]; d == nil || d.Next != 1500 {
+		t.Fatalf("dense sequence restored as %+v, want next 1500", d)
+	}
+	if s := seqs["t1"]; s == nil || s.Next < l.TickAt(taken.Add(time.Minute)) || s.Group != 4 {
+		t.Fatalf("layout sequence restored as %+v, want group 4 and next past the clock plus the jump", s)
+	}
+}
+
+// restoredSequences reads the named sequences from the snapshot a restore
+// wrote.
+func restoredSequences(t *testing.T, dir string) map[string]*fsm.Sequence {
+	t.Helper()
+	store, snaps, err := startup.OpenStores(dir, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	metas, err := snaps.List()
+	if err != nil || len(metas) == 0 {
+		t.Fatalf("snapshots: %v, %v", metas, err)
+	}
+	_, rc, err := snaps.Open(metas[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := fsm.New(nil, nil)
+	if err := f.Restore(rc); err != nil {
+		t.Fatal(err)
+	}
+	return f.Sequences()
 }

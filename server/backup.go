@@ -7,11 +7,14 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/sequencer"
 )
@@ -61,5 +64,16 @@ func (n *Node) Backup(ctx context.Context) (*api.BackupResponse, error) {
 		LeadBoundTicks:  n.seq.State().MaxLead,
 		MaxCount:        n.cfg.MaxCount,
 		WatermarkTick:   st.Tracking.Settled,
+		Sequences:       sequenceInfos(n.fsm.Sequences()),
 	}, nil
+}
+
+// sequenceInfos is every named sequence as a backup carries it.
+func sequenceInfos(m map[string]*fsm.Sequence) []*api.SequenceInfo {
+	var out []*api.SequenceInfo
+	for name, s := range m {
+		out = append(out, &api.SequenceInfo{Name: name, Kind: s.Kind, Group: s.Group, Start: s.Start, Next: s.Next, Dropped: s.Dropped})
+	}
+	slices.SortFunc(out, func(a, b *api.SequenceInfo) int { return strings.Compare(a.Name, b.Name) })
+	return out
 }

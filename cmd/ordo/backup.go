@@ -70,6 +70,7 @@ func runRestore(args []string) error {
 		grpcAddr   = fs.String("grpc-addr", "", "gRPC address clients and peers will be told: the node's --grpc-advertise if it has one, else its --grpc-addr (required)")
 		jump       = fs.Duration("jump", backup.DefaultRestoreJump, "how far past max(backup high-water, now) the new cluster starts; must exceed how far the old cluster's clocks could have been ahead of this host's")
 		window     = fs.Duration("reserve-window", server.DefaultReserveWindow, "the old cluster's --reserve-window (how far ahead of its clock it could hand out IDs)")
+		denseSkip  = fs.Uint64("dense-skip", 0, "how far every dense sequence moves past its backed-up mark: at least what the old cluster handed out after the backup (a gap of that many values); required when the backup has a dense sequence")
 		force      = fs.Bool("force", false, "restore even if members of the backed-up cluster still answer (two clusters would then hand out the same IDs)")
 		timeout    = fs.Duration("timeout", 10*time.Second, "give up asking the old cluster's members after this long")
 		tls        = addTLSFlags(fs, "client")
@@ -111,7 +112,7 @@ func runRestore(args []string) error {
 	}
 	res, err := backup.Restore(backup.RestoreOptions{
 		Backup: b, DataDir: *dataDir, ID: *id, RaftAddr: *raftAddr, GRPCAddr: *grpcAddr,
-		Jump: *jump, ReserveWindow: *window, Logger: logger,
+		Jump: *jump, ReserveWindow: *window, DenseSkip: *denseSkip, Logger: logger,
 	})
 	if err != nil {
 		return err
