@@ -167,6 +167,9 @@ type Client struct {
 	// mark is the highest settled mark reported so far (settle.go): no
 	// call reports a lower one.
 	mark atomic.Pointer[Mark]
+	// sequences holds a *sequenceState for each named sequence a handle
+	// was made for (sequence.go): its floor, and its kind once known.
+	sequences sync.Map
 
 	mu     sync.Mutex
 	conns  map[string]*grpc.ClientConn
@@ -298,11 +301,18 @@ func (c *Client) nextN(ctx context.Context, n int, stream *Stream, coalescer *co
 // accept checks that ids are above floor, the highest ID returned when
 // the call started, and records them as returned.
 func (c *Client) accept(ids []uint64, floor uint64) ([]uint64, error) {
+	return acceptAbove(&c.returned, ids, floor)
+}
+
+// acceptAbove checks that ids are above floor, which the call read from
+// returned when it started, and raises returned to the last of them: the
+// check of accept, for the default sequence's floor or a named one's.
+func acceptAbove(returned *atomic.Uint64, ids []uint64, floor uint64) ([]uint64, error) {
 	if ids[0] <= floor {
 		return nil, fmt.Errorf("%w: first ID %d is not above %d, already returned", ErrBadResponse, ids[0], floor)
 	}
 	last := ids[len(ids)-1]
-	for old := c.returned.Load(); old < last && !c.returned.CompareAndSwap(old, last); old = c.returned.Load() {
+	for old := returned.Load(); old < last && !returned.CompareAndSwap(old, last); old = returned.Load() {
 	}
 	return ids, nil
 }
@@ -311,10 +321,17 @@ func (c *Client) accept(ids []uint64, floor uint64) ([]uint64, error) {
 // ticks is set, with failover and retries, and checks the response's
 // shape.
 func (c *Client) fetch(ctx context.Context, n int, ticks bool) ([]uint64, error) {
+	return c.fetchFrom(ctx, "", n, ticks)
+}
+
+// fetchFrom is fetch from the named sequence, or the default one when
+// sequence is "".
+func (c *Client) fetchFrom(ctx context.Context, sequence string, n int, ticks bool) ([]uint64, error) {
 	var resp *api.NextResponse
+	req := &api.NextRequest{Count: uint32(n), Sequence: sequence}
 	err := c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
 		var err error
-		resp, err = api.NewSequencerClient(conn).Next(api.WithTicks(ctx, ticks), &api.NextRequest{Count: uint32(n)}, opts...)
+		resp, err = api.NewSequencerClient(conn).Next(api.WithTicks(ctx, ticks), req, opts...)
 		return err
 	})
 	if err != nil {

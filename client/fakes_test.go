@@ -469,3 +469,111 @@ func refuseStream(st watchStream, code codes.Code, hint string) error {
 	}
 	return status.Error(code, "fake stream failure")
 }
+
+// fakeSequences is a node with named sequences, on the Sequencer and
+// Admin services: Next answers by the request's sequence from next (one
+// not there is NotFound, as a node answers for an unknown sequence), and
+// the Admin calls with the handlers (nil: Unimplemented). It records the
+// sequence and whether ticks were asked for of every Next, and counts
+// every call.
+type fakeSequences struct {
+	api.UnimplementedSequencerServer
+	api.UnimplementedAdminServer
+	next     map[string]nextFunc
+	describe func(ctx context.Context, name string) (*api.SequenceInfo, error)
+	create   func(ctx context.Context, req *api.CreateSequenceRequest) (*api.SequenceInfo, error)
+	drop     func(ctx context.Context, name string) (*api.SequenceInfo, error)
+	list     func(ctx context.Context) (*api.ListSequencesResponse, error)
+
+	mu    sync.Mutex
+	asked []string // "name" of each Next, "name+ticks" when it asked for ticks
+
+	nextCalls, describeCalls, createCalls, dropCalls, layoutCalls atomic.Int64
+}
+
+// noSequence is the NotFound a node answers for an unknown sequence.
+func noSequence(name string) error {
+	return status.Errorf(codes.NotFound, "no sequence %q: create it with ordo sequence create", name)
+}
+
+func (f *fakeSequences) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	f.nextCalls.Add(1)
+	asked := req.Sequence
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(api.TicksKey)) > 0 {
+		asked += "+ticks"
+	}
+	f.mu.Lock()
+	f.asked = append(f.asked, asked)
+	f.mu.Unlock()
+	next, ok := f.next[req.Sequence]
+	if !ok {
+		return nil, noSequence(req.Sequence)
+	}
+	return next(ctx, req)
+}
+
+// askedFor returns what every Next asked for so far.
+func (f *fakeSequences) askedFor() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.asked...)
+}
+
+func (f *fakeSequences) Layout(context.Context, *api.LayoutRequest) (*api.LayoutResponse, error) {
+	f.layoutCalls.Add(1)
+	return &api.LayoutResponse{Layout: "default", Group: 1}, nil
+}
+
+func (f *fakeSequences) DescribeSequence(ctx context.Context, req *api.SequenceRequest) (*api.SequenceInfo, error) {
+	f.describeCalls.Add(1)
+	if f.describe == nil {
+		return nil, errNoHandler
+	}
+	return f.describe(ctx, req.Name)
+}
+
+func (f *fakeSequences) CreateSequence(ctx context.Context, req *api.CreateSequenceRequest) (*api.SequenceInfo, error) {
+	f.createCalls.Add(1)
+	if f.create == nil {
+		return nil, errNoHandler
+	}
+	return f.create(ctx, req)
+}
+
+func (f *fakeSequences) DropSequence(ctx context.Context, req *api.SequenceRequest) (*api.SequenceInfo, error) {
+	f.dropCalls.Add(1)
+	if f.drop == nil {
+		return nil, errNoHandler
+	}
+	return f.drop(ctx, req.Name)
+}
+
+func (f *fakeSequences) ListSequences(ctx context.Context, _ *api.ListSequencesRequest) (*api.ListSequencesResponse, error) {
+	if f.list == nil {
+		return nil, errNoHandler
+	}
+	return f.list(ctx)
+}
+
+// mustServeSequences serves f's Sequencer and Admin on lis and returns
+// its address.
+func mustServeSequences(t *testing.T, lis net.Listener, f *fakeSequences) string {
+	t.Helper()
+	return mustServeOn(t, lis, func(s *grpc.Server) {
+		api.RegisterSequencerServer(s, f)
+		api.RegisterAdminServer(s, f)
+	})
+}
+
+// describes answers DescribeSequence from infos, and NotFound for a name
+// not there.
+func describes(infos ...*api.SequenceInfo) func(context.Context, string) (*api.SequenceInfo, error) {
+	return func(_ context.Context, name string) (*api.SequenceInfo, error) {
+		for _, info := range infos {
+			if info.Name == name {
+				return info, nil
+			}
+		}
+		return nil, noSequence(name)
+	}
+}

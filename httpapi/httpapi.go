@@ -64,6 +64,15 @@ type Node interface {
 	Decide(ctx context.Context, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error)
 	// Watermark reads W through the same path as gRPC Watermark.
 	Watermark(ctx context.Context) (*api.WatermarkResponse, error)
+	// NextInSequence hands out count IDs of the named sequence name
+	// through the same path as gRPC Next with NextRequest.sequence: under
+	// a 128-bit layout the runs carry ticks, which the handler renders
+	// with the group DescribeSequence names.
+	NextInSequence(ctx context.Context, name string, count uint32) (*api.NextResponse, error)
+	// DescribeSequence reports the named sequence name, as gRPC
+	// Admin/DescribeSequence answers it (a dropped one with Dropped set):
+	// its kind says how to render its IDs. None is NotFound.
+	DescribeSequence(ctx context.Context, name string) (*api.SequenceInfo, error)
 }
 
 // LeaderHeader names the leader's gRPC address in a reply that failed
@@ -99,6 +108,8 @@ var (
 	// errNoCertificate means a path that needs a client certificate was
 	// asked for without one (only with TLS: see Config.TLS).
 	errNoCertificate = errors.New("this path needs a client certificate signed by the cluster CA")
+	// errBadName means a sequence name in the path is malformed.
+	errBadName = errors.New("bad path")
 )
 
 // Config configures the HTTP server of one node.
@@ -152,6 +163,7 @@ type handler struct {
 //	POST /v1/reservations/abandon?handle=H        its IDs will not be used
 //	POST /v1/reservations/extend?handle=H&ttl=D   it lives D longer
 //	GET /v1/watermark       the settled mark W
+//	GET or POST /v1/sequences/{name}/ids?count=N  N IDs of the named sequence, rendered per its kind
 //	GET /metrics            cfg.Metrics, when set
 //
 // Errors are JSON {"error": "...", "code": "..."}.
@@ -174,6 +186,7 @@ func Handler(node Node, cfg Config) http.Handler {
 		"/v1/reservations/abandon":  {methods: post, needCert: true, serve: h.decide(fsm.DoAbandon)},
 		"/v1/reservations/extend":   {methods: post, needCert: true, serve: h.decide(fsm.DoExtend)},
 		"/v1/watermark":             {methods: get, needCert: true, serve: h.watermark},
+		sequenceIDsRoute:            {methods: []string{http.MethodGet, http.MethodPost}, needCert: true, serve: h.sequenceIDs},
 	}
 	if cfg.Metrics != nil {
 		h.routes["/metrics"] = route{methods: probe, needCert: true, serve: cfg.Metrics.ServeHTTP}
@@ -186,12 +199,15 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// same IDs out twice.
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	rt, ok := h.routes[r.URL.Path]
+	name := r.URL.Path
+	if _, ok := sequenceInPath(name); ok {
+		name = sequenceIDsRoute // one route, one label, whatever the name
+	}
+	rt, ok := h.routes[name]
 	if h.observe != nil {
 		start, rec := time.Now(), &statusRecorder{ResponseWriter: w, code: http.StatusOK}
-		name := "other"
-		if ok {
-			name = r.URL.Path
+		if !ok {
+			name = "other"
 		}
 		defer func() { h.observe(name, rec.code, time.Since(start)) }()
 		w = rec
@@ -485,7 +501,7 @@ func httpStatus(err error) (int, string) {
 		return http.StatusNotFound, "NOT_FOUND"
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"
-	case errors.Is(err, errBadQuery):
+	case errors.Is(err, errBadQuery), errors.Is(err, errBadName):
 		return http.StatusBadRequest, codeName(codes.InvalidArgument)
 	case errors.Is(err, errNoCertificate):
 		return http.StatusForbidden, codeName(codes.PermissionDenied)

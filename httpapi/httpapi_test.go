@@ -43,6 +43,46 @@ type fakeNode struct {
 	// r1.5.2 ttl=0" or "watermark"; fate is what a decision answers.
 	asked []string
 	fate  api.Fate
+	// sequences are the named sequences DescribeSequence knows; seqNext
+	// the next value or tick NextInSequence hands out of each, from the
+	// sequence's Next; seqAsked each NextInSequence, as "books 3".
+	sequences map[string]*api.SequenceInfo
+	seqNext   map[string]uint64
+	seqAsked  []string
+}
+
+func (f *fakeNode) DescribeSequence(ctx context.Context, name string) (*api.SequenceInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	if info, ok := f.sequences[name]; ok {
+		return info, nil
+	}
+	return nil, status.Errorf(codes.NotFound, "no sequence %q: create it with ordo sequence create", name)
+}
+
+func (f *fakeNode) NextInSequence(ctx context.Context, name string, count uint32) (*api.NextResponse, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.seqAsked = append(f.seqAsked, fmt.Sprintf("%s %d", name, count))
+	if f.err != nil {
+		return nil, f.err
+	}
+	info, ok := f.sequences[name]
+	if !ok || info.Dropped {
+		return nil, status.Errorf(codes.NotFound, "no sequence %q: create it with ordo sequence create", name)
+	}
+	if f.seqNext == nil {
+		f.seqNext = map[string]uint64{}
+	}
+	if _, ok := f.seqNext[name]; !ok {
+		f.seqNext[name] = info.Next
+	}
+	first := f.seqNext[name]
+	f.seqNext[name] += uint64(count)
+	return &api.NextResponse{Runs: []*api.IDRun{{First: first, Count: count, Step: 1}}}, nil
 }
 
 func (f *fakeNode) NextIDs(ctx context.Context, count uint32) (*api.NextResponse, error) {
@@ -358,6 +398,7 @@ func TestErrorMapping(t *testing.T) {
 			{http.MethodPost, "/v1/reservations/abandon?handle=r1.5.2"},
 			{http.MethodPost, "/v1/reservations/extend?handle=r1.5.2&ttl=1m"},
 			{http.MethodGet, "/v1/watermark"},
+			{http.MethodPost, "/v1/sequences/books/ids?count=2"},
 		} {
 			path := call.path
 			f := newFake(t)
@@ -518,6 +559,7 @@ func TestTLS(t *testing.T) {
 		{"no certificate", noCert, "/v1/status", 403},
 		{"no certificate", noCert, "/metrics", 403},
 		{"no certificate", noCert, "/v1/watermark", 403},
+		{"no certificate", noCert, "/v1/sequences/books/ids", 403},
 		{"client certificate", withCert, "/v1/ids?count=2", 200},
 		{"client certificate", withCert, "/v1/status", 200},
 		{"client certificate", withCert, "/metrics", 200},

@@ -91,11 +91,18 @@ func runNext(args []string) error {
 	fs := flag.NewFlagSet("next", flag.ContinueOnError)
 	cf := addClientFlags(fs)
 	count := fs.Int("count", 1, "how many IDs")
+	sequence := fs.String("sequence", "", "the named sequence to take IDs from (ordo sequence create); the cluster's default sequence when left out")
 	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if err := noArgs(fs, "give the count with --count and the sequence with --sequence"); err != nil {
 		return err
 	}
 	if *count < 1 {
 		return fmt.Errorf("%w: --count %d: want at least 1", errUsage, *count)
+	}
+	if err := checkSequenceFlag(*sequence); err != nil {
+		return err
 	}
 	c, ctx, cancel, err := cf.dial()
 	if err != nil {
@@ -103,7 +110,12 @@ func runNext(args []string) error {
 	}
 	defer cancel()
 	defer c.Close()
-	ids, err := nextText(ctx, c, *count)
+	var ids []string
+	if *sequence != "" {
+		ids, err = sequenceText(ctx, c, *sequence, *count)
+	} else {
+		ids, err = nextText(ctx, c, *count)
+	}
 	if err != nil {
 		return err
 	}

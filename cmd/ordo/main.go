@@ -18,12 +18,13 @@ Usage: ordo <command> [flags]
 
 Commands:
   serve            run a node
-  next             get IDs
+  next             get IDs (--sequence NAME: of a named sequence)
   reserve          get IDs that hold the settled mark back until completed or abandoned
   complete         settle reservation HANDLE once its IDs are published
   abandon          settle reservation HANDLE without publishing its IDs
   extend           give open reservation HANDLE more time
   watermark        show the settled mark (--watch: follow it)
+  sequence         create, list, describe or drop named sequences
   status           show every node of the cluster
   decode           split IDs (64-bit, UUIDv7, ULID) into time, group and sequence (offline)
   join             add a node to the cluster
@@ -53,6 +54,7 @@ func main() {
 		"abandon":         runAbandon,
 		"extend":          runExtend,
 		"watermark":       runWatermark,
+		"sequence":        runSequence,
 		"status":          runStatus,
 		"decode":          runDecode,
 		"join":            runJoin,
