@@ -15,9 +15,9 @@ package fsm
 import (
 	"errors"
 	"fmt"
-	"regexp"
 	"time"
 
+	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -48,12 +48,11 @@ var (
 	ErrTooManySequences = errors.New("too many sequences")
 )
 
-var sequenceName = regexp.MustCompile(`^[a-z0-9][a-z0-9._-]{0,62}$`)
-
-// CheckSequenceName reports whether name is a valid sequence name.
+// CheckSequenceName is api.CheckSequenceName, the one rule of names, as
+// an invalid command.
 func CheckSequenceName(name string) error {
-	if !sequenceName.MatchString(name) {
-		return fmt.Errorf("%w: sequence name %q: 1 to 63 of a-z, 0-9, '.', '_', '-', starting with a letter or digit", ErrInvalid, name)
+	if err := api.CheckSequenceName(name); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

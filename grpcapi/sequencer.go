@@ -27,7 +27,8 @@ type Sequencer struct {
 // Next implements api.SequencerServer.
 func (q *Sequencer) Next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
 	if req.Sequence != "" {
-		resp, err := q.srv.nextInSequence(ctx, req)
+		asks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
+		resp, err := q.srv.nextInSequence(ctx, req, &asks)
 		return resp, q.srv.status(ctx, err)
 	}
 	if err := q.srv.checkWidth(ctx); err != nil {

@@ -76,13 +76,14 @@ func (a *Admin) DescribeSequence(ctx context.Context, req *api.SequenceRequest) 
 	return resp, a.srv.status(ctx, err)
 }
 
-// DescribeSequence is the sequence name as this node's state holds it.
-// Its errors are unmapped.
+// DescribeSequence is the sequence name as this node's state holds it,
+// which gRPC and HTTP share. Its errors are statuses.
 func (s *Server) DescribeSequence(ctx context.Context, name string) (*api.SequenceInfo, error) {
 	if err := fsm.CheckSequenceName(name); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		return nil, s.status(ctx, fmt.Errorf("%w: %w", ErrBadRequest, err))
 	}
-	return s.sequenceInfo(name)
+	info, err := s.sequenceInfo(name)
+	return info, s.status(ctx, err)
 }
 
 func (s *Server) sequenceInfo(name string) (*api.SequenceInfo, error) {
@@ -97,15 +98,20 @@ func info(name string, seq *fsm.Sequence) *api.SequenceInfo {
 	return &api.SequenceInfo{Name: name, Kind: seq.Kind, Group: seq.Group, Start: seq.Start, Next: seq.Next, Dropped: seq.Dropped}
 }
 
-// NextInSequence is the path of one call for a named sequence's IDs,
-// which gRPC's Next and HTTP share: checks, one forward to the leader or
-// one allocation committed here, and the runs. Its errors are statuses.
+// NextInSequence is the path of one HTTP call for a named sequence's IDs:
+// HTTP renders whatever the runs carry, so a 128-bit sequence's ticks too.
+// Its errors are statuses.
 func (s *Server) NextInSequence(ctx context.Context, name string, count uint32) (*api.NextResponse, error) {
-	resp, err := s.nextInSequence(ctx, &api.NextRequest{Count: count, Sequence: name})
+	resp, err := s.nextInSequence(ctx, &api.NextRequest{Count: count, Sequence: name}, nil)
 	return resp, s.status(ctx, err)
 }
 
-func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+// nextInSequence is the path of one call for a named sequence's IDs,
+// which gRPC's Next and HTTP share: checks, one forward to the leader or
+// one allocation committed here, and the runs. ticks says whether the
+// caller reads ticks (gRPC: api.TicksKey); nil: whatever the sequence's
+// width is (HTTP renders both).
+func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks *bool) (*api.NextResponse, error) {
 	if err := fsm.CheckSequenceName(req.Sequence); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
@@ -119,15 +125,25 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest) (*api
 	if err != nil {
 		return nil, err
 	}
-	if fwd {
-		return api.NewSequencerClient(conn).Next(s.keyedForwardContext(ctx, req), req)
+	seq, known := s.State.Sequence(req.Sequence)
+	wide := known && seq.Layout != nil && seq.Layout.Wide()
+	if ticks == nil {
+		ticks = &wide
 	}
-	seq, ok := s.State.Sequence(req.Sequence)
-	if !ok || seq.Dropped {
+	if fwd {
+		// The leader checks the width again with what the call says.
+		fctx := ForwardContext(ctx, s.Node.ClusterID(), *ticks)
+		if req.IdempotencyKey != "" {
+			fctx = metadata.AppendToOutgoingContext(fctx, api.CallerKey, idempotencyCaller(ctx))
+		}
+		return api.NewSequencerClient(conn).Next(fctx, req)
+	}
+	if !known || seq.Dropped {
 		return nil, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, req.Sequence)
 	}
-	if err := checkSequenceWidth(ctx, req.Sequence, seq); err != nil {
-		return nil, err
+	if *ticks != wide {
+		return nil, fmt.Errorf("sequence %q is %s: a call for its IDs must %sname %s in its metadata: %w",
+			req.Sequence, seq.Kind, map[bool]string{true: "", false: "not "}[wide], api.TicksKey, layout.ErrWrongWidth)
 	}
 	first, err := s.Settle.Alloc(ctx, req.Sequence, uint64(req.Count), keyOf(ctx, req))
 	if err != nil {
@@ -144,16 +160,4 @@ func sequenceRuns(seq fsm.Sequence, first, count uint64) []*api.IDRun {
 		return []*api.IDRun{{First: first, Count: uint32(count), Step: 1}}
 	}
 	return api.Runs(*seq.Layout, seq.Group, first, count)
-}
-
-// checkSequenceWidth is checkWidth for a named sequence: the call names
-// api.TicksKey exactly when the sequence's layout makes 128-bit IDs.
-func checkSequenceWidth(ctx context.Context, name string, seq fsm.Sequence) error {
-	asks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
-	wide := seq.Layout != nil && seq.Layout.Wide()
-	if asks != wide {
-		return fmt.Errorf("sequence %q is %s: a call for its IDs must %sname %s in its metadata: %w",
-			name, seq.Kind, map[bool]string{true: "", false: "not "}[wide], api.TicksKey, layout.ErrWrongWidth)
-	}
-	return nil
 }

@@ -71,6 +71,18 @@ func TestNamedSequencesDenseAcrossFailover(t *testing.T) {
 			t.Fatalf("ID %d of tenant-9 has group %d, want 9", id, g)
 		}
 	}
+	// A 128-bit sequence on a 64-bit cluster, through a follower: the call
+	// names api.TicksKey, as its width asks, and the forward keeps it.
+	if _, err := admin.CreateSequence(ctx, &api.CreateSequenceRequest{Name: "uuids", Kind: "uuidv7", Group: 2}); err != nil {
+		t.Fatalf("create uuidv7: %v", err)
+	}
+	eventually.True(t, seqTestWait, "the follower to know the uuidv7 sequence", func() bool {
+		_, err := seq.Next(api.WithTicks(ctx, true), &api.NextRequest{Count: 2, Sequence: "uuids"})
+		return err == nil
+	})
+	if _, err := seq.Next(ctx, &api.NextRequest{Count: 2, Sequence: "uuids"}); status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("a uuidv7 sequence's IDs without asking for ticks: %v, want FailedPrecondition", err)
+	}
 	if _, err := admin.DropSequence(ctx, &api.SequenceRequest{Name: "invoices"}); err != nil {
 		t.Fatalf("drop: %v", err)
 	}
