@@ -234,7 +234,9 @@ func (n *Node) openRaft() error {
 	}
 	n.seq = sequencer.New(n.cfg.Layout, n.cfg.ReserveWindow, n.cfg.Clock, log, n.logger.Named("sequencer"),
 		sequencer.Lease{Duration: n.cfg.Lease, Clock: leadership.LeaseClock})
-	if n.settler, err = settle.New(n.cfg.Reservations, n.seq, raftLog{n}, n.fsm, n.logger.Named("settle")); err != nil {
+	settleCfg := n.cfg.Reservations
+	settleCfg.Wall = n.cfg.Clock
+	if n.settler, err = settle.New(settleCfg, n.seq, raftLog{n}, n.fsm, n.logger.Named("settle")); err != nil {
 		return err
 	}
 	rc := *n.cfg.Raft

@@ -316,7 +316,7 @@ func (s *Settler) flush(batch []*request) time.Duration {
 	f.vouch = s.ids.Vouch()
 	c := fsm.Command{Op: fsm.OpSettle, Tracks: f.tracks, Frontier: next, Allocs: f.allocs, Claims: f.claims}
 	if len(f.allocs)+len(f.claims) > 0 {
-		c.NowMs = s.clock().UnixMilli() // what layout sequences follow
+		c.NowMs = s.wall().UnixMilli() // what layout sequences follow
 	}
 	f.pending = s.log.Settle(c)
 	select {

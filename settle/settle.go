@@ -97,6 +97,10 @@ type Config struct {
 	// MaxTTL bounds every TTL; MaxOpen the open reservations.
 	MaxTTL  time.Duration
 	MaxOpen int
+	// Wall is the wall clock whose reading a layout sequence's
+	// allocation carries (the node's, with its test offset); nil means
+	// time.Now. TTLs are counted on the monotonic clock, not on it.
+	Wall func() time.Time
 }
 
 // Defaults.
@@ -125,6 +129,14 @@ func (c Config) WithDefaults() Config {
 		c.MaxOpen = DefaultMaxOpen
 	}
 	return c
+}
+
+// wall is the clock layout sequences follow.
+func (s *Settler) wall() time.Time {
+	if s.cfg.Wall != nil {
+		return s.cfg.Wall()
+	}
+	return s.clock()
 }
 
 // Validate checks the bounds of a Config with its defaults filled.
