@@ -65,10 +65,17 @@ const (
 	// one ID at a time, and a watcher of W: each call's Result.Lag is how
 	// soon the watcher saw W pass the ID. Concurrency is ignored.
 	TargetWatermarkLag = "watermark-lag"
+	// TargetSequences is Config.Sequences named sequences of
+	// Config.Kind, created before the run (bench-0 .. bench-N-1, kept
+	// afterwards): caller i calls sequence i mod N through the default
+	// client's Sequence handle, one batched Raft commit entry per call.
+	// Each sequence's IDs are checked alone (sequences owe each other no
+	// order).
+	TargetSequences = "sequences"
 )
 
 // Targets lists every target, for usage messages.
-var Targets = []string{TargetOrdo, TargetEtcd, TargetFloor, TargetStreamFloor, TargetReserve, TargetCommitFloor, TargetWatermarkLag}
+var Targets = []string{TargetOrdo, TargetEtcd, TargetFloor, TargetStreamFloor, TargetReserve, TargetCommitFloor, TargetWatermarkLag, TargetSequences}
 
 // Config is one benchmark run.
 type Config struct {
@@ -95,6 +102,15 @@ type Config struct {
 	// without the Go client make them (generated stubs, no retries);
 	// by default the callers share the default client's stream. Ordo only.
 	Unary bool
+	// Sequences is how many named sequences TargetSequences spreads its
+	// callers over; 0 is 1. Other targets ignore it.
+	Sequences int
+	// Kind is TargetSequences' kind: "dense" (the default when empty) or
+	// a 64-bit layout spec ("default", "twitter", "custom:...").
+	Kind string
+	// EtcdAddrs, if set, are TargetEtcd's endpoints in place of Addrs, so
+	// one run can measure an Ordo cluster and an etcd cluster side by side.
+	EtcdAddrs []string
 	// Progress, if set, gets a line a second.
 	Progress io.Writer
 }
@@ -159,6 +175,11 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if cfg.Target == TargetWatermarkLag && cfg.Concurrency > 0 {
 		cfg.Concurrency = 1 // one writer: nothing else holds W back
 	}
+	groups := 1
+	if cfg.Target == TargetSequences {
+		cfg.Sequences = max(cfg.Sequences, 1)
+		groups = cfg.Sequences
+	}
 	tgt, err := newTarget(cfg)
 	if err != nil {
 		return Result{}, err
@@ -175,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	rec := history.NewRecorder()
 	var tally history.Tally
 	start, elapsed := drive(ctx, cfg, tgt, rec, &tally)
-	res := result(cfg.Target, rec, &tally, start, elapsed)
+	res := result(cfg.Target, rec, &tally, start, elapsed, groups)
 	if l, ok := tgt.(*lagTarget); ok {
 		res.Lag = l.lag()
 	}
@@ -200,7 +221,11 @@ func newTarget(cfg Config) (target, error) {
 		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
 			return nil, fmt.Errorf("%w: etcd gives one revision per Put: want count 1, no Ordo client modes", ErrBadConfig)
 		}
-		return newEtcdTarget(cfg.Addrs, cfg.Concurrency)
+		addrs := cfg.Addrs
+		if len(cfg.EtcdAddrs) > 0 {
+			addrs = cfg.EtcdAddrs
+		}
+		return newEtcdTarget(addrs, cfg.Concurrency)
 	case TargetFloor:
 		if cfg.Count != 1 || cfg.Unary || cfg.Coalesce > 0 {
 			return nil, fmt.Errorf("%w: the floor is one bare unary call: want count 1, no Ordo client modes", ErrBadConfig)
@@ -211,6 +236,14 @@ func newTarget(cfg Config) (target, error) {
 			return nil, fmt.Errorf("%w: the stream floor is the default client's stream with nothing behind it: want count 1, no other Ordo client modes", ErrBadConfig)
 		}
 		return newStreamFloorTarget(cfg.Addrs[0], cfg.TLS)
+	case TargetSequences:
+		if cfg.Unary || cfg.Coalesce > 0 {
+			return nil, fmt.Errorf("%w: named sequences are unary calls of the default client: no --unary or --coalesce", ErrBadConfig)
+		}
+		if cfg.Sequences < 1 {
+			return nil, fmt.Errorf("%w: want sequences >= 1", ErrBadConfig)
+		}
+		return newSequencesTarget(cfg)
 	case TargetReserve, TargetCommitFloor, TargetWatermarkLag:
 		return newSettleTarget(cfg)
 	default:
@@ -291,7 +324,9 @@ func judge(ctx context.Context, end time.Time) history.Judge {
 
 // result measures the run from the tally and the history in rec, and
 // checks the history.
-func result(target string, rec *history.Recorder, tally *history.Tally, start time.Time, elapsed time.Duration) Result {
+// Caller i's calls are of group i mod groups, each checked alone
+// (checkGroups).
+func result(target string, rec *history.Recorder, tally *history.Tally, start time.Time, elapsed time.Duration, groups int) Result {
 	ops := rec.Ops()
 	// Latencies of the successful requests, as the history recorded them:
 	// the callers read the clock no more than the recorder does.
@@ -310,7 +345,7 @@ func result(target string, rec *history.Recorder, tally *history.Tally, start ti
 		IDsS:      float64(n.IDs) / elapsed.Seconds(),
 		P50:       percentile(latencies, 0.50), P90: percentile(latencies, 0.90),
 		P99: percentile(latencies, 0.99), P999: percentile(latencies, 0.999),
-		Check:      history.Check(ops),
+		Check:      checkGroups(ops, groups),
 		LongestGap: longestGap(ops, rec.Offset(start), rec.Offset(start.Add(elapsed))),
 		LastError:  n.LastError,
 	}

@@ -33,6 +33,7 @@ func runBench(args []string) error {
 		"\"stream-floor\" (the callers share one stream to the first address, which echoes every call at once with no IDs, sent as the default client sends them: the floor of the default client); "+
 		"\"reserve\" (each call is Reserve, TTL 30s, then Complete: two batched Raft commits); "+
 		"\"commit-floor\" (each caller holds one reservation and each call extends it twice: two batched Raft commits and nothing else, the floor of reserve); "+
+		"\"sequences\" (--sequences named sequences of --kind, bench-0 .. bench-N-1, created before the run if missing: caller i calls sequence i mod N, one batched Raft commit entry per call, each sequence's IDs checked alone); "+
 		"\"watermark-lag\" (one writer reserves, extends and completes one ID at a time while a watcher follows W: how soon W passes each completed ID, against one commit; --concurrency does not apply)")
 	// The default depends on --target, so it is chosen after parsing.
 	addrs := fs.String("addrs", "", "comma-separated gRPC addresses of cluster nodes (default "+defaultAddrs+", or "+defaultEtcdAddrs+" for etcd)")
@@ -41,6 +42,9 @@ func runBench(args []string) error {
 	duration := fs.Duration("duration", 10*time.Second, "how long to run each target")
 	unary := fs.Bool("unary", false, "one unary RPC per call, as callers without the Go client make them (default: the Go client's shared stream)")
 	coalesce := fs.Int("coalesce", 0, "share requests among the callers, with at most this many in flight (0: one request per call)")
+	sequences := fs.Int("sequences", 1, "named sequences the \"sequences\" target spreads its callers over (caller i uses bench-<i mod N>)")
+	kind := fs.String("kind", "dense", "kind of the \"sequences\" target's sequences: dense, or a 64-bit layout (default, twitter, discord, instagram, sonyflake, custom:...)")
+	etcdAddrs := fs.String("etcd-addrs", "", "comma-separated etcd client endpoints for the \"etcd\" target, so one run can measure Ordo (--addrs or --start) and etcd side by side (default: --addrs)")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	tlsFiles := addTLSFlags(fs, "client")
 	cpuProfile := fs.String("cpuprofile", "", "write the bench process's own CPU profile (the callers and the client, not the nodes: see serve --pprof-addr) to this file")
@@ -55,8 +59,8 @@ func runBench(args []string) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	if *start != 0 {
-		if *addrs != "" || slices.Contains(targets, bench.TargetEtcd) {
-			return fmt.Errorf("%w: --start measures the Ordo nodes it starts: no --addrs, no etcd target", errUsage)
+		if *addrs != "" || slices.Contains(targets, bench.TargetEtcd) && *etcdAddrs == "" {
+			return fmt.Errorf("%w: --start measures the Ordo nodes it starts: no --addrs, and an etcd target needs --etcd-addrs", errUsage)
 		}
 		c, err := startLocalCluster(ctx, *start)
 		if err != nil {
@@ -67,7 +71,7 @@ func runBench(args []string) error {
 	}
 	if *addrs == "" {
 		*addrs = defaultAddrs
-		if slices.Contains(targets, bench.TargetEtcd) {
+		if slices.Contains(targets, bench.TargetEtcd) && *etcdAddrs == "" {
 			*addrs = defaultEtcdAddrs
 		}
 	}
@@ -89,6 +93,7 @@ func runBench(args []string) error {
 	cfg := bench.Config{
 		Addrs: splitList(*addrs), Concurrency: *concurrency, Count: *count,
 		Duration: *duration, Coalesce: *coalesce, Unary: *unary, Progress: os.Stderr, TLS: tlsConf,
+		Sequences: *sequences, Kind: *kind, EtcdAddrs: splitList(*etcdAddrs),
 	}
 	results, err := runTargets(ctx, cfg, targets)
 	if err != nil {
@@ -113,7 +118,11 @@ func runTargets(ctx context.Context, cfg bench.Config, targets []string) ([]benc
 	var results []bench.Result
 	for _, tg := range targets {
 		cfg.Target = tg
-		fmt.Fprintf(os.Stderr, "ordo bench: target %s at %s: %s\n", tg, strings.Join(cfg.Addrs, ","), describeRun(cfg))
+		addrs := cfg.Addrs
+		if tg == bench.TargetEtcd && len(cfg.EtcdAddrs) > 0 {
+			addrs = cfg.EtcdAddrs
+		}
+		fmt.Fprintf(os.Stderr, "ordo bench: target %s at %s: %s\n", tg, strings.Join(addrs, ","), describeRun(cfg))
 		res, err := bench.Run(ctx, cfg)
 		if errors.Is(err, bench.ErrBadConfig) {
 			return nil, fmt.Errorf("%w: %v", errUsage, err)
@@ -130,6 +139,9 @@ func runTargets(ctx context.Context, cfg bench.Config, targets []string) ([]benc
 func describeRun(cfg bench.Config) string {
 	if cfg.Target == bench.TargetWatermarkLag {
 		return fmt.Sprintf("one writer, one ID at a time, and a watcher of W, %s", cfg.Duration)
+	}
+	if cfg.Target == bench.TargetSequences {
+		return fmt.Sprintf("%d callers over %d named sequences of kind %s, %d IDs per call, %s", cfg.Concurrency, cfg.Sequences, cfg.Kind, cfg.Count, cfg.Duration)
 	}
 	return fmt.Sprintf("%d callers, %d IDs per call, coalescing %d, unary %t, %s", cfg.Concurrency, cfg.Count, cfg.Coalesce, cfg.Unary, cfg.Duration)
 }
