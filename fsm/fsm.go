@@ -250,7 +250,7 @@ func Decode(b []byte) (Command, error) {
 			if err := cl.Keyed.check(); err != nil {
 				return Command{}, err
 			}
-			if cl.Key == "" || cl.Count == 0 || cl.First == 0 {
+			if cl.Key == "" || cl.Count == 0 || cl.First == 0 || cl.Term == 0 {
 				return Command{}, fmt.Errorf("%w: claim of %d ticks from %d with key %q", ErrInvalid, cl.Count, cl.First, cl.Key)
 			}
 		}
@@ -542,7 +542,7 @@ func (f *FSM) apply(c Command, term uint64) Result {
 			r.Allocations = append(r.Allocations, f.state.keyedAlloc(a, c.NowMs))
 		}
 		for _, cl := range c.Claims {
-			r.Claimed = append(r.Claimed, f.state.claim(cl, c.NowMs))
+			r.Claimed = append(r.Claimed, f.state.claim(cl, term))
 		}
 	case OpCreateSequence, OpDropSequence:
 		r.Err = f.state.defineSequence(c)

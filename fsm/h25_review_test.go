@@ -55,7 +55,7 @@ func TestH25ReviewKeyBytesWithRealisticCallers(t *testing.T) {
 		batch = append(batch, Claim{Keyed: Keyed{
 			Caller: fmt.Sprintf("CN=orders-writer-%d,OU=payments,O=Example Corp,C=US", i%64),
 			Key:    fmt.Sprintf("%08x-1c2d-4e5f-8a9b-0c1d2e3f4a5b", i),
-		}, Count: 1, First: uint64(1<<40 + i)})
+		}, Count: 1, First: uint64(1<<40 + i), Term: 1})
 		if len(batch) == cap(batch) {
 			claims(t, f, 1_700_000_000_000, batch...)
 			batch = batch[:0]

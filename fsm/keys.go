@@ -3,20 +3,21 @@ package fsm
 // Idempotency keys: a call for IDs that carries a key is decided in the
 // log with it, and the first decision is kept, so a retry with the key,
 // on any node, after any leader change or restart, gets the first
-// answer's IDs. Keys are scoped to a caller; each is kept for KeyWindow
-// of the proposers' clocks, and at most MaxKeys, the oldest forgotten
-// first. Both are decided by Apply from the entries alone.
+// answer's IDs. Keys are scoped to a caller, and at most MaxKeys are
+// kept, the oldest forgotten first, decided by Apply from the entries
+// alone. No clock decides it: a window counted on the proposers' clocks
+// would forget every key at once when one leader's clock ran ahead, and
+// a retry would then take new IDs (a ledger's double entry).
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
-	"time"
 )
 
 // Key bounds.
 const (
-	// KeyWindow is how long a key is kept, by the proposers' clocks.
-	KeyWindow = 24 * time.Hour
 	// MaxKeys bounds the keys kept cluster-wide.
 	MaxKeys = 100_000
 	// MaxKeyLen bounds a key, and a caller's name.
@@ -33,7 +34,12 @@ type Keyed struct {
 	Key    string `json:"key,omitempty"`
 }
 
-func (k Keyed) id() string { return k.Caller + "\x00" + k.Key }
+// id names a key with its caller in the state: 128 bits of a SHA-256 of
+// both, so a kept key costs the same whatever their lengths.
+func (k Keyed) id() string {
+	sum := sha256.Sum256([]byte(k.Caller + "\x00" + k.Key))
+	return hex.EncodeToString(sum[:16])
+}
 
 // check validates a key as Decode does.
 func (k Keyed) check() error {
@@ -50,16 +56,24 @@ type Claim struct {
 	Keyed
 	Count uint64 `json:"count"`
 	First uint64 `json:"first"`
+	// Term is the term the ticks were assigned in: a claim committed in
+	// another one is refused and not kept (nothing proves no newer leader
+	// answered in between), so no retry is ever given ticks its first
+	// attempt was refused.
+	Term uint64 `json:"term"`
 }
+
+// ErrClaimTerm means a claim was committed in another term than its
+// ticks were assigned in.
+var ErrClaimTerm = errors.New("keyed call committed in another term than its IDs were assigned in")
 
 // KeyRecord is a kept answer.
 type KeyRecord struct {
 	// Seq is the sequence ("" for the default one), Count and First what
-	// the first call got, AtMs the proposer's clock when it was decided.
+	// the first call got.
 	Seq   string `json:"seq,omitempty"`
 	Count uint64 `json:"count"`
 	First uint64 `json:"first"`
-	AtMs  int64  `json:"at_ms"`
 	ID    string `json:"id"`
 }
 
@@ -90,14 +104,14 @@ func (k *Keys) lookup(id string) (KeyRecord, bool) {
 	return k.Records[i-k.dropped], true
 }
 
-// keep records an answer, then forgets keys past the window or the cap.
+// keep records an answer, then forgets the oldest keys past the cap.
 func (k *Keys) keep(r KeyRecord) {
 	if k.byID == nil {
 		k.restore()
 	}
 	k.byID[r.ID] = len(k.Records) + k.dropped
 	k.Records = append(k.Records, r)
-	for len(k.Records) > 0 && (len(k.Records) > MaxKeys || k.Records[0].AtMs < r.AtMs-KeyWindow.Milliseconds()) {
+	for len(k.Records) > MaxKeys {
 		if k.byID[k.Records[0].ID] == k.dropped {
 			delete(k.byID, k.Records[0].ID)
 		}
@@ -124,12 +138,15 @@ func (k *Keys) replay(key Keyed, seq string, count uint64) (first uint64, ok boo
 
 // claim applies a Claim: the kept answer when the key holds one, else
 // the claim's own ticks, kept.
-func (s *State) claim(c Claim, nowMs int64) Allocation {
+func (s *State) claim(c Claim, term uint64) Allocation {
 	first, ok, err := s.Keys.replay(c.Keyed, "", c.Count)
 	if ok {
 		return Allocation{First: first, Err: err}
 	}
-	s.Keys.keep(KeyRecord{Count: c.Count, First: c.First, AtMs: nowMs, ID: c.id()})
+	if c.Term != term {
+		return Allocation{Err: fmt.Errorf("%w: committed in term %d, assigned in term %d", ErrClaimTerm, term, c.Term)}
+	}
+	s.Keys.keep(KeyRecord{Count: c.Count, First: c.First, ID: c.id()})
 	return Allocation{First: c.First}
 }
 
@@ -141,7 +158,7 @@ func (s *State) keyedAlloc(a Alloc, nowMs int64) Allocation {
 	}
 	got := s.alloc(a, nowMs)
 	if got.Err == nil && a.Key != "" {
-		s.Keys.keep(KeyRecord{Seq: a.Seq, Count: a.Count, First: got.First, AtMs: nowMs, ID: a.id()})
+		s.Keys.keep(KeyRecord{Seq: a.Seq, Count: a.Count, First: got.First, ID: a.id()})
 	}
 	return got
 }

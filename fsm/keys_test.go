@@ -18,17 +18,17 @@ func TestKeyedCallsReplayTheFirstAnswer(t *testing.T) {
 	f := sequencedFSM(t)
 	applyOK(t, f, Command{Op: OpCreateSequence, Sequence: "ledger", Kind: KindDense}, 1)
 	a := Keyed{Caller: "CN=writer-1", Key: "k1"}
-	if got := claims(t, f, 1000, Claim{Keyed: a, Count: 3, First: 500})[0]; got.First != 500 || got.Err != nil {
+	if got := claims(t, f, 1000, Claim{Keyed: a, Count: 3, First: 500, Term: 1})[0]; got.First != 500 || got.Err != nil {
 		t.Fatalf("first claim: %+v", got)
 	}
-	if got := claims(t, f, 2000, Claim{Keyed: a, Count: 3, First: 900})[0]; got.First != 500 {
+	if got := claims(t, f, 2000, Claim{Keyed: a, Count: 3, First: 900, Term: 1})[0]; got.First != 500 {
 		t.Fatalf("retried claim: %+v, want the first answer, 500", got)
 	}
 	other := Keyed{Caller: "CN=writer-2", Key: "k1"}
-	if got := claims(t, f, 2000, Claim{Keyed: other, Count: 3, First: 910})[0]; got.First != 910 {
+	if got := claims(t, f, 2000, Claim{Keyed: other, Count: 3, First: 910, Term: 1})[0]; got.First != 910 {
 		t.Fatalf("another caller's same key: %+v, want its own ticks", got)
 	}
-	if got := claims(t, f, 2000, Claim{Keyed: a, Count: 4, First: 920})[0]; !errors.Is(got.Err, ErrKeyReused) {
+	if got := claims(t, f, 2000, Claim{Keyed: a, Count: 4, First: 920, Term: 1})[0]; !errors.Is(got.Err, ErrKeyReused) {
 		t.Fatalf("same key, other count: %+v, want ErrKeyReused", got)
 	}
 	k := Keyed{Caller: "CN=writer-1", Key: "k2"}
@@ -42,41 +42,43 @@ func TestKeyedCallsReplayTheFirstAnswer(t *testing.T) {
 	if got := allocs(t, f, 4000, Alloc{Seq: "ledger", Count: 1, Keyed: k})[0]; !errors.Is(got.Err, ErrKeyReused) {
 		t.Fatalf("same key, other count on a named sequence: %+v", got)
 	}
-	if got := claims(t, f, 4000, Claim{Keyed: a, Count: 3, First: 990})[0]; got.First != 500 {
+	if got := claims(t, f, 4000, Claim{Keyed: a, Count: 3, First: 990, Term: 1})[0]; got.First != 500 {
 		t.Fatalf("claim after a restore: %+v, want 500", got)
 	}
 }
 
-// Keys are forgotten after the window (by the proposers' clocks) and past
-// the cap, oldest first; a forgotten key is a new call.
-func TestKeysForgottenPastTheWindowAndTheCap(t *testing.T) {
-	f := sequencedFSM(t)
-	a := Keyed{Caller: "c", Key: "old"}
-	claims(t, f, 0, Claim{Keyed: a, Count: 1, First: 10})
-	claims(t, f, KeyWindow.Milliseconds()-1, Claim{Keyed: Keyed{Caller: "c", Key: "x"}, Count: 1, First: 11})
-	if got := claims(t, f, KeyWindow.Milliseconds()-1, Claim{Keyed: a, Count: 1, First: 12})[0]; got.First != 10 {
-		t.Fatalf("within the window: %+v, want 10", got)
-	}
-	claims(t, f, KeyWindow.Milliseconds()+1, Claim{Keyed: Keyed{Caller: "c", Key: "y"}, Count: 1, First: 13})
-	if got := claims(t, f, KeyWindow.Milliseconds()+1, Claim{Keyed: a, Count: 1, First: 14})[0]; got.First != 14 {
-		t.Fatalf("past the window: %+v, want a new answer, 14", got)
-	}
-
+// Keys are forgotten past the cap, oldest first, and no clock decides
+// it; a forgotten key is a new call.
+func TestKeysForgottenPastTheCap(t *testing.T) {
 	g := sequencedFSM(t)
 	batch := make([]Claim, MaxKeys+1)
 	for i := range batch {
-		batch[i] = Claim{Keyed: Keyed{Key: "k" + itoa(i)}, Count: 1, First: uint64(100 + i)}
+		batch[i] = Claim{Keyed: Keyed{Key: "k" + itoa(i)}, Count: 1, First: uint64(100 + i), Term: 1}
 	}
 	claims(t, g, 1, batch...)
 	if n := len(g.state.Keys.Records); n != MaxKeys {
 		t.Fatalf("%d keys kept, want the cap %d", n, MaxKeys)
 	}
-	if got := claims(t, g, 1, Claim{Keyed: Keyed{Key: "k0"}, Count: 1, First: 5})[0]; got.First != 5 {
+	if got := claims(t, g, 1, Claim{Keyed: Keyed{Key: "k0"}, Count: 1, First: 5, Term: 1})[0]; got.First != 5 {
 		t.Fatalf("the oldest key past the cap: %+v, want forgotten", got)
 	}
-	if got := claims(t, g, 1, Claim{Keyed: Keyed{Key: "k5"}, Count: 1, First: 6})[0]; got.First != 105 {
+	if got := claims(t, g, 1, Claim{Keyed: Keyed{Key: "k5"}, Count: 1, First: 6, Term: 1})[0]; got.First != 105 {
 		t.Fatalf("a kept key: %+v, want 105", got)
 	}
 	snap := len(snapshotBytes(t, g))
 	t.Logf("snapshot with %d keys: %d bytes (%d a key)", MaxKeys, snap, snap/MaxKeys)
+}
+
+// A claim committed in another term than its ticks were assigned in is
+// refused and not kept: its retry must not be given ticks that no round
+// or commit in their term vouched for.
+func TestClaimFromAnotherTermIsNotKept(t *testing.T) {
+	f := sequencedFSM(t)
+	k := Keyed{Caller: "c", Key: "k"}
+	if got := claims(t, f, 0, Claim{Keyed: k, Count: 2, First: 700, Term: 5})[0]; !errors.Is(got.Err, ErrClaimTerm) {
+		t.Fatalf("claim assigned in term 5, committed in term 1: %+v, want ErrClaimTerm", got)
+	}
+	if got := claims(t, f, 0, Claim{Keyed: k, Count: 2, First: 800, Term: 1})[0]; got.First != 800 || got.Err != nil {
+		t.Fatalf("its retry: %+v, want its own new ticks, 800", got)
+	}
 }

@@ -227,6 +227,10 @@ func (s *State) JumpSequences(now time.Time, jump time.Duration, denseSkip uint6
 			if denseSkip == 0 {
 				return fmt.Errorf("%w: %q is dense and its old cluster may have handed out values after the copy: give the most it could have (--dense-skip N), and those values become a gap", ErrDenseSkip, name)
 			}
+			if seq.Next+denseSkip < seq.Next {
+				return fmt.Errorf("%w: a skip of %d moves %q's mark %d past 2^64: give the most the old cluster could have handed out, not more",
+					ErrDenseSkip, denseSkip, name, seq.Next)
+			}
 			seq.Next += denseSkip
 			continue
 		}

@@ -90,7 +90,7 @@ func codeOf(err error) codes.Code {
 		// Not ResourceExhausted, which clients back off on and retry: no
 		// retry of a TTL over the maximum can succeed.
 		return codes.InvalidArgument
-	case errors.Is(err, settle.ErrClusterVersion), errors.Is(err, fsm.ErrClusterVersion):
+	case errors.Is(err, settle.ErrClusterVersion), errors.Is(err, fsm.ErrClusterVersion), errors.Is(err, fsm.ErrClaimTerm):
 		return codes.Unavailable
 	case errors.Is(err, fsm.ErrNoSequence):
 		return codes.NotFound

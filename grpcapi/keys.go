@@ -9,6 +9,8 @@ package grpcapi
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 
 	"google.golang.org/grpc/metadata"
@@ -34,27 +36,33 @@ func keyOf(ctx context.Context, req *api.NextRequest) fsm.Keyed {
 	return fsm.Keyed{Caller: idempotencyCaller(ctx), Key: req.IdempotencyKey}
 }
 
-// idempotencyCaller is whom a keyed call's key belongs to.
+// idempotencyCaller is whom a keyed call's key belongs to: the
+// certificate's subject (or, when it has none, its first URI name, as
+// SPIFFE identities are), else the name the call or its forwarder gave.
 func idempotencyCaller(ctx context.Context) string {
 	named := ""
 	if v := metadata.ValueFromIncomingContext(ctx, api.CallerKey); len(v) > 0 {
 		named = v[0]
 	}
 	c := callerOf(ctx)
-	switch {
-	case c.cert == nil:
-		return truncate(named)
-	case Forwarded(ctx) && secure.IsNode(c.cert):
-		return truncate(named)
+	if c.cert == nil || Forwarded(ctx) && secure.IsNode(c.cert) {
+		return bounded(named)
 	}
-	return truncate(c.cert.Subject.String())
+	name := c.cert.Subject.String()
+	if name == "" && len(c.cert.URIs) > 0 {
+		name = c.cert.URIs[0].String()
+	}
+	return bounded(name)
 }
 
-func truncate(s string) string {
-	if len(s) > fsm.MaxKeyLen {
-		return s[:fsm.MaxKeyLen]
+// bounded is name, or a digest of it when it is longer than a caller may
+// be: two long names never share a namespace, as a cut would make them.
+func bounded(name string) string {
+	if len(name) <= fsm.MaxKeyLen {
+		return name
 	}
-	return s
+	sum := sha256.Sum256([]byte(name))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // keyedForwardContext is forwardContext, naming the caller of a keyed

@@ -342,7 +342,7 @@ func (s *Settler) add(f *flight, r *request) {
 			return
 		}
 		r.block, r.term = b, term
-		f.claims = append(f.claims, fsm.Claim{Keyed: *r.claim, Count: b.Count, First: b.First})
+		f.claims = append(f.claims, fsm.Claim{Keyed: *r.claim, Count: b.Count, First: b.First, Term: term})
 		f.claimOwners = append(f.claimOwners, r)
 	case r.track != nil:
 		f.tracks, f.owners = append(f.tracks, *r.track), append(f.owners, r)
@@ -452,6 +452,16 @@ func (s *Settler) result(p Pending) (fsm.Result, error) {
 // applied updates the deadlines from an entry's outcomes and answers its
 // calls.
 func (s *Settler) applied(f flight, res fsm.Result) {
+	// A named sequence's IDs are decided by the log alone: whoever
+	// committed the entry, a call that ended before this one began is
+	// earlier in it, and an older leader answers none from memory. So
+	// they need no round, even under the lease: failing them would be a
+	// gap the cluster made.
+	for i, r := range f.allocOwners {
+		r.allocated = res.Allocations[i]
+		r.finish(nil)
+	}
+	f.allocOwners = nil
 	vouched := s.vouched(f.vouch)
 	now := s.clock()
 	s.mu.Lock()
@@ -490,23 +500,13 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		}
 		r.finish(err)
 	}
-	// A named sequence's IDs are decided by the log alone: whoever
-	// committed the entry, a call that ended before this one began is
-	// earlier in it.
-	for i, r := range f.allocOwners {
-		r.allocated = res.Allocations[i]
-		r.finish(nil)
-	}
-	// A keyed call's new ticks were assigned without a round: answered
-	// only from an entry committed in the term they were assigned in, as
-	// a reservation. A replayed answer was committed when first given.
+	// A keyed call's new ticks were assigned without a round: the FSM
+	// keeps and answers them only from an entry committed in the term
+	// they were assigned in (fsm.ErrClaimTerm, which the client retries),
+	// as a reservation's; a kept answer was so committed when first given.
 	for i, r := range f.claimOwners {
 		r.allocated = res.Claimed[i]
-		var err error
-		if res.Term != r.term && r.allocated.First == r.block.First {
-			err = fmt.Errorf("%w: keyed call committed in term %d, assigned in term %d", sequencer.ErrNotLeader, res.Term, r.term)
-		}
-		r.finish(err)
+		r.finish(nil)
 	}
 }
 

@@ -47,8 +47,8 @@ func TestH25ReviewRefusedClaimIsNotReplayed(t *testing.T) {
 	s.Lead()
 	key := fsm.Keyed{Caller: "CN=writer", Key: "k"}
 	first, err := s.Claim(ctx(t), key, 5)
-	if !errors.Is(err, sequencer.ErrNotLeader) {
-		t.Fatalf("first attempt: %d, %v; want ErrNotLeader (assigned in term 1, committed in term 3)", first, err)
+	if !errors.Is(err, fsm.ErrClaimTerm) {
+		t.Fatalf("first attempt: %d, %v; want fsm.ErrClaimTerm (assigned in term 1, committed in term 3)", first, err)
 	}
 	again, err := s.Claim(ctx(t), key, 5)
 	if err == nil && again == firstTick {
