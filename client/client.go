@@ -204,7 +204,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 		o(c)
 	}
 	if c.callerSet {
-		if err := checkCaller(c.caller); err != nil {
+		if err := CheckCaller(c.caller); err != nil {
 			return nil, err
 		}
 		c.dialOpts = append(c.dialOpts, callerOption(c.caller))

@@ -100,8 +100,9 @@ func WithCaller(name string) Option {
 	return func(c *Client) { c.caller, c.callerSet = name, true }
 }
 
-// checkCaller refuses a caller name no node would take.
-func checkCaller(name string) error {
+// CheckCaller refuses a caller name that WithCaller must not take: New
+// would refuse it (ErrBadOption).
+func CheckCaller(name string) error {
 	if len(name) < 1 || len(name) > MaxKeyLen {
 		return fmt.Errorf("%w: caller name of %d bytes, want 1 to %d", ErrBadOption, len(name), MaxKeyLen)
 	}
