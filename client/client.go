@@ -272,7 +272,8 @@ func (c *Client) floor() uint64 { return c.returned.Load() }
 // By default concurrent calls share one pipelined stream to the leader
 // (see Stream); with WithCoalescing they share unary requests, and with
 // WithUnary each is a request of its own. Each call still gets its own
-// contiguous IDs, checked against its own floor.
+// contiguous IDs, checked against its own floor. A keyed call
+// (WithIdempotencyKey, WithIdempotentRetries) is always one unary request.
 //
 // A cluster of a 128-bit layout refuses these calls (FailedPrecondition);
 // once NextUUIDs or NextULIDs has learned the layout, they return

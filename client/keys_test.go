@@ -101,11 +101,20 @@ func TestKeyedCallsSkipTheStream(t *testing.T) {
 	if seen := node.log.seen(); len(seen) != 1 || seen[0].key != "k" {
 		t.Fatalf("unary attempts %+v, want one with key k", seen)
 	}
+	// A Stream of its own sends a keyed call unary too.
+	st := c.OpenStream()
+	defer st.Close()
+	if _, err := st.Next(WithIdempotencyKey(ctx, "k2")); err != nil {
+		t.Fatalf("keyed Stream.Next: %v", err)
+	}
+	if seen := node.log.seen(); node.streams.Load() != 0 || len(seen) != 2 || seen[1].key != "k2" {
+		t.Fatalf("keyed Stream.Next: %d streams, unary attempts %+v; want no stream and a unary call with k2", node.streams.Load(), seen)
+	}
 	if id, err := c.Next(ctx); err != nil || id <= 1_000_000 {
 		t.Fatalf("plain Next = %d, %v; want an ID from the stream", id, err)
 	}
-	if node.streams.Load() != 1 || len(node.log.seen()) != 1 {
-		t.Fatalf("plain call: %d streams, %d unary calls; want 1 and still 1", node.streams.Load(), len(node.log.seen()))
+	if node.streams.Load() != 1 || len(node.log.seen()) != 2 {
+		t.Fatalf("plain call: %d streams, %d unary calls; want 1 and still 2", node.streams.Load(), len(node.log.seen()))
 	}
 }
 
