@@ -145,6 +145,11 @@ type Client struct {
 	dialOpts       []grpc.DialOption
 	// coalesceInFlight > 0 turns coalescing on (WithCoalescing).
 	coalesceInFlight int
+	// idempotent keys every call for IDs (WithIdempotentRetries).
+	idempotent bool
+	// caller is the name WithCaller gave, if callerSet.
+	caller    string
+	callerSet bool
 
 	coalescer *coalescer // nil unless WithCoalescing
 	// stream carries Next and NextN unless unary is set: by WithUnary, or
@@ -197,6 +202,12 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.callerSet {
+		if err := CheckCaller(c.caller); err != nil {
+			return nil, err
+		}
+		c.dialOpts = append(c.dialOpts, callerOption(c.caller))
 	}
 	if c.coalesceInFlight > 0 {
 		c.coalescer = &coalescer{c: c, maxInFlight: c.coalesceInFlight}
@@ -261,7 +272,8 @@ func (c *Client) floor() uint64 { return c.returned.Load() }
 // By default concurrent calls share one pipelined stream to the leader
 // (see Stream); with WithCoalescing they share unary requests, and with
 // WithUnary each is a request of its own. Each call still gets its own
-// contiguous IDs, checked against its own floor.
+// contiguous IDs, checked against its own floor. A keyed call
+// (WithIdempotencyKey, WithIdempotentRetries) is always one unary request.
 //
 // A cluster of a 128-bit layout refuses these calls (FailedPrecondition);
 // once NextUUIDs or NextULIDs has learned the layout, they return
@@ -278,6 +290,20 @@ func (c *Client) NextN(ctx context.Context, n int) ([]uint64, error) {
 func (c *Client) nextN(ctx context.Context, n int, stream *Stream, coalescer *coalescer) ([]uint64, error) {
 	if err := checkCount(n); err != nil {
 		return nil, err
+	}
+	ctx, k, err := c.keyed(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if k.key != "" {
+		// Keyed: unary, on the retry path, checked against the floor
+		// of its first attempt.
+		floor := c.floor()
+		ids, err := c.fetch(ctx, n, stream.ticks)
+		if err != nil {
+			return nil, err
+		}
+		return acceptKeyed(&c.returned, ids, floor, k)
 	}
 	if coalescer == nil && !c.unary.Load() {
 		ids, err := stream.nextN(ctx, n)
@@ -328,14 +354,14 @@ func (c *Client) fetch(ctx context.Context, n int, ticks bool) ([]uint64, error)
 // sequence is "".
 func (c *Client) fetchFrom(ctx context.Context, sequence string, n int, ticks bool) ([]uint64, error) {
 	var resp *api.NextResponse
-	req := &api.NextRequest{Count: uint32(n), Sequence: sequence}
+	req := &api.NextRequest{Count: uint32(n), Sequence: sequence, IdempotencyKey: keyOf(ctx)}
 	err := c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
 		var err error
 		resp, err = api.NewSequencerClient(conn).Next(api.WithTicks(ctx, ticks), req, opts...)
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, keyErr(err)
 	}
 	ids, err := expand(resp.Runs, n)
 	if err != nil {

@@ -577,3 +577,92 @@ func describes(infos ...*api.SequenceInfo) func(context.Context, string) (*api.S
 		return nil, noSequence(name)
 	}
 }
+
+// keyedLog is a fake leader that keeps idempotency keys as the cluster
+// does: per caller, the first answer to a key is the answer to every call
+// with it, and the key with another count or sequence is refused. It
+// records what each attempt carried.
+type keyedLog struct {
+	// loseFirst makes it commit the first attempt of each key and then
+	// answer Unavailable, as a leader that died before answering.
+	loseFirst bool
+
+	mu       sync.Mutex
+	last     map[string]uint64 // per sequence
+	answers  map[string]keyedAnswer
+	attempts []keyedAttempt
+}
+
+type keyedAnswer struct {
+	seq   string
+	count uint32
+	first uint64
+}
+
+// keyedAttempt is what one attempt carried.
+type keyedAttempt struct{ key, caller, seq string }
+
+func (l *keyedLog) next(ctx context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	caller := ""
+	if v := md.Get(api.CallerKey); len(v) > 0 {
+		caller = v[0]
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.last == nil {
+		l.last, l.answers = map[string]uint64{}, map[string]keyedAnswer{}
+	}
+	l.attempts = append(l.attempts, keyedAttempt{req.IdempotencyKey, caller, req.Sequence})
+	run := func(first uint64) *api.NextResponse {
+		return &api.NextResponse{Runs: []*api.IDRun{{First: first, Count: req.Count, Step: 1}}}
+	}
+	if req.IdempotencyKey == "" {
+		first := l.last[req.Sequence] + 1
+		l.last[req.Sequence] += uint64(req.Count)
+		return run(first), nil
+	}
+	scoped := caller + "\x00" + req.IdempotencyKey
+	if a, ok := l.answers[scoped]; ok {
+		if a.seq != req.Sequence || a.count != req.Count {
+			return nil, status.Errorf(codes.FailedPrecondition, "idempotency key reused with other arguments: key %q first asked for %d IDs of sequence %q", req.IdempotencyKey, a.count, a.seq)
+		}
+		return run(a.first), nil
+	}
+	first := l.last[req.Sequence] + 1
+	l.last[req.Sequence] += uint64(req.Count)
+	l.answers[scoped] = keyedAnswer{req.Sequence, req.Count, first}
+	if l.loseFirst {
+		return nil, status.Error(codes.Unavailable, "fake: committed, then lost the answer")
+	}
+	return run(first), nil
+}
+
+// seen returns every attempt so far.
+func (l *keyedLog) seen() []keyedAttempt {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]keyedAttempt(nil), l.attempts...)
+}
+
+// keyedNode serves a keyedLog on unary Next, and NextStream with a
+// counter of its own, counting the streams opened.
+type keyedNode struct {
+	*fakeSeq
+	log     *keyedLog
+	streams atomic.Int64
+}
+
+func newKeyedNode(loseFirst bool) *keyedNode {
+	l := &keyedLog{loseFirst: loseFirst}
+	return &keyedNode{fakeSeq: &fakeSeq{next: l.next}, log: l}
+}
+
+func (f *keyedNode) NextStream(st nextStream) error {
+	f.streams.Add(1)
+	var last uint64
+	return answerEach(st, func(c *api.StreamCall) *api.StreamAnswer {
+		last += uint64(c.Count)
+		return &api.StreamAnswer{Id: c.Id, Runs: []*api.IDRun{{First: 1_000_000 + last - uint64(c.Count) + 1, Count: c.Count, Step: 1}}}
+	})
+}

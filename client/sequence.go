@@ -101,6 +101,10 @@ func (s *Sequence) NextN(ctx context.Context, n int) ([]uint64, error) {
 // next asks for n IDs (ticks when ticks is set) of the sequence and
 // checks them against the sequence's floor, taken before the call.
 func (s *Sequence) next(ctx context.Context, n int, ticks bool) ([]uint64, error) {
+	ctx, k, err := s.c.keyed(ctx)
+	if err != nil {
+		return nil, err
+	}
 	floor := s.st.returned.Load()
 	ids, err := s.c.fetchFrom(ctx, s.name, n, ticks)
 	if err != nil {
@@ -108,6 +112,9 @@ func (s *Sequence) next(ctx context.Context, n int, ticks bool) ([]uint64, error
 			s.st.kind.Store(nil) // dropped: a new one may have another group
 		}
 		return nil, err
+	}
+	if k.key != "" {
+		return acceptKeyed(&s.st.returned, ids, floor, k)
 	}
 	return acceptAbove(&s.st.returned, ids, floor)
 }

@@ -96,10 +96,14 @@ func (s *Stream) Next(ctx context.Context) (uint64, error) { return one(s.NextN(
 
 // NextN returns n IDs, strictly increasing and contiguous in the cluster's
 // order, retrying on a new stream until ctx ends. Like Client.NextN, it
-// serves 64-bit layouts only.
+// serves 64-bit layouts only. A keyed call (WithIdempotencyKey, or every
+// call under WithIdempotentRetries) goes unary, as Client.NextN's does.
 func (s *Stream) NextN(ctx context.Context, n int) ([]uint64, error) {
 	if err := s.c.checkNarrow(); err != nil {
 		return nil, err
+	}
+	if keyOf(ctx) != "" || s.c.idempotent {
+		return s.c.nextN(ctx, n, s, nil)
 	}
 	return s.nextN(ctx, n)
 }

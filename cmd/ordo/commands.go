@@ -30,6 +30,7 @@ type clientFlags struct {
 	timeout    *time.Duration
 	tls        tlsFlags
 	adminToken *string
+	caller     *string
 }
 
 func addClientFlags(fs *flag.FlagSet) clientFlags {
@@ -39,6 +40,7 @@ func addClientFlags(fs *flag.FlagSet) clientFlags {
 		timeout:    fs.Duration("timeout", 10*time.Second, "give up after this long"),
 		tls:        addTLSFlags(fs, "client"),
 		adminToken: fs.String("admin-token-file", "", "file holding the cluster's admin token, sent with every call (for join, remove, transfer-leader)"),
+		caller:     fs.String("caller", "", "name this caller with every call (1 to 128 bytes of printable ASCII): a plaintext cluster scopes idempotency keys to it; a TLS cluster takes the certificate's subject instead"),
 	}
 }
 
@@ -58,6 +60,12 @@ func (f clientFlags) options() ([]client.Option, error) {
 			return nil, fmt.Errorf("%w: --admin-token-file: %v", errUsage, err)
 		}
 		opts = append(opts, client.WithAdminToken(token))
+	}
+	if *f.caller != "" {
+		if err := client.CheckCaller(*f.caller); err != nil {
+			return nil, fmt.Errorf("%w: --caller: %v", errUsage, err)
+		}
+		opts = append(opts, client.WithCaller(*f.caller))
 	}
 	return opts, nil
 }
@@ -92,6 +100,7 @@ func runNext(args []string) error {
 	cf := addClientFlags(fs)
 	count := fs.Int("count", 1, "how many IDs")
 	sequence := fs.String("sequence", "", "the named sequence to take IDs from (ordo sequence create); the cluster's default sequence when left out")
+	key := fs.String("idempotency-key", "", "key the call (1 to 128 bytes): run again with the same key, --count and --sequence (and the same --caller, or certificate), within 24 h, it prints the same IDs; another --count or --sequence is refused")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -100,6 +109,9 @@ func runNext(args []string) error {
 	}
 	if *count < 1 {
 		return fmt.Errorf("%w: --count %d: want at least 1", errUsage, *count)
+	}
+	if len(*key) > client.MaxKeyLen {
+		return fmt.Errorf("%w: --idempotency-key of %d bytes: want at most %d", errUsage, len(*key), client.MaxKeyLen)
 	}
 	if err := checkSequenceFlag(*sequence); err != nil {
 		return err
@@ -110,6 +122,9 @@ func runNext(args []string) error {
 	}
 	defer cancel()
 	defer c.Close()
+	if *key != "" {
+		ctx = client.WithIdempotencyKey(ctx, *key)
+	}
 	var ids []string
 	if *sequence != "" {
 		ids, err = sequenceText(ctx, c, *sequence, *count)

@@ -80,6 +80,7 @@ type sequenceNode struct {
 	mu      sync.Mutex
 	next    map[string]uint64
 	asked   []string
+	keyed   []string // "caller/key" of each Next
 	created *api.CreateSequenceRequest
 }
 
@@ -104,6 +105,11 @@ func (f *sequenceNode) Next(ctx context.Context, req *api.NextRequest) (*api.Nex
 		asked += "+ticks"
 	}
 	f.asked = append(f.asked, asked)
+	caller := ""
+	if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(api.CallerKey)) > 0 {
+		caller = md.Get(api.CallerKey)[0]
+	}
+	f.keyed = append(f.keyed, caller+"/"+req.IdempotencyKey)
 	first, ok := f.next[req.Sequence]
 	if !ok {
 		return nil, status.Errorf(codes.NotFound, "no sequence %q: create it with ordo sequence create", req.Sequence)
@@ -232,5 +238,41 @@ func TestNextSequenceWide(t *testing.T) {
 	}
 	if _, err := output(t, runNext, "--addrs", addr, "--sequence", "ghost"); status.Code(err) != codes.NotFound || !strings.Contains(err.Error(), "create it with ordo sequence create") {
 		t.Fatalf("an unknown sequence: %v, want the cluster's NotFound", err)
+	}
+}
+
+// TestNextKeyAndCaller: ordo next --idempotency-key sends the key, and
+// --caller (or ORDO_CALLER) names the caller, with the call; bad values
+// are usage errors found before any node is asked.
+func TestNextKeyAndCaller(t *testing.T) {
+	f := newSequenceNode()
+	addr := f.serve(t)
+	if _, err := output(t, runNext, "--addrs", addr, "--sequence", "books", "--count", "2", "--idempotency-key", "order-17", "--caller", "billing"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := output(t, runNext, "--addrs", addr, "--sequence", "books"); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("ORDO_CALLER", "from-env")
+	if _, err := output(t, runNext, "--addrs", addr, "--sequence", "books", "--idempotency-key", "k2"); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"billing/order-17", "/", "from-env/k2"}; !slices.Equal(f.keyed, want) {
+		t.Errorf("calls carried caller/key %q, want %q", f.keyed, want)
+	}
+	t.Setenv("ORDO_CALLER", "")
+	addrs := []string{"--addrs", "127.0.0.1:1", "--timeout", "1s"}
+	for _, tt := range []struct {
+		args   []string
+		wantIn string
+	}{
+		{[]string{"--idempotency-key", strings.Repeat("k", 129)}, "--idempotency-key of 129 bytes: want at most 128"},
+		{[]string{"--caller", strings.Repeat("c", 129)}, "--caller: bad client option: caller name of 129 bytes"},
+		{[]string{"--caller", "a\nb"}, "--caller: bad client option"},
+	} {
+		err := runNext(append(append([]string(nil), addrs...), tt.args...))
+		if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.wantIn) {
+			t.Errorf("ordo next %q: %v, want a usage error containing %q", tt.args, err, tt.wantIn)
+		}
 	}
 }
