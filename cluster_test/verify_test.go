@@ -23,7 +23,7 @@ func TestVerifyEveryFault(t *testing.T) {
 	cfg := verify.Config{
 		Binary: ordoBin, Dir: t.TempDir(), Nodes: 3,
 		Duration: 5 * time.Minute, Rounds: 1, // ends after each fault ran once
-		Clients: 8, Streams: 4, Pinned: true, MaxCount: 8, Tracked: 4,
+		Clients: 8, Streams: 4, Pinned: true, MaxCount: 8, Tracked: 4, Sequences: 3,
 		Faults: kinds, Interval: interval, Hold: hold, Seed: 1,
 		ServeArgs: append([]string{"--log-level", "warn"}, fastTimers...),
 		Progress:  testWriter{t},
@@ -54,6 +54,14 @@ func TestVerifyEveryFault(t *testing.T) {
 	}
 	if s := res.Report.Settled; s.Reserves.OK < 50 || s.Completes.OK < 10 || s.Reads.OK < 100 || res.Tracked.Expired == 0 {
 		t.Errorf("the tracked workload barely ran: %v; %+v", s, res.Tracked)
+	}
+	if len(res.Sequences) != 3 {
+		t.Errorf("%d sequences checked, want 3", len(res.Sequences))
+	}
+	for _, s := range res.Sequences {
+		if s.Report.Acknowledged < 50 || (s.Kind == "dense") != (s.Dense != nil) {
+			t.Errorf("sequence %s (%s) barely ran or went unchecked: %v", s.Name, s.Kind, s.Report)
+		}
 	}
 }
 

@@ -89,7 +89,14 @@ type Caller struct {
 // their text in rendered, else rendered nil) and counts it. It returns
 // how the attempt ended and call's error.
 func (c Caller) Call(call func() (ids []uint64, rendered []string, err error)) (Ending, error) {
-	p := c.Rec.Begin(c.Client)
+	return c.CallN(0, call)
+}
+
+// CallN is Call for an attempt that asks for n IDs, which the history
+// records (Op.Asked) so that the dense check can bound what the attempt
+// took if it ends unknown.
+func (c Caller) CallN(n int, call func() (ids []uint64, rendered []string, err error)) (Ending, error) {
+	p := c.Rec.BeginN(c.Client, n)
 	ids, rendered, err := call()
 	end := Answered
 	if err != nil {

@@ -94,6 +94,11 @@ type Op struct {
 	Rendered []string
 	// Err is the error text for Failed and Unknown operations.
 	Err string
+	// Asked is the number of IDs the operation asked for, when its
+	// recorder was told (BeginN, Caller.CallN); 0 when not. The dense
+	// check (CheckDense) bounds what an Unknown operation may have taken
+	// by it.
+	Asked int
 }
 
 // Recorder collects operations from many goroutines. Each operation is
@@ -139,6 +144,7 @@ type slot struct {
 	// renderedAt are indexes in errs and rendered plus one (0: none).
 	idChunk, idAt, idLen int
 	errAt, renderedAt    int
+	asked                int
 }
 
 // Chunk sizes of clientLog.slots and clientLog.ids: the first of each
@@ -178,7 +184,7 @@ func (l *clientLog) keepIDs(sl *slot, ids []uint64) {
 // op rebuilds operation sl as an Op, its IDs placed in buf from which it
 // returns the rest.
 func (l *clientLog) op(sl *slot, buf []uint64) (Op, []uint64) {
-	op := Op{Client: l.client, Start: sl.start, End: sl.end, Outcome: sl.outcome}
+	op := Op{Client: l.client, Start: sl.start, End: sl.end, Outcome: sl.outcome, Asked: sl.asked}
 	if sl.idLen > 0 {
 		op.IDs = buf[:sl.idLen:sl.idLen]
 		copy(op.IDs, l.ids[sl.idChunk][sl.idAt:sl.idAt+sl.idLen])
@@ -218,6 +224,11 @@ type Pending struct {
 // Workloads record through Caller, which begins and ends each operation
 // and counts it; Begin is for tests that build a history by hand.
 func (r *Recorder) Begin(client int) Pending {
+	return r.BeginN(client, 0)
+}
+
+// BeginN is Begin for an operation that asks for n IDs (Op.Asked).
+func (r *Recorder) BeginN(client, n int) Pending {
 	l, ok := r.logs.Load(client)
 	if !ok {
 		l, _ = r.logs.LoadOrStore(client, &clientLog{client: client})
@@ -234,7 +245,7 @@ func (r *Recorder) Begin(client int) Pending {
 		log.slots = append(log.slots, make([]slot, 0, nextChunk(last, firstSlotChunk, maxSlotChunk)))
 	}
 	last := &log.slots[len(log.slots)-1]
-	*last = append(*last, slot{start: start, end: start, outcome: Unknown})
+	*last = append(*last, slot{start: start, end: start, outcome: Unknown, asked: n})
 	return Pending{r: r, log: log, sl: &(*last)[len(*last)-1]}
 }
 

@@ -35,6 +35,9 @@ type Config struct {
 	Pinned   bool
 	MaxCount int
 	Tracked  int
+	// Sequences is the number of named sequences the run creates and
+	// spreads calls over (sequences.go), every third dense; 0 means none.
+	Sequences int
 	// Faults are the kinds the nemesis picks from, in turn; empty means
 	// none.
 	Faults []string
@@ -89,11 +92,13 @@ type Result struct {
 	BadResponses int64          `json:"bad_responses"`
 	// Tracked is what the tracked clients and the readers of W saw; the
 	// settled-order checks are in Report.Settled.
-	Tracked   TrackedCounts `json:"tracked"`
-	Elapsed   time.Duration `json:"elapsed"`
-	OpsPerSec float64       `json:"ops_per_sec"`
-	IDsPerSec float64       `json:"ids_per_sec"`
-	Faults    []FaultRecord `json:"faults"`
+	Tracked TrackedCounts `json:"tracked"`
+	// Sequences are the named sequences' verdicts, one each.
+	Sequences []SequenceResult `json:"sequences,omitempty"`
+	Elapsed   time.Duration    `json:"elapsed"`
+	OpsPerSec float64          `json:"ops_per_sec"`
+	IDsPerSec float64          `json:"ids_per_sec"`
+	Faults    []FaultRecord    `json:"faults"`
 	// Recovered says requests succeeded after the last fault was healed.
 	Recovered bool `json:"recovered"`
 	// Exited names the nodes whose process had ended by itself when the
@@ -122,6 +127,11 @@ func (r Result) OK() bool {
 			return false
 		}
 	}
+	for _, s := range r.Sequences {
+		if !s.OK() {
+			return false
+		}
+	}
 	return true
 }
 
@@ -138,6 +148,9 @@ func (r Result) String() string {
 	if t := r.Tracked; t.Reserved > 0 || t.Reads > 0 {
 		fmt.Fprintf(&b, "tracked: %d reserved, %d completed, %d abandoned, %d extended, %d left to expire; late completes %d expired, %d ok; %d answers said expired, %d undecided, %d wrong fate, %d lost; %d reads of W\n",
 			t.Reserved, t.Completed, t.Abandoned, t.Extended, t.LeftToExpire, t.LateExpired, t.LateCompleted, t.Expired, t.Undecided, t.WrongFate, t.Lost, t.Reads)
+	}
+	if len(r.Sequences) > 0 {
+		b.WriteString(sequenceSummary(r.Sequences))
 	}
 	fmt.Fprintf(&b, "throughput: %.0f requests/s, %.0f IDs/s over %s\n", r.OpsPerSec, r.IDsPerSec, r.Elapsed.Round(time.Millisecond))
 	for _, f := range r.Faults {
@@ -215,10 +228,16 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
+	var seqs []*namedSequence
+	if cfg.Sequences > 0 {
+		if seqs, err = createSequences(ctx, addrs, clientTLS, cfg.Sequences); err != nil {
+			return Result{}, err
+		}
+	}
 	rec := history.NewRecorder()
 	w, err := StartWorkload(WorkloadConfig{
 		Addrs: addrs, Clients: cfg.Clients, Streams: cfg.Streams, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount, Tracked: cfg.Tracked,
-		TLS: clientTLS, Layout: lay, Group: group,
+		TLS: clientTLS, Layout: lay, Group: group, Sequences: seqs,
 	}, rec)
 	if err != nil {
 		return Result{}, err
@@ -270,6 +289,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		settled[i].End -= shift
 	}
 	res.Report.Settled = history.CheckSettled(settled)
+	res.Sequences = checkSequences(seqs)
 	bad := w.bad.list()
 	for i := range bad {
 		bad[i].Start -= shift
@@ -314,6 +334,8 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("%w: duration %s", ErrBadConfig, cfg.Duration)
 	case cfg.Clients < 0 || cfg.Streams < 0 || (cfg.Clients == 0 && cfg.Streams == 0 && !cfg.Pinned):
 		return fmt.Errorf("%w: no clients", ErrBadConfig)
+	case cfg.Sequences < 0:
+		return fmt.Errorf("%w: %d sequences", ErrBadConfig, cfg.Sequences)
 	case cfg.Tracked < 0:
 		return fmt.Errorf("%w: %d tracked clients", ErrBadConfig, cfg.Tracked)
 	case cfg.MaxCount < 1:

@@ -46,6 +46,9 @@ type Workload struct {
 	// reads of W (tracked.go).
 	trackedTally  history.Tally
 	trackedCounts trackedCounters
+	// seqTally counts the named sequences' calls (sequences.go), apart
+	// from the throughput too.
+	seqTally history.Tally
 	// lay and group are the cluster's, for the requests the nemesis makes
 	// through the workload (nemesisCaller).
 	lay   layout.Layout
@@ -85,6 +88,10 @@ type WorkloadConfig struct {
 	// ticks and their text, whose order history.Check also checks.
 	Layout layout.Layout
 	Group  uint64
+	// Sequences are the named sequences the run created; with any, as
+	// many clients as Clients (at least one) spread calls over them,
+	// each sequence's recorded in its own history (sequences.go).
+	Sequences []*namedSequence
 	// FirstClient is the history's number of the first client, the
 	// others following; workloads sharing one recorder one after the
 	// other need numbers of their own.
@@ -204,6 +211,10 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 	}
 	id, err := w.startTracked(cfg, opts, id)
 	if err != nil {
+		w.Stop()
+		return nil, err
+	}
+	if id, err = w.startSequences(cfg, opts, id); err != nil {
 		w.Stop()
 		return nil, err
 	}
@@ -362,7 +373,7 @@ func (w *Workload) Stop() {
 // they stood for may have been handed out, but counted apart from
 // Counts' failed and unknown: each is a failure of the guarantee.
 func (w *Workload) BadResponses() int64 {
-	return w.tally.Counts().Bad + w.nemesisTally.Counts().Bad + w.trackedTally.Counts().Bad
+	return w.tally.Counts().Bad + w.nemesisTally.Counts().Bad + w.trackedTally.Counts().Bad + w.seqTally.Counts().Bad
 }
 
 // LastError is the last error a client saw, or "".

@@ -34,8 +34,8 @@ func runVerify(args []string) error {
 	if cfg.TLS != nil {
 		security = "mutual TLS from " + *f.tlsDir
 	}
-	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients, %d on a stream, pinned %t, %d tracked, faults %v, seed %d, %s, data in %s\n",
-		cfg.Duration, cfg.Clients, cfg.Streams, cfg.Pinned, cfg.Tracked, cfg.Faults, cfg.Seed, security, cfg.Dir)
+	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients, %d on a stream, pinned %t, %d tracked, %d sequences, faults %v, seed %d, %s, data in %s\n",
+		cfg.Duration, cfg.Clients, cfg.Streams, cfg.Pinned, cfg.Tracked, cfg.Sequences, cfg.Faults, cfg.Seed, security, cfg.Dir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -53,7 +53,7 @@ func runVerify(args []string) error {
 type verifyFlags struct {
 	addrs, faultList, dir, spec, tlsDir       *string
 	nodes, clients, streams, maxCount, rounds *int
-	tracked                                   *int
+	tracked, sequences                        *int
 	duration, interval, hold                  *time.Duration
 	heartbeat, election, raftLease            *time.Duration
 	pinned, unsafeTrust, settleEarly, asJSON  *bool
@@ -72,6 +72,7 @@ func newVerifyFlags(fs *flag.FlagSet) *verifyFlags {
 		pinned:      fs.Bool("pinned", true, "also one client per node that never fails over (catches a stale leader's answers)"),
 		maxCount:    fs.Int("max-count", 8, "each request asks for 1 to this many IDs"),
 		tracked:     fs.Int("tracked", 8, "clients that reserve IDs and complete, abandon, extend, complete late or drop each reservation, with a reader of the settled mark on every node; the checker checks the settled order (0: off)"),
+		sequences:   fs.Int("sequences", 0, "named sequences to create and spread clients' calls over, every third dense; each is checked apart, dense ones also for gaps no lost call explains (0: none)"),
 		faultList:   fs.String("faults", "all", "comma-separated fault kinds, 'all', or 'none': "+strings.Join(verify.FaultNames(), ", ")),
 		interval:    fs.Duration("interval", 5*time.Second, "a fault every interval: quiet for interval-hold, then the fault for hold (the quiet time starts when the cluster serves again)"),
 		rounds:      fs.Int("rounds", 0, "stop once every fault has run this many times (0: run for --duration, which then caps the run only if given)"),
@@ -98,7 +99,7 @@ func newVerifyFlags(fs *flag.FlagSet) *verifyFlags {
 func (f *verifyFlags) config(fs *flag.FlagSet) (verify.Config, error) {
 	cfg := verify.Config{
 		Nodes: *f.nodes, Duration: *f.duration, Clients: *f.clients, Streams: *f.streams, Pinned: *f.pinned, MaxCount: *f.maxCount, Tracked: *f.tracked,
-		Interval: *f.interval, Hold: *f.hold, Rounds: *f.rounds, Seed: *f.seed, Progress: os.Stderr, Layout: *f.spec,
+		Sequences: *f.sequences, Interval: *f.interval, Hold: *f.hold, Rounds: *f.rounds, Seed: *f.seed, Progress: os.Stderr, Layout: *f.spec,
 		ServeArgs: f.serveArgs(),
 	}
 	if *f.tlsDir != "" {
