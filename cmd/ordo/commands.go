@@ -70,6 +70,18 @@ func (f clientFlags) options() ([]client.Option, error) {
 	return opts, nil
 }
 
+// with dials a client with the flags, runs fn with it under the call's
+// timeout, and closes it.
+func (f clientFlags) with(fn func(ctx context.Context, c *client.Client) error) error {
+	c, ctx, cancel, err := f.dial()
+	if err != nil {
+		return err
+	}
+	defer cancel()
+	defer c.Close()
+	return fn(ctx, c)
+}
+
 func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc, error) {
 	var addrs []string
 	for _, a := range strings.Split(*f.addrs, ",") {
@@ -116,34 +128,31 @@ func runNext(args []string) error {
 	if err := checkSequenceFlag(*sequence); err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	if *key != "" {
-		ctx = client.WithIdempotencyKey(ctx, *key)
-	}
-	var ids []string
-	if *sequence != "" {
-		ids, err = sequenceText(ctx, c, *sequence, *count)
-	} else {
-		ids, err = nextText(ctx, c, *count)
-	}
-	if err != nil {
-		return err
-	}
-	if *cf.json {
-		// IDs as strings: a JSON number above 2^53 loses precision in
-		// JavaScript and in many JSON tools.
-		return printJSON(map[string]any{"ids": ids})
-	}
-	w := bufio.NewWriter(os.Stdout)
-	for _, id := range ids {
-		fmt.Fprintln(w, id)
-	}
-	return w.Flush()
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		if *key != "" {
+			ctx = client.WithIdempotencyKey(ctx, *key)
+		}
+		var ids []string
+		var err error
+		if *sequence != "" {
+			ids, err = sequenceText(ctx, c, *sequence, *count)
+		} else {
+			ids, err = nextText(ctx, c, *count)
+		}
+		if err != nil {
+			return err
+		}
+		if *cf.json {
+			// IDs as strings: a JSON number above 2^53 loses precision in
+			// JavaScript and in many JSON tools.
+			return printJSON(map[string]any{"ids": ids})
+		}
+		w := bufio.NewWriter(os.Stdout)
+		for _, id := range ids {
+			fmt.Fprintln(w, id)
+		}
+		return w.Flush()
+	})
 }
 
 // nextText returns count IDs as text: decimal under a 64-bit layout, the
@@ -348,16 +357,12 @@ func runRemove(args []string) error {
 	if *id == "" {
 		return fmt.Errorf("%w: --id is required", errUsage)
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	if err := c.Remove(ctx, *id); err != nil {
-		return err
-	}
-	return report(cf, "removed "+*id)
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		if err := c.Remove(ctx, *id); err != nil {
+			return err
+		}
+		return report(cf, "removed "+*id)
+	})
 }
 
 func runTransferLeader(args []string) error {

@@ -68,17 +68,13 @@ func runSequenceCreate(args []string) error {
 	if err := checkKind(*kind, *group, *start); err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	info, err := c.CreateSequence(ctx, name, *kind, *group, *start)
-	if err != nil {
-		return err
-	}
-	return report(cf, "created sequence "+info.Name+": "+summary(info))
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		info, err := c.CreateSequence(ctx, name, *kind, *group, *start)
+		if err != nil {
+			return err
+		}
+		return report(cf, "created sequence "+info.Name+": "+summary(info))
+	})
 }
 
 // checkKind refuses, before anything is asked, a kind the cluster would
@@ -124,30 +120,26 @@ func runSequenceList(args []string) error {
 	if err := noArgs(fs, "ordo sequence list takes no name; ordo sequence describe NAME shows one"); err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	list, err := c.ListSequences(ctx)
-	if err != nil {
-		return err
-	}
-	sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
-	if *cf.json {
-		return printProto(&api.ListSequencesResponse{Sequences: list})
-	}
-	if len(list) == 0 {
-		fmt.Println("no named sequences: create one with ordo sequence create NAME --kind dense")
-		return nil
-	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(w, "NAME\tKIND\tGROUP\tSTART\tNEXT")
-	for _, s := range list {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\n", s.Name, s.Kind, s.Group, s.Start, s.Next)
-	}
-	return w.Flush()
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		list, err := c.ListSequences(ctx)
+		if err != nil {
+			return err
+		}
+		sort.Slice(list, func(i, j int) bool { return list[i].Name < list[j].Name })
+		if *cf.json {
+			return printProto(&api.ListSequencesResponse{Sequences: list})
+		}
+		if len(list) == 0 {
+			fmt.Println("no named sequences: create one with ordo sequence create NAME --kind dense")
+			return nil
+		}
+		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "NAME\tKIND\tGROUP\tSTART\tNEXT")
+		for _, s := range list {
+			fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%d\n", s.Name, s.Kind, s.Group, s.Start, s.Next)
+		}
+		return w.Flush()
+	})
 }
 
 func runSequenceDescribe(args []string) error {
@@ -157,25 +149,21 @@ func runSequenceDescribe(args []string) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	info, err := c.DescribeSequence(ctx, name)
-	if err != nil {
-		return err
-	}
-	if *cf.json {
-		return printProto(info)
-	}
-	w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "name\t%s\nkind\t%s\ngroup\t%d\nstart\t%d\nnext\t%d\n", info.Name, info.Kind, info.Group, info.Start, info.Next)
-	if info.Dropped {
-		fmt.Fprintln(w, "dropped\ttrue")
-	}
-	return w.Flush()
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		info, err := c.DescribeSequence(ctx, name)
+		if err != nil {
+			return err
+		}
+		if *cf.json {
+			return printProto(info)
+		}
+		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintf(w, "name\t%s\nkind\t%s\ngroup\t%d\nstart\t%d\nnext\t%d\n", info.Name, info.Kind, info.Group, info.Start, info.Next)
+		if info.Dropped {
+			fmt.Fprintln(w, "dropped\ttrue")
+		}
+		return w.Flush()
+	})
 }
 
 func runSequenceDrop(args []string) error {
@@ -185,16 +173,12 @@ func runSequenceDrop(args []string) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	if _, err := c.DropSequence(ctx, name); err != nil {
-		return err
-	}
-	return report(cf, "dropped sequence "+name)
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		if _, err := c.DropSequence(ctx, name); err != nil {
+			return err
+		}
+		return report(cf, "dropped sequence "+name)
+	})
 }
 
 // parseName parses the flags of a command that takes one sequence name,

@@ -44,25 +44,21 @@ func runReserve(args []string) error {
 	if err := checkTTL(*ttl); err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	handle, ids, err := reserveText(ctx, c, *count, *ttl)
-	if err != nil {
-		return err
-	}
-	if *cf.json {
-		return printJSON(map[string]any{"handle": handle, "ids": ids})
-	}
-	w := bufio.NewWriter(os.Stdout)
-	fmt.Fprintln(w, handle)
-	for _, id := range ids {
-		fmt.Fprintln(w, id)
-	}
-	return w.Flush()
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		handle, ids, err := reserveText(ctx, c, *count, *ttl)
+		if err != nil {
+			return err
+		}
+		if *cf.json {
+			return printJSON(map[string]any{"handle": handle, "ids": ids})
+		}
+		w := bufio.NewWriter(os.Stdout)
+		fmt.Fprintln(w, handle)
+		for _, id := range ids {
+			fmt.Fprintln(w, id)
+		}
+		return w.Flush()
+	})
 }
 
 // reserveText reserves count IDs with the call the cluster's layout
@@ -96,16 +92,12 @@ func runComplete(args []string) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	if err := c.Complete(ctx, handle); err != nil {
-		return unpublishable(handle, err)
-	}
-	return report(cf, "completed "+handle)
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		if err := c.Complete(ctx, handle); err != nil {
+			return unpublishable(handle, err)
+		}
+		return report(cf, "completed "+handle)
+	})
 }
 
 func runAbandon(args []string) error {
@@ -115,23 +107,19 @@ func runAbandon(args []string) error {
 	if err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	fate, err := c.Abandon(ctx, handle)
-	if err != nil {
-		return err
-	}
-	// "abandoned", or "expired" when it expired first: settled either way.
-	name := strings.ToLower(strings.TrimPrefix(fate.String(), "FATE_"))
-	if *cf.json {
-		return printJSON(map[string]string{"handle": handle, "fate": name})
-	}
-	fmt.Println(name)
-	return nil
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		fate, err := c.Abandon(ctx, handle)
+		if err != nil {
+			return err
+		}
+		// "abandoned", or "expired" when it expired first: settled either way.
+		name := strings.ToLower(strings.TrimPrefix(fate.String(), "FATE_"))
+		if *cf.json {
+			return printJSON(map[string]string{"handle": handle, "fate": name})
+		}
+		fmt.Println(name)
+		return nil
+	})
 }
 
 func runExtend(args []string) error {
@@ -145,16 +133,12 @@ func runExtend(args []string) error {
 	if err := checkTTL(*ttl); err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	if err := c.Extend(ctx, handle, *ttl); err != nil {
-		return unpublishable(handle, err)
-	}
-	return report(cf, "extended "+handle)
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		if err := c.Extend(ctx, handle, *ttl); err != nil {
+			return unpublishable(handle, err)
+		}
+		return report(cf, "extended "+handle)
+	})
 }
 
 // unpublishable says plainly that the IDs of a reservation that expired
@@ -183,36 +167,32 @@ func runWatermark(args []string) error {
 	if err := noArgs(fs, "give --watch to follow the mark"); err != nil {
 		return err
 	}
-	c, ctx, cancel, err := cf.dial()
-	if err != nil {
-		return err
-	}
-	defer cancel()
-	defer c.Close()
-	if !*watch {
-		m, err := c.Watermark(ctx)
-		if err != nil {
-			return err
+	return cf.with(func(ctx context.Context, c *client.Client) error {
+		if !*watch {
+			m, err := c.Watermark(ctx)
+			if err != nil {
+				return err
+			}
+			return printMark(m, *cf.json)
 		}
-		return printMark(m, *cf.json)
-	}
-	if !flagSet(fs, "timeout") {
-		ctx = context.Background() // a watch runs until interrupted
-	}
-	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	printed := false
-	err = c.WatchWatermark(ctx, func(m client.Mark) error {
-		printed = true
-		return printMark(m, *cf.json)
+		if !flagSet(fs, "timeout") {
+			ctx = context.Background() // a watch runs until interrupted
+		}
+		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		printed := false
+		err := c.WatchWatermark(ctx, func(m client.Mark) error {
+			printed = true
+			return printMark(m, *cf.json)
+		})
+		switch {
+		case errors.Is(err, context.DeadlineExceeded) && !printed:
+			return fmt.Errorf("no settled mark within --timeout %s: %w", *cf.timeout, err)
+		case ctx.Err() != nil:
+			return nil // interrupted, or --timeout passed: the watch is done
+		}
+		return err
 	})
-	switch {
-	case errors.Is(err, context.DeadlineExceeded) && !printed:
-		return fmt.Errorf("no settled mark within --timeout %s: %w", *cf.timeout, err)
-	case ctx.Err() != nil:
-		return nil // interrupted, or --timeout passed: the watch is done
-	}
-	return err
 }
 
 // printMark prints m on one line: JSON (strings, as IDs are), or text.
