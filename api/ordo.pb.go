@@ -583,8 +583,14 @@ func (x *NextStreamRequest) GetJoint() bool {
 type StreamCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Chosen by the client; echoed in the answer.
-	Id            uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Count         uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	Id    uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Count uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
+	// The named sequence to take IDs from; empty: the cluster's default
+	// sequence. A named sequence's call is answered alone (never in a
+	// joint answer), with its IDs rendered as NextRequest.sequence's are.
+	// Only sequences of 64-bit IDs (dense, or a 64-bit layout) on a
+	// stream that does not ask for ticks.
+	Sequence      string `protobuf:"bytes,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -631,6 +637,13 @@ func (x *StreamCall) GetCount() uint32 {
 		return x.Count
 	}
 	return 0
+}
+
+func (x *StreamCall) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
 }
 
 type NextStreamResponse struct {
@@ -689,8 +702,18 @@ type StreamAnswer struct {
 	// calls, sent after id in the same message. counts holds the count of
 	// id's call and of each of these, and runs their IDs in that order:
 	// each call's are consecutive, as if answered alone.
-	Also          []uint64 `protobuf:"varint,4,rep,packed,name=also,proto3" json:"also,omitempty"`
-	Counts        []uint32 `protobuf:"varint,5,rep,packed,name=counts,proto3" json:"counts,omitempty"`
+	Also   []uint64 `protobuf:"varint,4,rep,packed,name=also,proto3" json:"also,omitempty"`
+	Counts []uint32 `protobuf:"varint,5,rep,packed,name=counts,proto3" json:"counts,omitempty"`
+	// Set, instead of runs, when this call alone failed (a named sequence
+	// that does not exist, a count past what it holds): a gRPC status code
+	// and its message, as a unary call would have ended. The stream goes
+	// on serving the others.
+	Code    uint32 `protobuf:"varint,6,opt,name=code,proto3" json:"code,omitempty"`
+	Message string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
+	// The named sequence of the call answered, echoed: a client refuses an
+	// answer to a named sequence's call without it, which a node too old to
+	// serve them on streams would send from the default sequence.
+	Sequence      string `protobuf:"bytes,8,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -758,6 +781,27 @@ func (x *StreamAnswer) GetCounts() []uint32 {
 		return x.Counts
 	}
 	return nil
+}
+
+func (x *StreamAnswer) GetCode() uint32 {
+	if x != nil {
+		return x.Code
+	}
+	return 0
+}
+
+func (x *StreamAnswer) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *StreamAnswer) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
 }
 
 type CreateSequenceRequest struct {
@@ -2513,19 +2557,23 @@ const file_ordo_proto_rawDesc = "" +
 	"leaderAddr\"T\n" +
 	"\x11NextStreamRequest\x12)\n" +
 	"\x05calls\x18\x01 \x03(\v2\x13.ordo.v1.StreamCallR\x05calls\x12\x14\n" +
-	"\x05joint\x18\x02 \x01(\bR\x05joint\"2\n" +
+	"\x05joint\x18\x02 \x01(\bR\x05joint\"N\n" +
 	"\n" +
 	"StreamCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
-	"\x05count\x18\x02 \x01(\rR\x05count\"E\n" +
+	"\x05count\x18\x02 \x01(\rR\x05count\x12\x1a\n" +
+	"\bsequence\x18\x03 \x01(\tR\bsequence\"E\n" +
 	"\x12NextStreamResponse\x12/\n" +
-	"\aanswers\x18\x01 \x03(\v2\x15.ordo.v1.StreamAnswerR\aanswers\"\x88\x01\n" +
+	"\aanswers\x18\x01 \x03(\v2\x15.ordo.v1.StreamAnswerR\aanswers\"\xd2\x01\n" +
 	"\fStreamAnswer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x18\n" +
 	"\ainvalid\x18\x03 \x01(\tR\ainvalid\x12\x12\n" +
 	"\x04also\x18\x04 \x03(\x04R\x04also\x12\x16\n" +
-	"\x06counts\x18\x05 \x03(\rR\x06counts\"k\n" +
+	"\x06counts\x18\x05 \x03(\rR\x06counts\x12\x12\n" +
+	"\x04code\x18\x06 \x01(\rR\x04code\x12\x18\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x12\x1a\n" +
+	"\bsequence\x18\b \x01(\tR\bsequence\"k\n" +
 	"\x15CreateSequenceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +

@@ -162,6 +162,10 @@ type Client struct {
 	// by state another call may change under it.
 	tickStream    *Stream
 	tickCoalescer *coalescer
+	// seqStream carries named sequences' unkeyed calls of 64-bit IDs: on
+	// a stream of their own, a dense sequence's commit never holds up
+	// the default sequence's answers.
+	seqStream *Stream
 	// wide is the cluster's 128-bit layout and group once a 128-bit call
 	// learned them; nil before, and for good on a 64-bit cluster.
 	wide atomic.Pointer[wideLayout]
@@ -216,6 +220,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 	c.stream = c.OpenStream()
 	c.tickStream = c.OpenStream()
 	c.tickStream.ticks = true
+	c.seqStream = c.OpenStream()
 	switch {
 	case c.coalesceInFlight < 0:
 		return nil, fmt.Errorf("%w: %d requests in flight, want at least 1", ErrBadOption, c.coalesceInFlight)
@@ -231,6 +236,7 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 func (c *Client) Close() error {
 	c.stream.Close()
 	c.tickStream.Close()
+	c.seqStream.Close()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.closed = true

@@ -106,7 +106,17 @@ func (s *Sequence) next(ctx context.Context, n int, ticks bool) ([]uint64, error
 		return nil, err
 	}
 	floor := s.st.returned.Load()
-	ids, err := s.c.fetchFrom(ctx, s.name, n, ticks)
+	var ids []uint64
+	if k.key == "" && !ticks && s.c.coalescer == nil && !s.c.unary.Load() {
+		ids, err = s.c.seqStream.nextIn(ctx, s.name, n)
+		if status.Code(err) == codes.Unimplemented {
+			// A server or proxy without NextStream: unary from now on.
+			s.c.unary.Store(true)
+			ids, err = s.c.fetchFrom(ctx, s.name, n, ticks)
+		}
+	} else {
+		ids, err = s.c.fetchFrom(ctx, s.name, n, ticks)
+	}
 	if err != nil {
 		if status.Code(err) == codes.NotFound {
 			s.st.kind.Store(nil) // dropped: a new one may have another group

@@ -54,7 +54,11 @@ type streamConn struct {
 }
 
 type streamCall struct {
-	n     int
+	n int
+	// seq is the named sequence asked of; "" for the default sequence,
+	// whose IDs are checked here against floor. A named call's are
+	// checked by its handle, against the sequence's own floor.
+	seq   string
 	floor uint64
 	// on is the stream the call was last sent on, and sent when (Unix
 	// ns): the stream's watchdog gives the stream up when a call waits
@@ -113,7 +117,18 @@ func (s *Stream) nextN(ctx context.Context, n int) ([]uint64, error) {
 	if err := checkCount(n); err != nil {
 		return nil, err
 	}
-	call := &streamCall{n: n, floor: s.c.floor(), done: make(chan struct{})}
+	return s.call(ctx, &streamCall{n: n, floor: s.c.floor(), done: make(chan struct{})})
+}
+
+// nextIn asks for n IDs of named sequence seq, and returns them unchecked:
+// the caller (Sequence.next) checks them against the sequence's floor.
+func (s *Stream) nextIn(ctx context.Context, seq string, n int) ([]uint64, error) {
+	return s.call(ctx, &streamCall{n: n, seq: seq, done: make(chan struct{})})
+}
+
+// call sends call, and again on a new stream when one breaks, until it is
+// answered or ctx ends.
+func (s *Stream) call(ctx context.Context, call *streamCall) ([]uint64, error) {
 	s.mu.Lock()
 	id := s.nextID
 	s.nextID++
@@ -156,7 +171,7 @@ func (s *Stream) nextN(ctx context.Context, n int) ([]uint64, error) {
 func (s *Stream) attempt(ctx context.Context, conn *streamConn, call *streamCall, id uint64) error {
 	call.sent.Store(monoNow())
 	call.on.Store(conn)
-	conn.send(&api.StreamCall{Id: id, Count: uint32(call.n)})
+	conn.send(&api.StreamCall{Id: id, Count: uint32(call.n), Sequence: call.seq})
 	select {
 	case <-call.done:
 		return nil
@@ -432,6 +447,17 @@ func (s *Stream) answer(a *api.StreamAnswer, calls []*streamCall) {
 		fail(status.Error(codes.InvalidArgument, a.Invalid))
 		return
 	}
+	if a.Code != 0 {
+		fail(status.Error(codes.Code(a.Code), a.Message))
+		return
+	}
+	for _, call := range calls {
+		if call != nil && call.seq != "" && (len(calls) > 1 || a.Sequence != call.seq) {
+			fail(fmt.Errorf("%w: an answer to a call of sequence %q names sequence %q and answers %d calls: the node serves no named sequences on streams (upgrade every node)",
+				ErrBadResponse, call.seq, a.Sequence, len(calls)))
+			return
+		}
+	}
 	counts := a.Counts
 	if len(calls) == 1 && len(counts) == 0 && calls[0] != nil {
 		counts = []uint32{uint32(calls[0].n)} // answered alone
@@ -467,7 +493,7 @@ func (s *Stream) answer(a *api.StreamAnswer, calls []*streamCall) {
 		return
 	}
 	for _, call := range calls {
-		if call != nil {
+		if call != nil && call.seq == "" {
 			call.ids, call.err = s.c.accept(call.ids, call.floor)
 		}
 	}

@@ -388,7 +388,7 @@ func (f *FSM) Sequence(name string) (Sequence, bool) {
 	if !ok {
 		return Sequence{}, false
 	}
-	return *cloneSequences(map[string]*Sequence{name: s})[name], true
+	return s.clone(), true
 }
 
 // JumpSequences moves the named sequences' marks past what a lost or

@@ -199,14 +199,17 @@ func cloneSequences(m map[string]*Sequence) map[string]*Sequence {
 	}
 	c := make(map[string]*Sequence, len(m))
 	for k, v := range m {
-		s := *v
-		if v.Layout != nil {
-			l := *v.Layout
-			s.Layout = &l
-		}
+		s := v.clone()
 		c[k] = &s
 	}
 	return c
+}
+
+// clone is a copy that shares the layout: a sequence's layout is set
+// when it is created and never changed in place (a sequence created again
+// keeps its kind), so a copy may point at it.
+func (s *Sequence) clone() Sequence {
+	return *s
 }
 
 // ErrDenseSkip means a restore or recovery met dense sequences and was

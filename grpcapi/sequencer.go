@@ -7,11 +7,15 @@ import (
 	"io"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/internal/recv"
 	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/settle"
 )
 
 // maxStreamInFlight bounds the requests of one NextStream being served at
@@ -59,9 +63,14 @@ func (q *Sequencer) Layout(ctx context.Context, _ *api.LayoutRequest) (*api.Layo
 // streamCall is a call of a NextStream, assigned and waiting for its
 // confirmation.
 type streamCall struct {
-	id      uint64
-	ticket  sequencer.Ticket
-	invalid string // set instead of a ticket for a call out of range
+	id     uint64
+	ticket sequencer.Ticket
+	// named is a named sequence's call, instead of a ticket.
+	named *namedCall
+	// invalid is set instead of a ticket for a call out of range; failed
+	// for a named call that failed alone (a status).
+	invalid string
+	failed  error
 	// also and counts make a joint answer (api.StreamAnswer): the ticket
 	// covers id's call and these, counts[i] ticks each in turn.
 	also   []uint64
@@ -132,9 +141,6 @@ func (q *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *
 // On a follower it relays the stream to the leader (forwardStream).
 func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
 	end := func(err error) error { return q.srv.status(stream.Context(), err) }
-	if err := q.srv.checkWidth(stream.Context()); err != nil {
-		return end(err)
-	}
 	conn, fwd, err := q.srv.forward(stream.Context())
 	if err != nil {
 		return end(err)
@@ -170,7 +176,7 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 			}
 		}
 		select {
-		case <-next.ticket.Done():
+		case <-next.done():
 		case <-ctx.Done():
 			return end(<-recvErr)
 		case <-q.srv.Stop:
@@ -181,12 +187,9 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 		resp.Answers = resp.Answers[:0]
 		covered := 0 // calls answered in resp: a joint answer covers several
 		for next != nil && covered < maxAnswersPerMessage {
-			if err := next.ticket.Err(); err != nil {
+			a, err := q.answer(ctx, next)
+			if err != nil {
 				return end(err)
-			}
-			a := &api.StreamAnswer{Id: next.id, Invalid: next.invalid, Also: next.also, Counts: next.counts}
-			if next.invalid == "" {
-				a.Runs = q.srv.issue(next.ticket.Block)
 			}
 			resp.Answers = append(resp.Answers, a)
 			covered += 1 + len(a.Also)
@@ -200,7 +203,7 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 				}
 			default:
 			}
-			if next != nil && !isClosed(next.ticket.Done()) {
+			if next != nil && !isClosed(next.done()) {
 				break
 			}
 		}
@@ -213,22 +216,128 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 	}
 }
 
+// done is closed once the call can be answered.
+func (c *streamCall) done() <-chan struct{} {
+	if c.named != nil {
+		return c.named.grant.Done()
+	}
+	return c.ticket.Done()
+}
+
+// answer is the answer to c once it is done; an error ends the stream.
+func (q *Sequencer) answer(ctx context.Context, c *streamCall) (*api.StreamAnswer, error) {
+	a := &api.StreamAnswer{Id: c.id, Invalid: c.invalid, Also: c.also, Counts: c.counts}
+	switch {
+	case c.invalid != "":
+	case c.failed != nil:
+		return failedAlone(ctx, a, c.failed)
+	case c.named != nil:
+		a.Sequence = c.named.ask.Name
+		runs, err := q.srv.namedRuns(*c.named)
+		if err != nil {
+			return failedAlone(ctx, a, err)
+		}
+		a.Runs = runs
+	default:
+		if err := c.ticket.Err(); err != nil {
+			return nil, err
+		}
+		a.Runs = q.srv.issue(c.ticket.Block)
+	}
+	return a, nil
+}
+
+// failedAlone answers a named call's failure on its own, or ends the
+// stream (the error returned) when a retry elsewhere may succeed: this
+// node no longer leads, or cannot tell.
+func failedAlone(ctx context.Context, a *api.StreamAnswer, err error) (*api.StreamAnswer, error) {
+	st, _ := status.FromError(ToStatus(ctx, err, ""))
+	switch st.Code() {
+	case codes.Unavailable, codes.Canceled, codes.DeadlineExceeded, codes.Internal, codes.Unknown:
+		return nil, err
+	}
+	a.Code, a.Message = uint32(st.Code()), st.Message()
+	return a, nil
+}
+
+// startNamed starts the named sequences' calls of a stream that came
+// together: one Grants, so the calls served from windows share one
+// round. A call that fails at once fails alone.
+func (q *Sequencer) startNamed(ctx context.Context, calls []*api.StreamCall) []streamCall {
+	out := make([]streamCall, len(calls))
+	named := make([]namedCall, len(calls))
+	asks := make([]settle.Ask, 0, len(calls))
+	for i, call := range calls {
+		out[i].id = call.Id
+		err := fsm.CheckSequenceName(call.Sequence)
+		if err != nil {
+			out[i].failed = fmt.Errorf("%w: %w", ErrBadRequest, err)
+			continue
+		}
+		if err := q.srv.checkCount(call.Count); err != nil {
+			out[i].failed = err
+			continue
+		}
+		ask, err := q.srv.askNamed(call.Sequence, call.Count, fsm.Keyed{}, false)
+		if err != nil {
+			out[i].failed = err
+			continue
+		}
+		asks = append(asks, ask)
+		named[i].ask = ask
+		out[i].named = &named[i]
+	}
+	grants := q.srv.Settle.Grants(ctx, asks)
+	k := 0
+	for i := range out {
+		if out[i].named != nil {
+			out[i].named.grant = grants[k]
+			k++
+		}
+	}
+	return out
+}
+
 // assignCalls reads calls until the client is done sending (nil) or the
 // stream fails, and assigns each call's ticks in the order received. The
-// valid calls of a message are assigned together, up to MaxCount ticks at
-// a time, and split: each call still gets its own consecutive ticks, and
-// a message costs one lock, one clock reading and one lease check.
+// valid calls of the default sequence that come together in a message
+// are assigned together, up to MaxCount ticks at a time, and split: each
+// call still gets its own consecutive ticks, and a message costs one
+// lock, one clock reading and one lease check. A named sequence's call is
+// started alone, in its turn.
 func (q *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse], assigned chan<- streamCall) error {
+	// A stream of the wrong width may still take named sequences' IDs:
+	// only its first call of the default sequence ends it.
+	widthErr := q.srv.checkWidth(ctx)
 	return recv.Each(stream.Recv, func(req *api.NextStreamRequest) error {
 		for calls := req.Calls; len(calls) > 0; {
-			// The longest run of valid calls from the front, within
-			// MaxCount IDs and maxAnswersPerMessage calls (a joint answer
-			// must fit in a message, and what a stream holds stays
-			// bounded).
+			if calls[0].Sequence != "" {
+				// The run of named calls from the front.
+				k := 1
+				for k < len(calls) && k < maxAnswersPerMessage && calls[k].Sequence != "" {
+					k++
+				}
+				for _, c := range q.startNamed(ctx, calls[:k]) {
+					select {
+					case assigned <- c:
+					case <-ctx.Done():
+						return ctx.Err()
+					}
+				}
+				calls = calls[k:]
+				continue
+			}
+			if widthErr != nil {
+				return widthErr
+			}
+			// The longest run of valid calls of the default sequence from
+			// the front, within MaxCount IDs and maxAnswersPerMessage
+			// calls (a joint answer must fit in a message, and what a
+			// stream holds stays bounded).
 			k, total := 0, uint64(0)
 			for _, call := range calls {
 				n := uint64(call.Count)
-				if n == 0 || n > q.srv.cfg.MaxCount || total+n > q.srv.cfg.MaxCount || k == maxAnswersPerMessage {
+				if call.Sequence != "" || n == 0 || n > q.srv.cfg.MaxCount || total+n > q.srv.cfg.MaxCount || k == maxAnswersPerMessage {
 					break
 				}
 				k, total = k+1, total+n

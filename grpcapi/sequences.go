@@ -1,9 +1,11 @@
 package grpcapi
 
 // Named sequences: their admin calls, and the path to a named sequence's
-// IDs, which every call commits through the log before it answers (see
-// package fsm, sequences.go). Like Next, only the leader serves them, and
-// forward is the one rule of where.
+// IDs: a dense sequence's call, and a keyed call, is committed through
+// the log before it answers (package fsm, sequences.go); a layout
+// sequence's is served from its window after a round (package settle,
+// windows.go). Like Next, only the leader serves them, and forward is the
+// one rule of where.
 
 import (
 	"context"
@@ -16,6 +18,8 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/sequencer"
+	"github.com/seed-e8569b35/ordo/settle"
 )
 
 // CreateSequence implements api.AdminServer.
@@ -108,7 +112,7 @@ func (s *Server) NextInSequence(ctx context.Context, name string, count uint32) 
 
 // nextInSequence is the path of one call for a named sequence's IDs,
 // which gRPC's Next and HTTP share: checks, one forward to the leader or
-// one allocation committed here, and the runs. ticks says whether the
+// one grant here, and the runs. ticks says whether the
 // caller reads ticks (gRPC: api.TicksKey); nil: whatever the sequence's
 // width is (HTTP renders both).
 func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks *bool) (*api.NextResponse, error) {
@@ -138,19 +142,54 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 		}
 		return api.NewSequencerClient(conn).Next(fctx, req)
 	}
-	if !known || seq.Dropped {
-		return nil, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, req.Sequence)
-	}
-	if *ticks != wide {
-		return nil, fmt.Errorf("sequence %q is %s: a call for its IDs must %sname %s in its metadata: %w",
-			req.Sequence, seq.Kind, map[bool]string{true: "", false: "not "}[wide], api.TicksKey, layout.ErrWrongWidth)
-	}
-	first, err := s.Settle.Alloc(ctx, req.Sequence, uint64(req.Count), keyOf(ctx, req))
+	ask, err := s.askNamed(req.Sequence, req.Count, keyOf(ctx, req), *ticks)
 	if err != nil {
 		return nil, err
 	}
-	s.Meter.Issued(uint64(req.Count))
-	return &api.NextResponse{Runs: sequenceRuns(seq, first, uint64(req.Count)), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr}, nil
+	call := namedCall{ask: ask, grant: s.Settle.Grants(ctx, []settle.Ask{ask})[0]}
+	select {
+	case <-call.grant.Done():
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-s.Stop:
+		return nil, sequencer.ErrNotLeader
+	}
+	runs, err := s.namedRuns(call)
+	if err != nil {
+		return nil, err
+	}
+	return &api.NextResponse{Runs: runs, LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr}, nil
+}
+
+// namedCall is a call for a named sequence's IDs under way on the leader.
+type namedCall struct {
+	ask   settle.Ask
+	grant settle.Grant
+}
+
+// askNamed checks a call for count IDs (ticks: the caller reads ticks) of
+// named sequence name on the leader. Unary calls and streams share it.
+func (s *Server) askNamed(name string, count uint32, key fsm.Keyed, ticks bool) (settle.Ask, error) {
+	seq, known := s.State.Sequence(name)
+	if !known || seq.Dropped {
+		return settle.Ask{}, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, name)
+	}
+	if wide := seq.Layout != nil && seq.Layout.Wide(); ticks != wide {
+		return settle.Ask{}, fmt.Errorf("sequence %q is %s: a call for its IDs must %sname %s in its metadata: %w",
+			name, seq.Kind, map[bool]string{true: "", false: "not "}[wide], api.TicksKey, layout.ErrWrongWidth)
+	}
+	return settle.Ask{Name: name, Seq: seq, Count: uint64(count), Key: key}, nil
+}
+
+// namedRuns renders a named call's IDs once its grant is done, and counts
+// them as issued.
+func (s *Server) namedRuns(c namedCall) ([]*api.IDRun, error) {
+	first, err := c.grant.Result()
+	if err != nil {
+		return nil, err
+	}
+	s.Meter.Issued(c.ask.Count)
+	return sequenceRuns(c.ask.Seq, first, c.ask.Count), nil
 }
 
 // sequenceRuns renders count IDs from first as seq's kind makes them: a

@@ -23,11 +23,13 @@ type Settle interface {
 	Reserve(ctx context.Context, count uint64, ttl time.Duration) (settle.Reservation, error)
 	Decide(ctx context.Context, do fsm.Do, first, count uint64, ttl time.Duration) (fsm.Fate, uint64, error)
 	Watermark(ctx context.Context) (uint64, error)
-	// Alloc commits count IDs of named sequence seq and returns the first;
-	// Claim commits count ticks of the default sequence under a key. With
-	// a key, a retry gets the first call's IDs.
-	Alloc(ctx context.Context, seq string, count uint64, key fsm.Keyed) (uint64, error)
+	// Claim commits count ticks of the default sequence under a key: a
+	// retry gets the first call's IDs.
 	Claim(ctx context.Context, key fsm.Keyed, count uint64) (uint64, error)
+	// Grants starts calls for IDs of named sequences and returns at once
+	// with what each waits for (a stream pipelines its calls). With a
+	// key, a retry gets the first call's IDs.
+	Grants(ctx context.Context, asks []settle.Ask) []settle.Grant
 	// Watch is W as this node last applied it, and a channel closed when
 	// it rises.
 	Watch() (uint64, <-chan struct{})

@@ -399,6 +399,23 @@ func (s *Sequencer) Vouch() Ticket {
 	return Ticket{batch: s.joinBatchLocked()}
 }
 
+// Enroll enrolls ticks assigned from another reservation (a named
+// sequence's window, package settle) in the next confirmation round, as
+// Assign enrolls its own, and returns the term it confirms (0: not
+// serving). Call it after assigning them: the round, or the lease check,
+// must come after the assignment for the answer to be safe.
+func (s *Sequencer) Enroll() (Ticket, uint64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.term == 0 {
+		return Ticket{}, 0
+	}
+	if s.leaseHoldsLocked() {
+		return Ticket{}, s.term
+	}
+	return Ticket{batch: s.joinBatchLocked()}, s.term
+}
+
 func (s *Sequencer) assign(ctx context.Context, n uint64, confirm bool) (Ticket, uint64, error) {
 	if n == 0 {
 		return Ticket{}, 0, fmt.Errorf("%w: count 0", ErrBadCount)

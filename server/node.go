@@ -131,6 +131,10 @@ type Node struct {
 	wg        sync.WaitGroup
 }
 
+// logCacheSize is how many recent log entries the node keeps in memory
+// for replication (raft.LogCache).
+const logCacheSize = 512
+
 // Open starts a node: Raft with its stores under cfg.DataDir, and the gRPC
 // services on cfg.GRPCAddr. It does not create a cluster; call Bootstrap or
 // Join, or neither when restarting with existing data.
@@ -242,7 +246,13 @@ func (n *Node) openRaft() error {
 	rc := *n.cfg.Raft
 	notify := make(chan bool, 8)
 	rc.NotifyCh = notify
-	n.raft, err = raft.NewRaft(&rc, n.fsm, store, store, n.snaps, n.transport)
+	// The leader reads each entry back to send it to every follower: the
+	// cache serves those reads from memory, not from a bolt transaction.
+	logs, err := raft.NewLogCache(logCacheSize, store)
+	if err != nil {
+		return fmt.Errorf("log cache: %w", err)
+	}
+	n.raft, err = raft.NewRaft(&rc, n.fsm, logs, store, n.snaps, n.transport)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}

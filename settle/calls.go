@@ -20,6 +20,8 @@ type request struct {
 	alloc *fsm.Alloc
 	// claim: a keyed call of the default sequence (count ticks).
 	claim *fsm.Keyed
+	// window: the alloc raises this window's limit (windows.go).
+	window *window
 
 	done chan struct{}
 	// The answer: the block and the term it was assigned in (reserve),
@@ -142,18 +144,23 @@ func (s *Settler) keysVersion() error {
 	return nil
 }
 
-// Alloc hands out count IDs (values or ticks) of named sequence seq, once
-// the entry that decides them is committed, and returns the first. With
-// a key, a retry gets the first call's IDs.
+// Alloc hands out count IDs (values or ticks) of named sequence seq and
+// returns the first: Grants of one ask, waited for. With a key, a retry
+// gets the first call's IDs.
 func (s *Settler) Alloc(ctx context.Context, seq string, count uint64, key fsm.Keyed) (uint64, error) {
-	if err := s.keysVersion(); err != nil {
-		return 0, err
+	def, ok := s.state.Sequence(seq)
+	if !ok || def.Dropped {
+		def = fsm.Sequence{} // the log refuses it
 	}
-	r, err := s.call(ctx, &request{alloc: &fsm.Alloc{Seq: seq, Count: count, Keyed: key}})
-	if err != nil {
-		return 0, err
+	g := s.Grants(ctx, []Ask{{Name: seq, Seq: def, Count: count, Key: key}})[0]
+	select {
+	case <-g.Done():
+		return g.Result()
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-s.stop:
+		return 0, sequencer.ErrNotLeader
 	}
-	return r.allocated.First, r.allocated.Err
 }
 
 // Watermark returns W after every call that completed before this one
@@ -171,16 +178,8 @@ func (s *Settler) Watermark(ctx context.Context) (uint64, error) {
 
 // call queues r for the next entry and waits for its answer.
 func (s *Settler) call(ctx context.Context, r *request) (*request, error) {
-	if err := s.versionErr(); err != nil {
+	if err := s.enqueue(ctx, r); err != nil {
 		return r, err
-	}
-	r.ctx, r.done = ctx, make(chan struct{})
-	select {
-	case s.queue <- r:
-	case <-ctx.Done():
-		return r, ctx.Err()
-	case <-s.stop:
-		return r, sequencer.ErrNotLeader
 	}
 	select {
 	case <-r.done:
@@ -189,6 +188,23 @@ func (s *Settler) call(ctx context.Context, r *request) (*request, error) {
 		return r, ctx.Err()
 	case <-s.stop:
 		return r, sequencer.ErrNotLeader
+	}
+}
+
+// enqueue queues r for the next entry; r.done closes once it is
+// answered.
+func (s *Settler) enqueue(ctx context.Context, r *request) error {
+	if err := s.versionErr(); err != nil {
+		return err
+	}
+	r.ctx, r.done = ctx, make(chan struct{})
+	select {
+	case s.queue <- r:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stop:
+		return sequencer.ErrNotLeader
 	}
 }
 
@@ -459,6 +475,11 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 	// gap the cluster made.
 	for i, r := range f.allocOwners {
 		r.allocated = res.Allocations[i]
+		if r.window != nil {
+			s.installWindow(r, res.Term)
+		} else {
+			s.passWindow(r.alloc.Seq, r.allocated, r.alloc.Count)
+		}
 		r.finish(nil)
 	}
 	f.allocOwners = nil

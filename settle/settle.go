@@ -69,6 +69,8 @@ type IDs interface {
 	// Vouch is what an entry's answers wait for besides its commit (a
 	// round under the lease; see sequencer.Sequencer.Vouch).
 	Vouch() sequencer.Ticket
+	// Enroll is the round a window's ticks wait for, and its term.
+	Enroll() (sequencer.Ticket, uint64)
 }
 
 // Log commits settle entries. Entries enter the log in the order Settle
@@ -88,6 +90,8 @@ type State interface {
 	// Marks is W and the tracked frontier, in ticks.
 	Marks() (settled, frontier uint64)
 	ClusterVersion() int
+	// Sequence is a named sequence as the state holds it.
+	Sequence(name string) (fsm.Sequence, bool)
 }
 
 // Config bounds the Settler.
@@ -101,6 +105,9 @@ type Config struct {
 	// allocation carries (the node's, with its test offset); nil means
 	// time.Now. TTLs are counted on the monotonic clock, not on it.
 	Wall func() time.Time
+	// Window is how far ahead of the clock a named layout sequence's
+	// window reaches (windows.go).
+	Window time.Duration
 }
 
 // Defaults.
@@ -115,6 +122,8 @@ const (
 	retryDelay = 20 * time.Millisecond
 	// maxBatch bounds the calls one entry carries.
 	maxBatch = 4096
+	// maxWindow bounds Config.Window.
+	maxWindow = 4 * time.Second
 )
 
 // WithDefaults fills zero fields.
@@ -127,6 +136,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxOpen == 0 {
 		c.MaxOpen = DefaultMaxOpen
+	}
+	if c.Window == 0 {
+		c.Window = DefaultWindow
 	}
 	return c
 }
@@ -148,6 +160,10 @@ func (c Config) Validate() error {
 		return fmt.Errorf("maximum reservation TTL %s: want at most 24h (an abandoned writer holds the settled mark back that long)", c.MaxTTL)
 	case c.MaxOpen < 1 || c.MaxOpen > 10_000_000:
 		return fmt.Errorf("maximum open reservations %d: want 1 to 10000000", c.MaxOpen)
+	case c.Window < time.Millisecond || c.Window > maxWindow:
+		// A window reaches from the mark, which may itself lead the
+		// clock by one window: two stay within the FSM's lead bound.
+		return fmt.Errorf("named sequence window %s: want 1ms to %s", c.Window, maxWindow)
 	}
 	return nil
 }
@@ -184,6 +200,12 @@ type Settler struct {
 	w       uint64
 	changed chan struct{}
 	stats   Stats
+
+	// wmu guards the named sequences' windows, which serve windowTerm
+	// (0: none, not leading).
+	wmu        sync.Mutex
+	windows    map[string]*window
+	windowTerm uint64
 }
 
 // Stats counts what the Settler decided while leading.
@@ -213,6 +235,7 @@ func New(cfg Config, ids IDs, log Log, state State, logger hclog.Logger) (*Settl
 		stop:    make(chan struct{}),
 		clocks:  map[uint64]deadline{},
 		changed: make(chan struct{}),
+		windows: map[string]*window{},
 	}
 	s.wg.Add(2)
 	go s.run()
@@ -233,6 +256,7 @@ func (s *Settler) Lead() {
 	tk := s.state.Tracked()
 	now := s.clock()
 	_, term := s.ids.Frontier()
+	s.resetWindows(term)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.leading && term == s.term {
@@ -254,6 +278,7 @@ func (s *Settler) Lead() {
 // StepDown stops serving: queued calls fail, and the deadlines are
 // forgotten (the next leader counts its own).
 func (s *Settler) StepDown() {
+	s.resetWindows(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.leading = false

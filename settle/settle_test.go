@@ -76,6 +76,7 @@ type fakeIDs struct {
 	mu         sync.Mutex
 	next, term uint64
 	confirms   int
+	enrolls    int
 	confirmErr error
 	// onConfirm, if set, runs inside Confirm (without the lock).
 	onConfirm func()
@@ -97,6 +98,14 @@ func (f *fakeIDs) AssignTracked(_ context.Context, n uint64) (sequencer.Block, u
 
 // Vouch asks for nothing: the fake runs without the lease.
 func (f *fakeIDs) Vouch() sequencer.Ticket { return sequencer.Ticket{} }
+
+// Enroll asks for nothing either; it counts the calls.
+func (f *fakeIDs) Enroll() (sequencer.Ticket, uint64) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.enrolls++
+	return sequencer.Ticket{}, f.term
+}
 
 func (f *fakeIDs) Frontier() (uint64, uint64) {
 	f.mu.Lock()
@@ -282,7 +291,7 @@ type rig struct {
 }
 
 func testConfig() Config {
-	return Config{DefaultTTL: 10 * time.Second, MaxTTL: time.Hour, MaxOpen: 1000}
+	return Config{DefaultTTL: 10 * time.Second, MaxTTL: time.Hour, MaxOpen: 1000, Window: DefaultWindow}
 }
 
 // start builds a Settler on an FSM of the cluster version given, without
@@ -778,7 +787,7 @@ func TestLeadGivesOpenReservationsTheirFullTTL(t *testing.T) {
 
 // The bounds: open reservations (those proposed count too) and TTLs.
 func TestLimits(t *testing.T) {
-	cfg := Config{DefaultTTL: 500 * time.Millisecond, MaxTTL: time.Second, MaxOpen: 2}
+	cfg := Config{DefaultTTL: 500 * time.Millisecond, MaxTTL: time.Second, MaxOpen: 2, Window: DefaultWindow}
 	r := newRig(t, cfg)
 	a := r.reserve(1, 0)
 	if a.TTL != cfg.DefaultTTL {
@@ -823,9 +832,11 @@ func TestConfigValidate(t *testing.T) {
 		cfg  Config
 		want string // "" for valid
 	}{
-		{Config{DefaultTTL: DefaultTTL, MaxTTL: DefaultMaxTTL, MaxOpen: DefaultMaxOpen}, ""},
-		{Config{DefaultTTL: time.Millisecond, MaxTTL: time.Millisecond, MaxOpen: 1}, ""},
-		{Config{DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour, MaxOpen: 10_000_000}, ""},
+		{Config{DefaultTTL: DefaultTTL, MaxTTL: DefaultMaxTTL, MaxOpen: DefaultMaxOpen, Window: DefaultWindow}, ""},
+		{Config{DefaultTTL: time.Millisecond, MaxTTL: time.Millisecond, MaxOpen: 1, Window: time.Millisecond}, ""},
+		{Config{DefaultTTL: time.Hour, MaxTTL: 24 * time.Hour, MaxOpen: 10_000_000, Window: maxWindow}, ""},
+		{Config{DefaultTTL: time.Second, MaxTTL: time.Hour, MaxOpen: 1}, "named sequence window"},
+		{Config{DefaultTTL: time.Second, MaxTTL: time.Hour, MaxOpen: 1, Window: maxWindow + 1}, "named sequence window"},
 		{Config{DefaultTTL: time.Millisecond - 1, MaxTTL: time.Hour, MaxOpen: 1}, "default reservation TTL"},
 		{Config{DefaultTTL: 0, MaxTTL: time.Hour, MaxOpen: 1}, "default reservation TTL"},
 		{Config{DefaultTTL: 2 * time.Hour, MaxTTL: time.Hour, MaxOpen: 1}, "default reservation TTL"},

@@ -1,0 +1,257 @@
+package settle
+
+// Named layout sequences served from memory.
+//
+// A layout sequence owes no density, so the leader serves it as it serves
+// the default sequence: from a window, a limit committed through the log
+// (an Alloc that raised the sequence's mark to it), with a cursor below
+// it. A call takes ticks from max(cursor, clock) below the limit, then
+// waits for the confirmation round (or the lease) that every call of
+// every sequence shares. Why that keeps the promise:
+//   - Unique: everything handed out is below the mark the log holds. A
+//     window's cursor starts at or above the first tick its own Alloc got,
+//     and that Alloc started at or above the mark, so above everything
+//     any leader handed out before it.
+//   - Ordered within a leader: the cursor only rises, and a committed
+//     Alloc of the sequence (a keyed call, which the log decides) lifts
+//     it past its IDs before that call is answered.
+//   - Ordered across leaders: a window serves only in the term it was
+//     committed in (the map of windows is new in every term), and each
+//     answer waits for a round sent after its ticks were assigned. A call
+//     that began after a newer leader answered finds this leader's round
+//     refused; a newer leader hands out only from windows it committed
+//     itself, after this one's limits.
+//
+// A window is asked for when a call finds none that serves it, and again
+// ahead of need (when less than half of one is left) while calls come, so
+// a sequence nobody calls commits nothing, and a window reaches at most
+// Config.Window ahead of the clock beyond its mark, within the FSM's lead
+// bound.
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/sequencer"
+)
+
+// window is one named layout sequence's reservation on this leader.
+type window struct {
+	// next is the cursor: every tick below it may have been handed out.
+	// limit bounds what may be: the sequence's mark was committed at or
+	// above it.
+	next, limit uint64
+	// refill is the Alloc in flight that raises limit; nil, or finished,
+	// when none is.
+	refill *request
+}
+
+// Ask is one call for IDs of a named sequence.
+type Ask struct {
+	Name string
+	// Seq is the sequence's definition as the caller read it, live.
+	Seq   fsm.Sequence
+	Count uint64
+	Key   fsm.Keyed
+}
+
+// Grant is what an Ask got: IDs of its sequence from the first, once Done
+// is closed and Result's error is nil.
+type Grant struct {
+	// From a window: the first tick and the round it waits for.
+	first  uint64
+	ticket sequencer.Ticket
+	// Committed: the call the log decides.
+	req *request
+	// err: refused before it began.
+	err error
+}
+
+// Done is closed once Result is known.
+func (g Grant) Done() <-chan struct{} {
+	if g.req != nil && g.err == nil {
+		return g.req.done
+	}
+	return g.ticket.Done()
+}
+
+// Result is the first ID (a value or a tick) of the grant, or why it must
+// not be handed out. Only once Done is closed.
+func (g Grant) Result() (uint64, error) {
+	switch {
+	case g.err != nil:
+		return 0, g.err
+	case g.req == nil:
+		return g.first, g.ticket.Err()
+	case g.req.err != nil:
+		return 0, g.req.err
+	}
+	return g.req.allocated.First, g.req.allocated.Err
+}
+
+// Grants starts the asks and returns at once with what each waits for; it
+// waits itself only for a window to commit, as the default sequence
+// waits for a reservation. A dense sequence's call, and a keyed call, is
+// decided in the log; an unkeyed call of a layout sequence is served from
+// its window, and every such call of the asks waits for one round.
+func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
+	grants := make([]Grant, len(asks))
+	if err := s.keysVersion(); err != nil {
+		for i := range grants {
+			grants[i].err = err
+		}
+		return grants
+	}
+	var windowed []int // the asks served from windows
+	for i, a := range asks {
+		if a.Seq.Layout == nil || a.Key.Key != "" {
+			r := &request{alloc: &fsm.Alloc{Seq: a.Name, Count: a.Count, Keyed: a.Key}}
+			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
+			continue
+		}
+		first, err := s.fromWindow(ctx, a)
+		grants[i] = Grant{first: first, err: err}
+		if err == nil {
+			windowed = append(windowed, i)
+		}
+	}
+	if len(windowed) == 0 {
+		return grants
+	}
+	s.wmu.Lock()
+	term := s.windowTerm
+	s.wmu.Unlock()
+	t, now := s.ids.Enroll()
+	for _, i := range windowed {
+		grants[i].ticket = t
+		if now != term {
+			// The term changed under the windows: their ticks are a gap.
+			grants[i].err = fmt.Errorf("%w: the window of %q serves term %d, this node serves term %d", sequencer.ErrNotLeader, asks[i].Name, term, now)
+		}
+	}
+	return grants
+}
+
+// fromWindow assigns a's ticks from its sequence's window, asking for a
+// window first when none serves them.
+func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, error) {
+	l := *a.Seq.Layout
+	span := l.TicksIn(s.cfg.Window)
+	for {
+		s.wmu.Lock()
+		w := s.windows[a.Name]
+		if w == nil {
+			w = &window{}
+			s.windows[a.Name] = w
+		}
+		first := max(w.next, l.TickAt(s.wall()), 1)
+		end := first + a.Count
+		if end > first && end <= w.limit {
+			w.next = end
+			if w.limit-end < span/2 {
+				s.refillLocked(ctx, a.Name, w, span)
+			}
+			s.wmu.Unlock()
+			return first, nil
+		}
+		r := s.refillLocked(ctx, a.Name, w, max(span, a.Count))
+		s.wmu.Unlock()
+		if r == nil {
+			return 0, sequencer.ErrNotLeader
+		}
+		select {
+		case <-r.done:
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-s.stop:
+			return 0, sequencer.ErrNotLeader
+		}
+		if err := r.err; err != nil {
+			return 0, err
+		}
+		if err := r.allocated.Err; err != nil {
+			return 0, err
+		}
+	}
+}
+
+// refillLocked starts an Alloc of n ticks that raises w's limit, unless
+// one is in flight, and returns the one in flight; nil when this node
+// does not lead. A refill is queued with the calls, so it shares their
+// entry; its first caller's context only queues it.
+func (s *Settler) refillLocked(ctx context.Context, name string, w *window, n uint64) *request {
+	if w.refill != nil && !isDone(w.refill.done) {
+		return w.refill
+	}
+	if s.windowTerm == 0 {
+		return nil
+	}
+	r := &request{alloc: &fsm.Alloc{Seq: name, Count: n}, window: w, ctx: ctx, done: make(chan struct{})}
+	select {
+	case s.queue <- r:
+	default:
+		// The queue is full: this call waits for room like any other,
+		// without holding the windows' lock.
+		go func() {
+			select {
+			case s.queue <- r:
+			case <-s.stop:
+				r.finish(sequencer.ErrNotLeader)
+			}
+		}()
+	}
+	w.refill = r
+	return r
+}
+
+// installWindow raises a window's limit (and its cursor to the first tick
+// of its Alloc) once the Alloc applied in the windows' term.
+func (s *Settler) installWindow(r *request, term uint64) {
+	a := r.allocated
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if a.Err != nil || term != s.windowTerm || s.windows[r.alloc.Seq] != r.window {
+		return
+	}
+	w := r.window
+	w.next = max(w.next, a.First)
+	w.limit = max(w.limit, a.First+r.alloc.Count)
+}
+
+// passWindow lifts a window's cursor past IDs the log gave a call of its
+// sequence (a keyed one), before that call is answered.
+func (s *Settler) passWindow(seq string, a fsm.Allocation, count uint64) {
+	if a.Err != nil {
+		return
+	}
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if w := s.windows[seq]; w != nil {
+		w.next = max(w.next, a.First+count)
+	}
+}
+
+// resetWindows forgets every window unless term is the one they serve.
+func (s *Settler) resetWindows(term uint64) {
+	s.wmu.Lock()
+	defer s.wmu.Unlock()
+	if term == s.windowTerm && term != 0 {
+		return
+	}
+	s.windows, s.windowTerm = map[string]*window{}, term
+}
+
+func isDone(c <-chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
+}
+
+// DefaultWindow is how far ahead of the clock a named layout sequence's
+// window reaches.
+const DefaultWindow = 2 * time.Second
