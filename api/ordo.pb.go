@@ -86,9 +86,18 @@ type ReserveRequest struct {
 	Count uint32                 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
 	// How long the reservation lives unless completed, abandoned or
 	// extended; 0: the server's default.
-	TtlMs         uint32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TtlMs uint32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// Set: the reservation is committed with this key, and a retry with
+	// the same key from the same caller (as NextRequest.idempotency_key),
+	// to any node, after any leader change or restart, answers the same
+	// reservation (handle, IDs, ttl_ms as first granted) with its fate now
+	// and opens nothing. Another count, or another ttl_ms when the retry
+	// names one (0 takes the first's), is FailedPrecondition, as is a key
+	// this caller used for Next. A retry does not extend the reservation.
+	// 1 to 128 bytes.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ReserveRequest) Reset() {
@@ -135,6 +144,13 @@ func (x *ReserveRequest) GetTtlMs() uint32 {
 	return 0
 }
 
+func (x *ReserveRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
 type ReserveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Opaque; names the reservation in Complete, Abandon and Extend.
@@ -142,9 +158,14 @@ type ReserveResponse struct {
 	// The IDs, as Next answers them (ticks under a 128-bit layout).
 	Runs []*IDRun `protobuf:"bytes,2,rep,name=runs,proto3" json:"runs,omitempty"`
 	// The TTL the reservation got.
-	TtlMs         uint32 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
-	LeaderId      string `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderAddr    string `protobuf:"bytes,5,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	TtlMs      uint32 `protobuf:"varint,3,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	LeaderId   string `protobuf:"bytes,4,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddr string `protobuf:"bytes,5,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	// FATE_OPEN, except for a keyed retry: where the first call's
+	// reservation stands now (FATE_COMPLETED, FATE_ABANDONED, FATE_EXPIRED;
+	// FATE_UNSPECIFIED when the cluster no longer knows). Servers before
+	// keys leave it unset: read that as open.
+	Fate          Fate `protobuf:"varint,6,opt,name=fate,proto3,enum=ordo.v1.Fate" json:"fate,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -212,6 +233,13 @@ func (x *ReserveResponse) GetLeaderAddr() string {
 		return x.LeaderAddr
 	}
 	return ""
+}
+
+func (x *ReserveResponse) GetFate() Fate {
+	if x != nil {
+		return x.Fate
+	}
+	return Fate_FATE_UNSPECIFIED
 }
 
 type HandleRequest struct {
@@ -1271,11 +1299,12 @@ type NextRequest struct {
 	Sequence string `protobuf:"bytes,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	// Set: a retry of this call, with the same key from the same caller
 	// (the certificate subject with TLS; else the ordo-caller metadata, or
-	// one namespace when none), within the key window, gets exactly the
-	// IDs of the first answer, from any node, after any leader change or
-	// restart. The same key with another count or sequence is
-	// FailedPrecondition. A keyed call costs a Raft commit before its
-	// answer. 1 to 128 bytes.
+	// one namespace when none), while the cluster keeps the key (the
+	// newest 100,000 keys cluster-wide), gets exactly the IDs of the first
+	// answer, from any node, after any leader change or restart. The same
+	// key with another count or sequence, or one this caller used for
+	// Reserve, is FailedPrecondition. A keyed call costs a Raft commit
+	// before its answer. 1 to 128 bytes.
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
@@ -2526,17 +2555,19 @@ var File_ordo_proto protoreflect.FileDescriptor
 const file_ordo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"ordo.proto\x12\aordo.v1\"=\n" +
+	"ordo.proto\x12\aordo.v1\"f\n" +
 	"\x0eReserveRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x12\x15\n" +
-	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\"\xa2\x01\n" +
+	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"\xc5\x01\n" +
 	"\x0fReserveResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\"\n" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x15\n" +
 	"\x06ttl_ms\x18\x03 \x01(\rR\x05ttlMs\x12\x1b\n" +
 	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x05 \x01(\tR\n" +
-	"leaderAddr\"'\n" +
+	"leaderAddr\x12!\n" +
+	"\x04fate\x18\x06 \x01(\x0e2\r.ordo.v1.FateR\x04fate\"'\n" +
 	"\rHandleRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\">\n" +
 	"\rExtendRequest\x12\x16\n" +
@@ -2796,64 +2827,65 @@ var file_ordo_proto_goTypes = []any{
 }
 var file_ordo_proto_depIdxs = []int32{
 	21, // 0: ordo.v1.ReserveResponse.runs:type_name -> ordo.v1.IDRun
-	0,  // 1: ordo.v1.SettleResponse.fate:type_name -> ordo.v1.Fate
-	10, // 2: ordo.v1.NextStreamRequest.calls:type_name -> ordo.v1.StreamCall
-	12, // 3: ordo.v1.NextStreamResponse.answers:type_name -> ordo.v1.StreamAnswer
-	21, // 4: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
-	17, // 5: ordo.v1.ListSequencesResponse.sequences:type_name -> ordo.v1.SequenceInfo
-	21, // 6: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
-	27, // 7: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
-	39, // 8: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
-	17, // 9: ordo.v1.BackupResponse.sequences:type_name -> ordo.v1.SequenceInfo
-	20, // 10: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	23, // 11: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	9,  // 12: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
-	1,  // 13: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
-	3,  // 14: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
-	3,  // 15: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
-	4,  // 16: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
-	6,  // 17: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
-	7,  // 18: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
-	25, // 19: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	26, // 20: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	29, // 21: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	31, // 22: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
-	33, // 23: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	35, // 24: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	37, // 25: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
-	13, // 26: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
-	14, // 27: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
-	16, // 28: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
-	16, // 29: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
-	18, // 30: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	9,  // 31: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
-	22, // 32: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	24, // 33: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	11, // 34: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	2,  // 35: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
-	5,  // 36: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
-	5,  // 37: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
-	5,  // 38: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
-	8,  // 39: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
-	8,  // 40: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
-	28, // 41: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	27, // 42: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	30, // 43: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	32, // 44: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
-	34, // 45: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	36, // 46: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	38, // 47: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
-	17, // 48: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
-	15, // 49: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
-	17, // 50: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
-	17, // 51: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
-	19, // 52: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	11, // 53: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
-	32, // [32:54] is the sub-list for method output_type
-	10, // [10:32] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	0,  // 1: ordo.v1.ReserveResponse.fate:type_name -> ordo.v1.Fate
+	0,  // 2: ordo.v1.SettleResponse.fate:type_name -> ordo.v1.Fate
+	10, // 3: ordo.v1.NextStreamRequest.calls:type_name -> ordo.v1.StreamCall
+	12, // 4: ordo.v1.NextStreamResponse.answers:type_name -> ordo.v1.StreamAnswer
+	21, // 5: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
+	17, // 6: ordo.v1.ListSequencesResponse.sequences:type_name -> ordo.v1.SequenceInfo
+	21, // 7: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
+	27, // 8: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
+	39, // 9: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
+	17, // 10: ordo.v1.BackupResponse.sequences:type_name -> ordo.v1.SequenceInfo
+	20, // 11: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	23, // 12: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	9,  // 13: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	1,  // 14: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
+	3,  // 15: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
+	3,  // 16: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
+	4,  // 17: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
+	6,  // 18: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
+	7,  // 19: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
+	25, // 20: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	26, // 21: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	29, // 22: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	31, // 23: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
+	33, // 24: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	35, // 25: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	37, // 26: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
+	13, // 27: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
+	14, // 28: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
+	16, // 29: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
+	16, // 30: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
+	18, // 31: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	9,  // 32: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
+	22, // 33: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	24, // 34: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	11, // 35: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	2,  // 36: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
+	5,  // 37: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
+	5,  // 38: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
+	5,  // 39: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
+	8,  // 40: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
+	8,  // 41: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
+	28, // 42: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	27, // 43: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	30, // 44: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	32, // 45: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
+	34, // 46: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	36, // 47: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	38, // 48: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	17, // 49: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
+	15, // 50: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
+	17, // 51: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
+	17, // 52: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
+	19, // 53: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	11, // 54: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
+	33, // [33:55] is the sub-list for method output_type
+	11, // [11:33] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }

@@ -1,10 +1,11 @@
 package client
 
-// Idempotency keys (NextRequest.idempotency_key): a keyed call for IDs is
-// decided in the cluster's log with its key, scoped to the caller (the
-// certificate's subject with TLS, else the name WithCaller gives, else
-// one namespace), and any retry with the same key, from any node, after
-// any leader change, gets exactly the IDs of the first answer.
+// Idempotency keys (NextRequest.idempotency_key, ReserveRequest's): a
+// keyed call for IDs or reservation is decided in the cluster's log with
+// its key, scoped to the caller (the certificate's subject with TLS, else
+// the name WithCaller gives, else one namespace), and any retry with the
+// same key, from any node, after any leader change, gets exactly the IDs
+// (the reservation) of the first answer.
 
 import (
 	"context"
@@ -25,8 +26,9 @@ import (
 // Errors of keyed calls.
 var (
 	// ErrKeyReused means an idempotency key was used again with another
-	// count or sequence than its first call's: the cluster's
-	// FailedPrecondition, which it wraps. Nothing was handed out.
+	// count or sequence (or TTL, or kind of call: Next or Reserve) than
+	// its first call's: the cluster's FailedPrecondition, which it wraps.
+	// Nothing was handed out.
 	ErrKeyReused = errors.New("idempotency key reused with other arguments")
 	// ErrReplayBelowFloor means a call made with WithIdempotencyKey got
 	// IDs that are not above every ID the client had returned when the
@@ -60,13 +62,18 @@ type idemKey struct {
 // (Client.Next, NextN, NextUUID(s), NextULID(s), and the same of a
 // Sequence) sends key on every attempt, and the cluster answers every
 // call with the key (same caller, count and sequence), from any node,
-// within its window (24 h, at most 100,000 keys cluster-wide), with
+// while it keeps the key (the newest 100,000 keys cluster-wide), with
 // exactly the IDs of the first answer. The same key with another count or
-// sequence is ErrKeyReused. Reserve and the other calls ignore it.
+// sequence is ErrKeyReused. Reserve (and ReserveUUIDs, ReserveULIDs)
+// takes it too, and answers the first call's reservation (see Reserve);
+// a key is one call, so a key used for Next is ErrKeyReused for Reserve
+// and the other way round. Complete, Abandon and Extend ignore it: they
+// name their reservation by its handle, and a retry of one reads the
+// same fate.
 //
 // A keyed call always goes as a unary request, never on the shared stream
 // or a coalesced request, and costs a Raft commit (key and IDs) before its
-// answer. It lasts from its first attempt to the answer that reaches the
+// answer (a Reserve costs one anyway: the key rides in it). It lasts from its first attempt to the answer that reaches the
 // caller: its IDs are checked against the client's floor taken when the
 // call started (its first attempt), as any call's are. An answer not above
 // that floor is a replay of a call that started earlier (in another
@@ -80,12 +87,13 @@ func WithIdempotencyKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx{}, idemKey{key: key})
 }
 
-// WithIdempotentRetries makes every call for IDs that carries no key of
-// its own (WithIdempotencyKey) a keyed call with a fresh random key (16
-// bytes of crypto/rand, in hex), sent on all of its attempts: a retry
-// after an answer was lost (a timeout, a leader change) gets the IDs that
-// answer held instead of new ones, so the client's own retries never
-// burn IDs. Every call then goes unary and costs a Raft commit: see
+// WithIdempotentRetries makes every call for IDs or reservation that
+// carries no key of its own (WithIdempotencyKey) a keyed call with a
+// fresh random key (16 bytes of crypto/rand, in hex), sent on all of its
+// attempts: a retry after an answer was lost (a timeout, a leader change)
+// gets the IDs (the reservation) that answer held instead of new ones, so
+// the client's own retries never burn IDs nor leave a reservation to
+// expire. Every call for IDs then goes unary and costs a Raft commit: see
 // WithIdempotencyKey.
 func WithIdempotentRetries() Option { return func(c *Client) { c.idempotent = true } }
 

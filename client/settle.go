@@ -28,6 +28,12 @@ type Reservation struct {
 	// TTL is how long the reservation lives unless extended, as the
 	// cluster granted it.
 	TTL time.Duration
+	// Fate is FATE_OPEN, except for a keyed Reserve (WithIdempotencyKey)
+	// whose key holds a reservation already: where that one stands now
+	// (FATE_COMPLETED, FATE_ABANDONED, FATE_EXPIRED, or FATE_UNSPECIFIED
+	// when the cluster no longer knows). Its handle still names it, and
+	// Complete answers as for any reservation.
+	Fate api.Fate
 }
 
 // Mark is the settled mark W: every ID below ID, and every ID whose tick
@@ -39,7 +45,20 @@ type Mark struct{ ID, Tick uint64 }
 // and the cluster holds the settled mark below them until Complete or
 // Abandon, or until ttl passes (0: the cluster's default). A retry after
 // a lost answer may leave an earlier reservation to expire, which only
-// holds the mark back for its TTL. 64-bit layouts only: see ReserveUUIDs.
+// holds the mark back for its TTL, unless the call is keyed. 64-bit
+// layouts only: see ReserveUUIDs.
+//
+// Keyed (WithIdempotencyKey, or WithIdempotentRetries), every attempt
+// carries the key, and the cluster answers every call with it (same
+// caller, count, and TTL when one is named; ttl 0 takes the first's),
+// from any node, after any leader change or restart, with the first
+// call's reservation: its handle, IDs and TTL as first granted, and its
+// Fate now. It opens nothing more, and does not extend it. So a writer
+// that crashed after its database write reserves again with its key,
+// looks its IDs up, and completes (or abandons) the reservation instead
+// of leaving it to expire. Another count or TTL is ErrKeyReused, as is a
+// key this caller used for Next. The answer is checked against the floor
+// of the call's first attempt, as a keyed NextN's is (ErrReplayBelowFloor).
 func (c *Client) Reserve(ctx context.Context, count int, ttl time.Duration) (Reservation, error) {
 	if err := c.checkNarrow(); err != nil {
 		return Reservation{}, err
@@ -104,16 +123,20 @@ func ttlMillis(ttl time.Duration) (uint32, error) {
 // set, with NextN's retries and checks: the IDs must be above every one
 // returned before the call began.
 func (c *Client) reserve(ctx context.Context, count int, ttlMs uint32, ticks bool) (Reservation, error) {
+	ctx, k, err := c.keyed(ctx)
+	if err != nil {
+		return Reservation{}, err
+	}
 	floor := c.floor()
 	var resp *api.ReserveResponse
-	err := c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
+	req := &api.ReserveRequest{Count: uint32(count), TtlMs: ttlMs, IdempotencyKey: k.key}
+	err = c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
 		var err error
-		req := &api.ReserveRequest{Count: uint32(count), TtlMs: ttlMs}
 		resp, err = api.NewSequencerClient(conn).Reserve(api.WithTicks(ctx, ticks), req, opts...)
 		return err
 	})
 	if err != nil {
-		return Reservation{}, err
+		return Reservation{}, keyErr(err)
 	}
 	if resp.Handle == "" {
 		return Reservation{}, fmt.Errorf("%w: a reservation without a handle", ErrBadResponse)
@@ -123,10 +146,19 @@ func (c *Client) reserve(ctx context.Context, count int, ttlMs uint32, ticks boo
 		return Reservation{}, err
 	}
 	c.noteLeader(resp.LeaderAddr)
-	if ids, err = c.accept(ids, floor); err != nil {
+	if k.key != "" {
+		ids, err = acceptKeyed(&c.returned, ids, floor, k)
+	} else {
+		ids, err = c.accept(ids, floor)
+	}
+	if err != nil {
 		return Reservation{}, err
 	}
-	return Reservation{Handle: resp.Handle, IDs: ids, TTL: time.Duration(resp.TtlMs) * time.Millisecond}, nil
+	fate := resp.Fate
+	if fate == api.Fate_FATE_UNSPECIFIED && k.key == "" {
+		fate = api.Fate_FATE_OPEN // a leader of an Ordo before keys names no fate
+	}
+	return Reservation{Handle: resp.Handle, IDs: ids, TTL: time.Duration(resp.TtlMs) * time.Millisecond, Fate: fate}, nil
 }
 
 // Complete settles the reservation handle names once its IDs are

@@ -63,7 +63,8 @@ const Version = 1
 // leader raises it only once every voter reports it reads the new one,
 // since a node that meets an op it does not know stops (Unreadable).
 // Version 2 adds OpSettle; version 3 named sequences (OpCreateSequence,
-// OpDropSequence, and Allocs in OpSettle).
+// OpDropSequence, and Allocs in OpSettle) and idempotency keys (Claims,
+// and keyed Opens, in OpSettle).
 const Reads = 3
 
 // SettleVersion is the cluster version from which OpSettle is accepted.
@@ -531,11 +532,11 @@ func (f *FSM) apply(c Command, term uint64) Result {
 			r.Err = fmt.Errorf("%w: tracked reservations need cluster version %d, the cluster has %d", ErrClusterVersion, SettleVersion, v)
 			break
 		}
-		if len(c.Allocs)+len(c.Claims) > 0 && max(f.state.ClusterVersion, 1) < SequencesVersion {
-			r.Err = fmt.Errorf("%w: named sequences need cluster version %d", ErrClusterVersion, SequencesVersion)
+		if (len(c.Allocs)+len(c.Claims) > 0 || keyedTracks(c.Tracks)) && max(f.state.ClusterVersion, 1) < SequencesVersion {
+			r.Err = fmt.Errorf("%w: named sequences and idempotency keys need cluster version %d", ErrClusterVersion, SequencesVersion)
 			break
 		}
-		if r.Outcomes, r.Err = f.state.Tracking.settle(c.Tracks, c.Frontier, f.state.HighWater); r.Err != nil {
+		if r.Outcomes, r.Err = f.state.Tracking.settle(c.Tracks, c.Frontier, f.state.HighWater, &f.state.Keys, term); r.Err != nil {
 			break
 		}
 		for _, a := range c.Allocs {
@@ -632,6 +633,12 @@ func checkTrack(t Track) error {
 	}
 	if (t.Do == DoOpen || t.Do == DoExtend) && t.TTLMs <= 0 {
 		return fmt.Errorf("%w: %s with ttl %d ms", ErrInvalid, t.Do, t.TTLMs)
+	}
+	if err := t.Keyed.check(); err != nil {
+		return err
+	}
+	if t.Key != "" && (t.Do != DoOpen || t.Term == 0) || t.Key == "" && (t.Term != 0 || t.AnyTTL) {
+		return fmt.Errorf("%w: %s with key %q, term %d, any_ttl %t: only an open is keyed, and a keyed one names its term", ErrInvalid, t.Do, t.Key, t.Term, t.AnyTTL)
 	}
 	return nil
 }

@@ -67,13 +67,22 @@ type Claim struct {
 // ticks were assigned in.
 var ErrClaimTerm = errors.New("keyed call committed in another term than its IDs were assigned in")
 
+// KeyReserve is KeyRecord.Kind of a key a tracked reservation was opened
+// with.
+const KeyReserve = "reserve"
+
 // KeyRecord is a kept answer.
 type KeyRecord struct {
+	// Kind is what the key was first used for: "" a call for IDs, or
+	// KeyReserve a tracked reservation. One key of a caller is one call:
+	// used for the other kind, it is ErrKeyReused.
+	Kind string `json:"kind,omitempty"`
 	// Seq is the sequence ("" for the default one), Count and First what
-	// the first call got.
+	// the first call got, and TTLMs the TTL a reservation was opened with.
 	Seq   string `json:"seq,omitempty"`
 	Count uint64 `json:"count"`
 	First uint64 `json:"first"`
+	TTLMs int64  `json:"ttl_ms,omitempty"`
 	ID    string `json:"id"`
 }
 
@@ -130,6 +139,9 @@ func (k *Keys) replay(key Keyed, seq string, count uint64) (first uint64, ok boo
 	if !ok {
 		return 0, false, nil
 	}
+	if r.Kind == KeyReserve {
+		return 0, true, fmt.Errorf("%w: key %q first opened a reservation of %d IDs, now asks for %d IDs of sequence %q", ErrKeyReused, key.Key, r.Count, count, seq)
+	}
 	if r.Seq != seq || r.Count != count {
 		return 0, true, fmt.Errorf("%w: key %q first asked for %d IDs of sequence %q, now %d of %q", ErrKeyReused, key.Key, r.Count, r.Seq, count, seq)
 	}
@@ -161,4 +173,51 @@ func (s *State) keyedAlloc(a Alloc, nowMs int64) Allocation {
 		s.Keys.keep(KeyRecord{Seq: a.Seq, Count: a.Count, First: got.First, ID: a.id()})
 	}
 	return got
+}
+
+// keyedOpen applies a keyed Open. When its key holds a reservation, it
+// answers that one (the first call's ticks, count and TTL, and where it
+// stands now: open, completed, abandoned, expired, or unknown once
+// forgotten) and opens nothing: a retry, or a writer back from a crash,
+// learns its reservation and can complete it. Asked with another count
+// or TTL, or when the key was first used for IDs, it is ErrKeyReused.
+// Otherwise it opens the reservation and keeps it under the key, but
+// only when committed in the term its ticks were assigned in (else
+// ErrClaimTerm, nothing opened: a reservation's ticks, like a claim's,
+// had no round, so no retry may be given ticks refused to its first
+// attempt).
+func (t *Tracking) keyedOpen(tr Track, reach uint64, keys *Keys, term uint64) Outcome {
+	if r, ok := keys.lookup(tr.id()); ok {
+		switch {
+		case r.Kind != KeyReserve:
+			return Outcome{Err: fmt.Errorf("%w: key %q first asked for %d IDs of sequence %q, now opens a reservation of %d", ErrKeyReused, tr.Key, r.Count, r.Seq, tr.Count)}
+		case r.Count != tr.Count || !tr.AnyTTL && r.TTLMs != tr.TTLMs:
+			return Outcome{Err: fmt.Errorf("%w: key %q first opened a reservation of %d IDs for %d ms, now asks for %d for %d ms", ErrKeyReused, tr.Key, r.Count, r.TTLMs, tr.Count, tr.TTLMs)}
+		}
+		o := Outcome{First: r.First, Count: r.Count, TTLMs: r.TTLMs}
+		if open, ok := t.Open[r.First]; ok && open.Count == r.Count {
+			o.Fate, o.Ext = FateOpen, open.Ext
+		} else if f := t.fate(r.First, r.Count); f != FateCompleted || r.First >= t.Forgotten {
+			o.Fate = f
+		}
+		return o
+	}
+	if tr.Term != term {
+		return Outcome{Err: fmt.Errorf("%w: reservation committed in term %d, assigned in term %d", ErrClaimTerm, term, tr.Term)}
+	}
+	o := t.open(tr, reach)
+	if o.Err == nil {
+		keys.keep(KeyRecord{Kind: KeyReserve, Count: tr.Count, First: tr.First, TTLMs: tr.TTLMs, ID: tr.id()})
+	}
+	return o
+}
+
+// keyedTracks reports whether any of tracks carries a key.
+func keyedTracks(tracks []Track) bool {
+	for _, tr := range tracks {
+		if tr.Key != "" {
+			return true
+		}
+	}
+	return false
 }

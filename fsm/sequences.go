@@ -28,7 +28,8 @@ const KindDense = "dense"
 const MaxSequences = 100_000
 
 // SequencesVersion is the cluster version from which named sequences
-// (OpCreateSequence, OpDropSequence, Allocs) are accepted.
+// (OpCreateSequence, OpDropSequence, Allocs) and idempotency keys
+// (Claims, keyed Opens) are accepted.
 const SequencesVersion = 3
 
 // Errors of named sequences, in a Result or an Allocation.

@@ -80,6 +80,15 @@ type Track struct {
 	// Extend applied between the leader's judgement and the Expire makes
 	// the Expire a no-op.
 	Ext uint64 `json:"ext,omitempty"`
+	// Keyed is an Open's idempotency key (cluster version 3): the first
+	// Open with it opens and is kept under it; a later one answers that
+	// reservation and opens nothing (see keyedOpen). Term is the term a
+	// keyed Open's ticks were assigned in (as Claim.Term), and AnyTTL
+	// says the call named no TTL, so a retry takes the TTL its key's
+	// reservation got, whatever this leader's default.
+	Keyed
+	Term   uint64 `json:"term,omitempty"`
+	AnyTTL bool   `json:"any_ttl,omitempty"`
 }
 
 // Errors of tracking, in a Track's Outcome.
@@ -149,6 +158,11 @@ type Outcome struct {
 	Changed bool
 	// Err is set when the Track was refused; nothing changed.
 	Err error
+	// First, Count and TTLMs are, for an Open, the reservation it
+	// answers: its own, or for a keyed Open whose key already holds one
+	// (Changed false, Fate where that one stands now), the first one.
+	First, Count uint64
+	TTLMs        int64
 }
 
 // IsZero reports whether nothing was ever tracked, so a snapshot of a
@@ -171,8 +185,9 @@ func (t *Tracking) restore() {
 }
 
 // settle applies one OpSettle entry's Tracks and frontier. highWater
-// bounds the frontier: no tick at or above it was ever reserved.
-func (t *Tracking) settle(tracks []Track, frontier, highWater uint64) ([]Outcome, error) {
+// bounds the frontier: no tick at or above it was ever reserved. A keyed
+// Open is decided with keys, in the entry's term.
+func (t *Tracking) settle(tracks []Track, frontier, highWater uint64, keys *Keys, term uint64) ([]Outcome, error) {
 	if frontier > highWater {
 		return nil, fmt.Errorf("%w: frontier %d is above the high-water mark %d", ErrInvalid, frontier, highWater)
 	}
@@ -181,7 +196,7 @@ func (t *Tracking) settle(tracks []Track, frontier, highWater uint64) ([]Outcome
 	}
 	out := make([]Outcome, len(tracks))
 	for i, tr := range tracks {
-		out[i] = t.track(tr, max(frontier, t.Frontier))
+		out[i] = t.track(tr, max(frontier, t.Frontier), keys, term)
 	}
 	t.Frontier = max(t.Frontier, frontier)
 	t.Settled = max(t.Settled, min(t.Frontier, t.oldestOpen()))
@@ -203,7 +218,10 @@ func (t *Tracking) compactOrder() {
 }
 
 // track applies one Track; reach is the frontier after the entry.
-func (t *Tracking) track(tr Track, reach uint64) Outcome {
+func (t *Tracking) track(tr Track, reach uint64, keys *Keys, term uint64) Outcome {
+	if tr.Do == DoOpen && tr.Key != "" {
+		return t.keyedOpen(tr, reach, keys, term)
+	}
 	if tr.Do == DoOpen {
 		return t.open(tr, reach)
 	}
@@ -254,7 +272,7 @@ func (t *Tracking) open(tr Track, reach uint64) Outcome {
 	}
 	t.Open[tr.First] = Open{Count: tr.Count, TTLMs: tr.TTLMs}
 	t.order = append(t.order, tr.First)
-	return Outcome{Fate: FateOpen, Changed: true}
+	return Outcome{Fate: FateOpen, Changed: true, First: tr.First, Count: tr.Count, TTLMs: tr.TTLMs}
 }
 
 // fate is where a reservation that is not open stands.

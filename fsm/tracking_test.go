@@ -168,7 +168,7 @@ func checkSequence(t *testing.T, seq []step, mode string) {
 
 func settleTracks(t *testing.T, tk *Tracking, frontier, highWater uint64, tracks ...Track) []Outcome {
 	t.Helper()
-	out, err := tk.settle(tracks, frontier, highWater)
+	out, err := tk.settle(tracks, frontier, highWater, &Keys{}, 1)
 	if err != nil {
 		t.Fatalf("settle %+v: %v", tracks, err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/secure"
+	"github.com/seed-e8569b35/ordo/settle"
 )
 
 // checkKey refuses a key no caller may send.
@@ -30,10 +31,16 @@ func checkKey(key string) error {
 
 // keyOf is the call's key with its caller; empty when unkeyed.
 func keyOf(ctx context.Context, req *api.NextRequest) fsm.Keyed {
-	if req.IdempotencyKey == "" {
+	return keyed(ctx, req.IdempotencyKey)
+}
+
+// keyed is key with the caller of the call ctx carries; empty when key
+// is.
+func keyed(ctx context.Context, key string) fsm.Keyed {
+	if key == "" {
 		return fsm.Keyed{}
 	}
-	return fsm.Keyed{Caller: idempotencyCaller(ctx), Key: req.IdempotencyKey}
+	return fsm.Keyed{Caller: idempotencyCaller(ctx), Key: key}
 }
 
 // idempotencyCaller is whom a keyed call's key belongs to: the
@@ -65,11 +72,24 @@ func bounded(name string) string {
 	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
+// keysRead refuses to forward a keyed call before the cluster version
+// that reads keys: until then the leader may run an Ordo that ignores the
+// key (a field it does not know) and answers the call as unkeyed, so its
+// retry would take new IDs. From that version on every voter reads them;
+// a follower whose state lags refuses, and the caller retries.
+func (s *Server) keysRead() error {
+	if v := s.State.ClusterVersion(); v < fsm.SequencesVersion {
+		return fmt.Errorf("%w: this node's state says %d, idempotency keys need %d (a leader of an older Ordo would ignore the key): upgrade every node",
+			settle.ErrClusterVersion, v, fsm.SequencesVersion)
+	}
+	return nil
+}
+
 // keyedForwardContext is forwardContext, naming the caller of a keyed
-// call, which the leader cannot see.
-func (s *Server) keyedForwardContext(ctx context.Context, req *api.NextRequest) context.Context {
+// call (key set), which the leader cannot see.
+func (s *Server) keyedForwardContext(ctx context.Context, key string) context.Context {
 	fctx := s.forwardContext(ctx)
-	if req.IdempotencyKey == "" {
+	if key == "" {
 		return fctx
 	}
 	return metadata.AppendToOutgoingContext(fctx, api.CallerKey, idempotencyCaller(ctx))
@@ -86,7 +106,10 @@ func (s *Server) keyedNext(ctx context.Context, req *api.NextRequest) (*api.Next
 		return nil, err
 	}
 	if fwd {
-		return api.NewSequencerClient(conn).Next(s.keyedForwardContext(ctx, req), req)
+		if err := s.keysRead(); err != nil {
+			return nil, err
+		}
+		return api.NewSequencerClient(conn).Next(s.keyedForwardContext(ctx, req.IdempotencyKey), req)
 	}
 	first, err := s.Settle.Claim(ctx, keyOf(ctx, req), uint64(req.Count))
 	if err != nil {

@@ -20,7 +20,10 @@ import (
 
 // Settle is the leader's side of tracked reservations (*settle.Settler).
 type Settle interface {
-	Reserve(ctx context.Context, count uint64, ttl time.Duration) (settle.Reservation, error)
+	// ReserveKeyed opens a reservation of count ticks that lives ttl (0:
+	// the default). With a key, a retry answers the first call's
+	// reservation with its fate now.
+	ReserveKeyed(ctx context.Context, key fsm.Keyed, count uint64, ttl time.Duration) (settle.Reservation, error)
 	Decide(ctx context.Context, do fsm.Do, first, count uint64, ttl time.Duration) (fsm.Fate, uint64, error)
 	Watermark(ctx context.Context) (uint64, error)
 	// Claim commits count ticks of the default sequence under a key: a
@@ -82,20 +85,29 @@ func (s *Server) reserve(ctx context.Context, req *api.ReserveRequest) (*api.Res
 	if err := s.checkCount(req.Count); err != nil {
 		return nil, err
 	}
+	if err := checkKey(req.IdempotencyKey); err != nil {
+		return nil, err
+	}
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if fwd {
-		return api.NewSequencerClient(conn).Reserve(s.forwardContext(ctx), req)
+		if req.IdempotencyKey != "" {
+			if err := s.keysRead(); err != nil {
+				return nil, err
+			}
+		}
+		return api.NewSequencerClient(conn).Reserve(s.keyedForwardContext(ctx, req.IdempotencyKey), req)
 	}
-	r, err := s.Settle.Reserve(ctx, uint64(req.Count), ms(req.TtlMs))
+	r, err := s.Settle.ReserveKeyed(ctx, keyed(ctx, req.IdempotencyKey), uint64(req.Count), ms(req.TtlMs))
 	if err != nil {
 		return nil, err
 	}
 	return &api.ReserveResponse{
 		Handle: api.Handle{First: r.First, Count: r.Count}.String(), Runs: s.issue(r.Block),
 		TtlMs: uint32(r.TTL.Milliseconds()), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr,
+		Fate: api.Fate(r.Fate),
 	}, nil
 }
 

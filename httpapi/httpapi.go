@@ -158,7 +158,7 @@ type handler struct {
 //	GET /readyz             200 when the node can serve IDs, else 503
 //	GET /v1/ids?count=N     N IDs (1 by default) as JSON strings; &decode=true decodes each
 //	GET /v1/status          the cluster's status, as gRPC Admin/Status
-//	POST /v1/reservations?count=N&ttl=D           a tracked reservation of N IDs
+//	POST /v1/reservations?count=N&ttl=D           a tracked reservation of N IDs (Idempotency-Key: K keys it)
 //	POST /v1/reservations/complete?handle=H       its writes committed
 //	POST /v1/reservations/abandon?handle=H        its IDs will not be used
 //	POST /v1/reservations/extend?handle=H&ttl=D   it lives D longer

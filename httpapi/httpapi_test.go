@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -43,6 +46,8 @@ type fakeNode struct {
 	// r1.5.2 ttl=0" or "watermark"; fate is what a decision answers.
 	asked []string
 	fate  api.Fate
+	// reserveFate is what Reserve answers as the reservation's fate.
+	reserveFate api.Fate
 	// sequences are the named sequences DescribeSequence knows; seqNext
 	// the next value or tick NextInSequence hands out of each, from the
 	// sequence's Next; seqAsked each NextInSequence, as "books 3".
@@ -112,7 +117,11 @@ func (f *fakeNode) runsLocked(count uint32) []*api.IDRun {
 func (f *fakeNode) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.asked = append(f.asked, fmt.Sprintf("reserve %d ttl=%d", req.Count, req.TtlMs))
+	call := fmt.Sprintf("reserve %d ttl=%d", req.Count, req.TtlMs)
+	if req.IdempotencyKey != "" {
+		call += fmt.Sprintf(" key=%s caller=%s", req.IdempotencyKey, callerIn(ctx))
+	}
+	f.asked = append(f.asked, call)
 	if f.err != nil {
 		return nil, f.err
 	}
@@ -121,7 +130,21 @@ func (f *fakeNode) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.R
 	if ttl == 0 {
 		ttl = 30_000 // the node's default
 	}
-	return &api.ReserveResponse{Handle: handle, Runs: f.runsLocked(req.Count), TtlMs: ttl}, nil
+	return &api.ReserveResponse{Handle: handle, Runs: f.runsLocked(req.Count), TtlMs: ttl, Fate: f.reserveFate}, nil
+}
+
+// callerIn is who the node's gRPC path takes a keyed call's caller to be
+// from ctx: the certificate's subject (its peer's), else ordo-caller.
+func callerIn(ctx context.Context) string {
+	if p, ok := peer.FromContext(ctx); ok {
+		if info, ok := p.AuthInfo.(credentials.TLSInfo); ok && len(info.State.PeerCertificates) > 0 {
+			return "cert:" + info.State.PeerCertificates[0].Subject.String()
+		}
+	}
+	if v := metadata.ValueFromIncomingContext(ctx, api.CallerKey); len(v) > 0 {
+		return "named:" + v[0]
+	}
+	return "none"
 }
 
 func (f *fakeNode) Decide(ctx context.Context, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error) {

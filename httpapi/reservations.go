@@ -7,21 +7,62 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 )
 
 // reservationResponse is the answer of POST /v1/reservations. IDs are
-// rendered as /v1/ids renders them.
+// rendered as /v1/ids renders them. Fate is "open", or for a keyed
+// retry where the first call's reservation stands now.
 type reservationResponse struct {
 	Handle string   `json:"handle"`
 	IDs    []string `json:"ids"`
 	TTLMs  uint32   `json:"ttl_ms"`
+	Fate   string   `json:"fate"`
 }
+
+// The headers of a keyed reservation: the key (as the IETF draft names
+// it), and in plaintext the caller's name, as gRPC's ordo-caller
+// metadata (under TLS the certificate's subject names the caller).
+const (
+	KeyHeader    = "Idempotency-Key"
+	CallerHeader = "Ordo-Caller"
+)
+
+// keyedContext is ctx as the node's gRPC path reads a keyed call's caller
+// from it, so that a key is one caller's over HTTP and gRPC alike: the
+// client certificate (TLS) as the gRPC peer's, else the Ordo-Caller
+// header as the ordo-caller metadata.
+func keyedContext(ctx context.Context, r *http.Request) (context.Context, error) {
+	if r.TLS != nil {
+		return peer.NewContext(ctx, &peer.Peer{Addr: remoteAddr(r.RemoteAddr), AuthInfo: credentials.TLSInfo{State: *r.TLS}}), nil
+	}
+	name := r.Header.Get(CallerHeader)
+	if name == "" {
+		return ctx, nil
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x20 || name[i] > 0x7e {
+			return nil, fmt.Errorf("%w: %s %q: want printable ASCII", errBadQuery, CallerHeader, name)
+		}
+	}
+	return metadata.NewIncomingContext(ctx, metadata.Pairs(api.CallerKey, name)), nil
+}
+
+// remoteAddr is a request's remote address as a net.Addr.
+type remoteAddr string
+
+func (a remoteAddr) Network() string { return "tcp" }
+func (a remoteAddr) String() string  { return string(a) }
 
 // markResponse is W, as an ID of a 64-bit layout (0 under a 128-bit
 // one, as gRPC answers) and in ticks; strings, as IDs are everywhere.
@@ -55,9 +96,16 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
+	key := r.Header.Get(KeyHeader)
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
-	resp, err := h.node.Reserve(ctx, &api.ReserveRequest{Count: count, TtlMs: ttl})
+	if key != "" {
+		if ctx, err = keyedContext(ctx, r); err != nil {
+			h.fail(w, r, err)
+			return
+		}
+	}
+	resp, err := h.node.Reserve(ctx, &api.ReserveRequest{Count: count, TtlMs: ttl, IdempotencyKey: key})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -69,7 +117,14 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, reservationResponse{Handle: resp.Handle, IDs: ids, TTLMs: resp.TtlMs})
+	fate := fateName(resp.Fate)
+	switch {
+	case resp.Fate == api.Fate_FATE_UNSPECIFIED && key == "":
+		fate = "open" // a leader of an Ordo before keys names no fate
+	case resp.Fate == api.Fate_FATE_UNSPECIFIED:
+		fate = "unknown" // the cluster no longer knows it
+	}
+	writeJSON(w, http.StatusOK, reservationResponse{Handle: resp.Handle, IDs: ids, TTLMs: resp.TtlMs, Fate: fate})
 }
 
 // decide serves the route that does do to a reservation.

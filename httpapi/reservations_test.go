@@ -2,9 +2,11 @@ package httpapi
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -43,11 +45,11 @@ func TestReserve(t *testing.T) {
 	if w.Code != http.StatusOK {
 		t.Fatalf("%d %s", w.Code, w.Body)
 	}
-	if got := keys(t, w.Body.Bytes()); fmt.Sprint(got) != "[handle ids ttl_ms]" {
+	if got := keys(t, w.Body.Bytes()); fmt.Sprint(got) != "[fate handle ids ttl_ms]" {
 		t.Fatalf("fields %v: %s", got, w.Body)
 	}
 	body := decodeBody[reservationResponse](t, w)
-	if body.Handle != (api.Handle{First: first, Count: 5}).String() || body.TTLMs != 90_000 || len(body.IDs) != 5 {
+	if body.Handle != (api.Handle{First: first, Count: 5}).String() || body.TTLMs != 90_000 || len(body.IDs) != 5 || body.Fate != "open" {
 		t.Fatalf("%+v", body)
 	}
 	last := uint64(1 << 60)
@@ -232,5 +234,50 @@ func TestReservationRoutesNeedACertificate(t *testing.T) {
 	}
 	if len(f.asked) != 0 {
 		t.Fatalf("the node was asked: %q", f.asked)
+	}
+}
+
+// TestReserveKeyed: the Idempotency-Key header keys a reservation; its
+// caller is the Ordo-Caller header in plaintext (none: one namespace),
+// the client certificate under TLS (the header then ignored), as gRPC
+// takes them; a retry's fate comes back as the reservation stands.
+func TestReserveKeyed(t *testing.T) {
+	f := newFake(t)
+	f.reserveFate = api.Fate_FATE_COMPLETED
+	reserve := func(cfg Config, state *tls.ConnectionState, headers ...string) *httptest.ResponseRecorder {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, "/v1/reservations?count=2", nil)
+		for i := 0; i < len(headers); i += 2 {
+			req.Header.Set(headers[i], headers[i+1])
+		}
+		req.TLS = state
+		w := httptest.NewRecorder()
+		Handler(f, cfg).ServeHTTP(w, req)
+		return w
+	}
+	w := reserve(Config{}, nil, KeyHeader, "batch-9", CallerHeader, "billing")
+	if body := decodeBody[reservationResponse](t, w); w.Code != http.StatusOK || body.Fate != "completed" {
+		t.Fatalf("keyed reserve: %d %s, want the reservation, completed", w.Code, w.Body)
+	}
+	reserve(Config{}, nil, KeyHeader, "batch-9")
+	cert := &x509.Certificate{}
+	cert.Subject.CommonName = "writer-1"
+	reserve(Config{TLS: &tls.Config{}}, &tls.ConnectionState{PeerCertificates: []*x509.Certificate{cert}}, KeyHeader, "batch-9", CallerHeader, "billing")
+	reserve(Config{}, nil, CallerHeader, "billing") // unkeyed: no caller needed
+	want := []string{
+		"reserve 2 ttl=0 key=batch-9 caller=named:billing",
+		"reserve 2 ttl=0 key=batch-9 caller=none",
+		"reserve 2 ttl=0 key=batch-9 caller=cert:CN=writer-1",
+		"reserve 2 ttl=0",
+	}
+	if !slices.Equal(f.asked, want) {
+		t.Fatalf("node asked %q, want %q", f.asked, want)
+	}
+	if w := reserve(Config{}, nil, KeyHeader, "k", CallerHeader, "bad\x7fname"); w.Code != http.StatusBadRequest || len(f.asked) != len(want) {
+		t.Fatalf("a caller name that is not printable ASCII: %d %s, want 400 and no call", w.Code, w.Body)
+	}
+	f.reserveFate = api.Fate_FATE_UNSPECIFIED
+	if body := decodeBody[reservationResponse](t, reserve(Config{}, nil, KeyHeader, "k")); body.Fate != "unknown" {
+		t.Fatalf("a keyed retry whose fate the cluster no longer knows: fate %q, want unknown", body.Fate)
 	}
 }

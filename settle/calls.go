@@ -16,8 +16,11 @@ type request struct {
 	// sequence: alloc; none: a read of W.
 	count uint64
 	ttl   time.Duration
-	track *fsm.Track
-	alloc *fsm.Alloc
+	// key is a keyed reserve's, and anyTTL set when it named no TTL.
+	key    fsm.Keyed
+	anyTTL bool
+	track  *fsm.Track
+	alloc  *fsm.Alloc
 	// claim: a keyed call of the default sequence (count ticks).
 	claim *fsm.Keyed
 	// window: the alloc raises this window's limit (windows.go).
@@ -44,26 +47,52 @@ func (r *request) finish(err error) {
 type Reservation struct {
 	sequencer.Block
 	TTL time.Duration
+	// Fate is FateOpen, except for a keyed Reserve's retry: where the
+	// first call's reservation stands now (completed, abandoned, expired,
+	// or FateUnknown once forgotten). Its handle still names it.
+	Fate fsm.Fate
 }
 
 // Reserve hands out count ticks as one tracked reservation that lives ttl
 // (0: the default), once its opening is committed.
 func (s *Settler) Reserve(ctx context.Context, count uint64, ttl time.Duration) (Reservation, error) {
+	return s.ReserveKeyed(ctx, fsm.Keyed{}, count, ttl)
+}
+
+// ReserveKeyed is Reserve with an idempotency key (none when key.Key is
+// empty): the reservation is opened in the entry that keeps it under the
+// key, and a call with a key that holds one answers that reservation, as
+// first granted (ticks, count, TTL), with its fate now, and opens
+// nothing. Another count, or another TTL when the call names one, is
+// fsm.ErrKeyReused. A retry does not extend the reservation: Extend does.
+func (s *Settler) ReserveKeyed(ctx context.Context, key fsm.Keyed, count uint64, ttl time.Duration) (Reservation, error) {
 	if count == 0 {
 		// A request of no count is a read of W.
 		return Reservation{}, fmt.Errorf("%w: count 0", sequencer.ErrBadCount)
 	}
+	anyTTL := ttl == 0
 	if ttl == 0 {
 		ttl = s.cfg.DefaultTTL
 	}
 	if ttl < time.Millisecond || ttl > s.cfg.MaxTTL {
 		return Reservation{}, fmt.Errorf("%w: %s, the most this cluster allows is %s (--max-reservation-ttl)", ErrTTL, ttl, s.cfg.MaxTTL)
 	}
-	r, err := s.call(ctx, &request{count: count, ttl: ttl})
+	if key.Key == "" {
+		r, err := s.call(ctx, &request{count: count, ttl: ttl})
+		if err != nil {
+			return Reservation{}, err
+		}
+		return Reservation{Block: r.block, TTL: ttl, Fate: fsm.FateOpen}, nil
+	}
+	if err := s.keysVersion(); err != nil {
+		return Reservation{}, err
+	}
+	r, err := s.call(ctx, &request{count: count, ttl: ttl, key: key, anyTTL: anyTTL})
 	if err != nil {
 		return Reservation{}, err
 	}
-	return Reservation{Block: r.block, TTL: ttl}, nil
+	o := r.outcome
+	return Reservation{Block: sequencer.Block{First: o.First, Count: o.Count}, TTL: ms(o.TTLMs), Fate: o.Fate}, nil
 }
 
 // Decide commits a Complete, Abandon or Extend (ttl 0: the default) of
@@ -383,6 +412,12 @@ func (s *Settler) add(f *flight, r *request) {
 		}
 		r.block, r.term = b, term
 		tr := fsm.Track{Do: fsm.DoOpen, First: b.First, Count: b.Count, TTLMs: r.ttl.Milliseconds()}
+		if r.key.Key != "" {
+			// The FSM opens it only when the key holds no reservation,
+			// and only from an entry of this term; these ticks are then
+			// nobody's, below the frontier.
+			tr.Keyed, tr.Term, tr.AnyTTL = r.key, term, r.anyTTL
+		}
 		f.tracks, f.owners = append(f.tracks, tr), append(f.owners, r)
 	default:
 		f.reads = append(f.reads, r)
@@ -503,7 +538,12 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		}
 		r.outcome, r.settled = res.Outcomes[i], res.Settled
 		var err error
-		if r.count > 0 && res.Term != r.term {
+		if r.count > 0 && r.key.Key != "" {
+			// Keyed: the FSM decided, and refused new ticks from another
+			// term (fsm.ErrClaimTerm); a reservation its key held was so
+			// committed when first answered.
+			err = res.Outcomes[i].Err
+		} else if r.count > 0 && res.Term != r.term {
 			// Opened in another term than the ticks were assigned in:
 			// nothing proves no newer leader answered meanwhile. The
 			// reservation expires unanswered.
@@ -563,6 +603,11 @@ func (s *Settler) answer(f flight, err error) {
 func (s *Settler) account(tr fsm.Track, o fsm.Outcome, now time.Time) {
 	if tr.Do == fsm.DoOpen {
 		s.opening--
+		if !o.Changed {
+			// Refused, or a keyed retry that opened nothing: the
+			// reservation it answers keeps its own deadline.
+			return
+		}
 		s.stats.Reserved++
 	}
 	if !s.leading || o.Err != nil {

@@ -112,7 +112,7 @@ func runNext(args []string) error {
 	cf := addClientFlags(fs)
 	count := fs.Int("count", 1, "how many IDs")
 	sequence := fs.String("sequence", "", "the named sequence to take IDs from (ordo sequence create); the cluster's default sequence when left out")
-	key := fs.String("idempotency-key", "", "key the call (1 to 128 bytes): run again with the same key, --count and --sequence (and the same --caller, or certificate), within 24 h, it prints the same IDs; another --count or --sequence is refused")
+	key := fs.String("idempotency-key", "", "key the call (1 to 128 bytes): run again with the same key, --count and --sequence (and the same --caller, or certificate), while the cluster keeps the key (its newest 100,000), it prints the same IDs; another --count or --sequence, or a key used for ordo reserve, is refused")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}

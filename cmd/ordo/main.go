@@ -19,7 +19,7 @@ Usage: ordo <command> [flags]
 Commands:
   serve            run a node
   next             get IDs (--sequence NAME, --idempotency-key K)
-  reserve          get IDs that hold the settled mark back until completed or abandoned
+  reserve          get IDs that hold the settled mark back until completed or abandoned (--idempotency-key K)
   complete         settle reservation HANDLE once its IDs are published
   abandon          settle reservation HANDLE without publishing its IDs
   extend           give open reservation HANDLE more time

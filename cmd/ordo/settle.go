@@ -32,6 +32,7 @@ func runReserve(args []string) error {
 	cf := addClientFlags(fs)
 	count := fs.Int("count", 1, "how many IDs")
 	ttl := fs.Duration("ttl", 0, ttlUsage)
+	key := fs.String("idempotency-key", "", "key the reservation (1 to 128 bytes): run again with the same key and --count (and --ttl, if given; and the same --caller, or certificate), it prints the same handle and IDs, opening nothing, whatever became of the reservation since (ordo complete HANDLE tells); another --count or --ttl, or a key used for ordo next, is refused")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -44,7 +45,13 @@ func runReserve(args []string) error {
 	if err := checkTTL(*ttl); err != nil {
 		return err
 	}
+	if len(*key) > client.MaxKeyLen {
+		return fmt.Errorf("%w: --idempotency-key of %d bytes: want at most %d", errUsage, len(*key), client.MaxKeyLen)
+	}
 	return cf.with(func(ctx context.Context, c *client.Client) error {
+		if *key != "" {
+			ctx = client.WithIdempotencyKey(ctx, *key)
+		}
 		handle, ids, err := reserveText(ctx, c, *count, *ttl)
 		if err != nil {
 			return err

@@ -9,12 +9,15 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -41,6 +44,7 @@ func TestSettleCommandsRefuseBadInput(t *testing.T) {
 		{runReserve, []string{"--ttl", "-1s"}, "--ttl -1s: want 0"},
 		{runReserve, []string{"--count", "0"}, "--count 0: want at least 1"},
 		{runReserve, []string{"5"}, "give the count with --count"},
+		{runReserve, []string{"--idempotency-key", strings.Repeat("k", 129)}, "--idempotency-key of 129 bytes: want at most 128"},
 		{runWatermark, []string{"now"}, "give --watch"},
 	}
 	for _, tt := range tests {
@@ -86,13 +90,23 @@ func TestExitCode(t *testing.T) {
 type fakeNode struct {
 	api.UnimplementedSequencerServer
 	settleErr error
+	// reserved is each Reserve's caller and key, as "caller/key".
+	mu       sync.Mutex
+	reserved []string
 }
 
 func (f *fakeNode) Layout(context.Context, *api.LayoutRequest) (*api.LayoutResponse, error) {
 	return &api.LayoutResponse{Layout: "default"}, nil
 }
 
-func (f *fakeNode) Reserve(_ context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error) {
+func (f *fakeNode) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error) {
+	caller := ""
+	if v := metadata.ValueFromIncomingContext(ctx, api.CallerKey); len(v) > 0 {
+		caller = v[0]
+	}
+	f.mu.Lock()
+	f.reserved = append(f.reserved, caller+"/"+req.IdempotencyKey)
+	f.mu.Unlock()
 	return &api.ReserveResponse{Handle: "r1.10.2", TtlMs: req.TtlMs, Runs: []*api.IDRun{{First: 10, Count: req.Count, Step: 1}}}, nil
 }
 
@@ -219,5 +233,24 @@ func TestCompleteRefusedMustNotPublish(t *testing.T) {
 	addr := (&fakeNode{settleErr: status.Error(codes.NotFound, "no such reservation")}).serve(t)
 	if _, err := output(t, runComplete, "--addrs", addr, "r1.10.2"); errors.Is(err, errMustNotPublish) || status.Code(err) != codes.NotFound {
 		t.Errorf("an unknown handle: %v, want the node's NotFound", err)
+	}
+}
+
+// TestReserveKeyAndCaller: ordo reserve --idempotency-key sends the key,
+// and --caller names the caller, with the call.
+func TestReserveKeyAndCaller(t *testing.T) {
+	f := &fakeNode{}
+	addr := f.serve(t)
+	out, err := output(t, runReserve, "--addrs", addr, "--count", "2", "--idempotency-key", "batch-9", "--caller", "billing")
+	if err != nil || out != "r1.10.2\n10\n11\n" {
+		t.Fatalf("keyed reserve printed %q, %v", out, err)
+	}
+	if _, err := output(t, runReserve, "--addrs", addr); err != nil {
+		t.Fatal(err)
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if want := []string{"billing/batch-9", "/"}; !slices.Equal(f.reserved, want) {
+		t.Errorf("calls carried caller/key %q, want %q", f.reserved, want)
 	}
 }
