@@ -21,7 +21,7 @@ import (
 // CreateSequence implements api.AdminServer.
 func (a *Admin) CreateSequence(ctx context.Context, req *api.CreateSequenceRequest) (*api.SequenceInfo, error) {
 	resp, err := a.srv.defineSequence(ctx, req.Name, func() error {
-		return a.srv.Node.CreateSequence(ctx, req.Name, req.Kind, req.Group, req.Start)
+		return a.srv.Node.CreateSequence(ctx, req)
 	}, func(c api.AdminClient, ctx context.Context) (*api.SequenceInfo, error) {
 		return c.CreateSequence(ctx, req)
 	})

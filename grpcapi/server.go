@@ -66,7 +66,7 @@ type Node interface {
 	Backup(ctx context.Context) (*api.BackupResponse, error)
 	// CreateSequence and DropSequence commit a named sequence's
 	// definition, on the leader.
-	CreateSequence(ctx context.Context, name, kind string, group, start uint64) error
+	CreateSequence(ctx context.Context, req *api.CreateSequenceRequest) error
 	DropSequence(ctx context.Context, name string) error
 }
 
