@@ -150,6 +150,7 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 		return nil, err
 	}
 	s.Meter.Issued(uint64(req.Count))
+	s.Meter.IssuedIn(req.Sequence, uint64(req.Count))
 	return &api.NextResponse{Runs: sequenceRuns(seq, first, uint64(req.Count)), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr}, nil
 }
 

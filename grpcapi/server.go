@@ -113,6 +113,15 @@ type Meter interface {
 	Served(method, code string, d time.Duration)
 	// Issued counts IDs handed out.
 	Issued(count uint64)
+	// IssuedIn counts IDs handed out of named sequence name; Issued
+	// counts them too.
+	IssuedIn(name string, count uint64)
+	// SequenceRate is how many IDs of named sequence name this node
+	// handed out as leader, and how many a second over about the last
+	// RateWindow.
+	SequenceRate(name string) (issued uint64, perSecond float64)
+	// RateWindow is the interval SequenceRate measures over.
+	RateWindow() time.Duration
 }
 
 // Config is what the node was configured with that its calls use.
