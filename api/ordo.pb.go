@@ -843,7 +843,16 @@ type CreateSequenceRequest struct {
 	// The group field of a layout sequence's IDs; 0 for dense.
 	Group uint64 `protobuf:"varint,3,opt,name=group,proto3" json:"group,omitempty"`
 	// A dense sequence's first value; 0 means 1.
-	Start         uint64 `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`
+	Start uint64 `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`
+	// Refuse (FailedPrecondition) a group that another live named sequence
+	// of the same layout, or the cluster's default sequence if its layout
+	// is the same, already has: sequences of one layout and group hand out
+	// equal IDs, which is allowed without it. Layouts are the same when
+	// they make the same IDs (a custom spec with a preset's fields is that
+	// preset). Checked when this sequence is created, against those that
+	// exist then: a later create without it may still share the group.
+	// Layout sequences only (a dense one is InvalidArgument).
+	DistinctGroup bool `protobuf:"varint,5,opt,name=distinct_group,json=distinctGroup,proto3" json:"distinct_group,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -904,6 +913,13 @@ func (x *CreateSequenceRequest) GetStart() uint64 {
 		return x.Start
 	}
 	return 0
+}
+
+func (x *CreateSequenceRequest) GetDistinctGroup() bool {
+	if x != nil {
+		return x.DistinctGroup
+	}
+	return false
 }
 
 type ListSequencesRequest struct {
@@ -1429,8 +1445,12 @@ type NextResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Runs  []*IDRun               `protobuf:"bytes,1,rep,name=runs,proto3" json:"runs,omitempty"`
 	// The leader that issued the IDs, so clients can go there directly.
-	LeaderId      string `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderAddr    string `protobuf:"bytes,3,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	LeaderId   string `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddr string `protobuf:"bytes,3,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	// NextRequest.sequence, echoed: a client refuses an answer to a named
+	// sequence's call without it, which a node too old to serve named
+	// sequences would send from the default sequence.
+	Sequence      string `protobuf:"bytes,4,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1482,6 +1502,13 @@ func (x *NextResponse) GetLeaderId() string {
 func (x *NextResponse) GetLeaderAddr() string {
 	if x != nil {
 		return x.LeaderAddr
+	}
+	return ""
+}
+
+func (x *NextResponse) GetSequence() string {
+	if x != nil {
+		return x.Sequence
 	}
 	return ""
 }
@@ -1641,7 +1668,12 @@ func (x *LayoutResponse) GetLeaderAddr() string {
 }
 
 type StatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Also report the live named sequences (StatusResponse.sequences): the
+	// busiest first, at most sequence_limit of them (0: 50; at most
+	// 10,000, else InvalidArgument).
+	Sequences     bool   `protobuf:"varint,1,opt,name=sequences,proto3" json:"sequences,omitempty"`
+	SequenceLimit uint32 `protobuf:"varint,2,opt,name=sequence_limit,json=sequenceLimit,proto3" json:"sequence_limit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1676,6 +1708,112 @@ func (*StatusRequest) Descriptor() ([]byte, []int) {
 	return file_ordo_proto_rawDescGZIP(), []int{24}
 }
 
+func (x *StatusRequest) GetSequences() bool {
+	if x != nil {
+		return x.Sequences
+	}
+	return false
+}
+
+func (x *StatusRequest) GetSequenceLimit() uint32 {
+	if x != nil {
+		return x.SequenceLimit
+	}
+	return 0
+}
+
+// One named sequence in StatusResponse.
+type SequenceStatus struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// "dense", or the canonical layout spec.
+	Kind  string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	Group uint64 `protobuf:"varint,3,opt,name=group,proto3" json:"group,omitempty"`
+	// The next value (dense) or tick (layout) the sequence hands out at
+	// the earliest, as in SequenceInfo.
+	Next uint64 `protobuf:"varint,4,opt,name=next,proto3" json:"next,omitempty"`
+	// IDs per second the leader handed out of it over about the last 10 s
+	// (StatusResponse.rate_window_ms); 0 when rates_from is empty.
+	Rate float64 `protobuf:"fixed64,5,opt,name=rate,proto3" json:"rate,omitempty"`
+	// IDs the leader handed out of it since its process started (only
+	// while it led).
+	Issued        uint64 `protobuf:"varint,6,opt,name=issued,proto3" json:"issued,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SequenceStatus) Reset() {
+	*x = SequenceStatus{}
+	mi := &file_ordo_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SequenceStatus) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SequenceStatus) ProtoMessage() {}
+
+func (x *SequenceStatus) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SequenceStatus.ProtoReflect.Descriptor instead.
+func (*SequenceStatus) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SequenceStatus) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SequenceStatus) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *SequenceStatus) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *SequenceStatus) GetNext() uint64 {
+	if x != nil {
+		return x.Next
+	}
+	return 0
+}
+
+func (x *SequenceStatus) GetRate() float64 {
+	if x != nil {
+		return x.Rate
+	}
+	return 0
+}
+
+func (x *SequenceStatus) GetIssued() uint64 {
+	if x != nil {
+		return x.Issued
+	}
+	return 0
+}
+
 type NodeStatusRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1684,7 +1822,7 @@ type NodeStatusRequest struct {
 
 func (x *NodeStatusRequest) Reset() {
 	*x = NodeStatusRequest{}
-	mi := &file_ordo_proto_msgTypes[25]
+	mi := &file_ordo_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1696,7 +1834,7 @@ func (x *NodeStatusRequest) String() string {
 func (*NodeStatusRequest) ProtoMessage() {}
 
 func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[25]
+	mi := &file_ordo_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1709,7 +1847,7 @@ func (x *NodeStatusRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatusRequest.ProtoReflect.Descriptor instead.
 func (*NodeStatusRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{25}
+	return file_ordo_proto_rawDescGZIP(), []int{26}
 }
 
 type NodeInfo struct {
@@ -1754,7 +1892,7 @@ type NodeInfo struct {
 
 func (x *NodeInfo) Reset() {
 	*x = NodeInfo{}
-	mi := &file_ordo_proto_msgTypes[26]
+	mi := &file_ordo_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1766,7 +1904,7 @@ func (x *NodeInfo) String() string {
 func (*NodeInfo) ProtoMessage() {}
 
 func (x *NodeInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[26]
+	mi := &file_ordo_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1779,7 +1917,7 @@ func (x *NodeInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeInfo.ProtoReflect.Descriptor instead.
 func (*NodeInfo) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{26}
+	return file_ordo_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *NodeInfo) GetId() string {
@@ -1895,19 +2033,30 @@ func (x *NodeInfo) GetHasState() bool {
 }
 
 type StatusResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Nodes         []*NodeInfo            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
-	LeaderId      string                 `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
-	LeaderAddr    string                 `protobuf:"bytes,3,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
-	Layout        string                 `protobuf:"bytes,4,opt,name=layout,proto3" json:"layout,omitempty"`
-	Group         uint64                 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Nodes      []*NodeInfo            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	LeaderId   string                 `protobuf:"bytes,2,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
+	LeaderAddr string                 `protobuf:"bytes,3,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	Layout     string                 `protobuf:"bytes,4,opt,name=layout,proto3" json:"layout,omitempty"`
+	Group      uint64                 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
+	// When StatusRequest.sequences asks: the live named sequences, by rate
+	// (highest first), then by name; at most the limit asked for, and
+	// more_sequences tells how many others there are.
+	Sequences     []*SequenceStatus `protobuf:"bytes,6,rep,name=sequences,proto3" json:"sequences,omitempty"`
+	MoreSequences uint64            `protobuf:"varint,7,opt,name=more_sequences,json=moreSequences,proto3" json:"more_sequences,omitempty"`
+	// The id of the node whose counts the rates are, the leader that
+	// answered; empty when the node that answered does not lead (no leader
+	// was reached), and then every rate is 0.
+	RatesFrom string `protobuf:"bytes,8,opt,name=rates_from,json=ratesFrom,proto3" json:"rates_from,omitempty"`
+	// The interval each rate is measured over, in milliseconds.
+	RateWindowMs  uint32 `protobuf:"varint,9,opt,name=rate_window_ms,json=rateWindowMs,proto3" json:"rate_window_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_ordo_proto_msgTypes[27]
+	mi := &file_ordo_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2068,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[27]
+	mi := &file_ordo_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2081,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{27}
+	return file_ordo_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *StatusResponse) GetNodes() []*NodeInfo {
@@ -1970,6 +2119,34 @@ func (x *StatusResponse) GetGroup() uint64 {
 	return 0
 }
 
+func (x *StatusResponse) GetSequences() []*SequenceStatus {
+	if x != nil {
+		return x.Sequences
+	}
+	return nil
+}
+
+func (x *StatusResponse) GetMoreSequences() uint64 {
+	if x != nil {
+		return x.MoreSequences
+	}
+	return 0
+}
+
+func (x *StatusResponse) GetRatesFrom() string {
+	if x != nil {
+		return x.RatesFrom
+	}
+	return ""
+}
+
+func (x *StatusResponse) GetRateWindowMs() uint32 {
+	if x != nil {
+		return x.RateWindowMs
+	}
+	return 0
+}
+
 type JoinRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Id       string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -1989,7 +2166,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_ordo_proto_msgTypes[28]
+	mi := &file_ordo_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2001,7 +2178,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[28]
+	mi := &file_ordo_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2014,7 +2191,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{28}
+	return file_ordo_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *JoinRequest) GetId() string {
@@ -2067,7 +2244,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_ordo_proto_msgTypes[29]
+	mi := &file_ordo_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2079,7 +2256,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[29]
+	mi := &file_ordo_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2092,7 +2269,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{29}
+	return file_ordo_proto_rawDescGZIP(), []int{30}
 }
 
 type RegisterRequest struct {
@@ -2105,7 +2282,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_ordo_proto_msgTypes[30]
+	mi := &file_ordo_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2117,7 +2294,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[30]
+	mi := &file_ordo_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2130,7 +2307,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{30}
+	return file_ordo_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RegisterRequest) GetId() string {
@@ -2155,7 +2332,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_ordo_proto_msgTypes[31]
+	mi := &file_ordo_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2167,7 +2344,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[31]
+	mi := &file_ordo_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2180,7 +2357,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{31}
+	return file_ordo_proto_rawDescGZIP(), []int{32}
 }
 
 type RemoveRequest struct {
@@ -2192,7 +2369,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_ordo_proto_msgTypes[32]
+	mi := &file_ordo_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2204,7 +2381,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[32]
+	mi := &file_ordo_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2217,7 +2394,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{32}
+	return file_ordo_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RemoveRequest) GetId() string {
@@ -2235,7 +2412,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_ordo_proto_msgTypes[33]
+	mi := &file_ordo_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2247,7 +2424,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[33]
+	mi := &file_ordo_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2260,7 +2437,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{33}
+	return file_ordo_proto_rawDescGZIP(), []int{34}
 }
 
 type TransferLeaderRequest struct {
@@ -2272,7 +2449,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_ordo_proto_msgTypes[34]
+	mi := &file_ordo_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2284,7 +2461,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[34]
+	mi := &file_ordo_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2297,7 +2474,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{34}
+	return file_ordo_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *TransferLeaderRequest) GetId() string {
@@ -2316,7 +2493,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_ordo_proto_msgTypes[35]
+	mi := &file_ordo_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2505,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[35]
+	mi := &file_ordo_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2518,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{35}
+	return file_ordo_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -2359,7 +2536,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_ordo_proto_msgTypes[36]
+	mi := &file_ordo_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2548,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[36]
+	mi := &file_ordo_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2561,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{36}
+	return file_ordo_proto_rawDescGZIP(), []int{37}
 }
 
 type BackupResponse struct {
@@ -2424,7 +2601,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_ordo_proto_msgTypes[37]
+	mi := &file_ordo_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2436,7 +2613,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[37]
+	mi := &file_ordo_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2449,7 +2626,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{37}
+	return file_ordo_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *BackupResponse) GetClusterId() string {
@@ -2604,12 +2781,13 @@ const file_ordo_proto_rawDesc = "" +
 	"\x06counts\x18\x05 \x03(\rR\x06counts\x12\x12\n" +
 	"\x04code\x18\x06 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x1a\n" +
-	"\bsequence\x18\b \x01(\tR\bsequence\"k\n" +
+	"\bsequence\x18\b \x01(\tR\bsequence\"\x92\x01\n" +
 	"\x15CreateSequenceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\x04R\x05group\x12\x14\n" +
-	"\x05start\x18\x04 \x01(\x04R\x05start\"\x16\n" +
+	"\x05start\x18\x04 \x01(\x04R\x05start\x12%\n" +
+	"\x0edistinct_group\x18\x05 \x01(\bR\rdistinctGroup\"\x16\n" +
 	"\x14ListSequencesRequest\"L\n" +
 	"\x15ListSequencesResponse\x123\n" +
 	"\tsequences\x18\x01 \x03(\v2\x15.ordo.v1.SequenceInfoR\tsequences\"%\n" +
@@ -2643,12 +2821,13 @@ const file_ordo_proto_rawDesc = "" +
 	"\x05IDRun\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x12\n" +
-	"\x04step\x18\x03 \x01(\x04R\x04step\"p\n" +
+	"\x04step\x18\x03 \x01(\x04R\x04step\"\x8c\x01\n" +
 	"\fNextResponse\x12\"\n" +
 	"\x04runs\x18\x01 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x03 \x01(\tR\n" +
-	"leaderAddr\"\x0f\n" +
+	"leaderAddr\x12\x1a\n" +
+	"\bsequence\x18\x04 \x01(\tR\bsequence\"\x0f\n" +
 	"\rLayoutRequest\"\x9d\x02\n" +
 	"\x0eLayoutResponse\x12\x16\n" +
 	"\x06layout\x18\x01 \x01(\tR\x06layout\x12\x14\n" +
@@ -2663,8 +2842,17 @@ const file_ordo_proto_rawDesc = "" +
 	"\tleader_id\x18\t \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\n" +
 	" \x01(\tR\n" +
-	"leaderAddr\"\x0f\n" +
-	"\rStatusRequest\"\x13\n" +
+	"leaderAddr\"T\n" +
+	"\rStatusRequest\x12\x1c\n" +
+	"\tsequences\x18\x01 \x01(\bR\tsequences\x12%\n" +
+	"\x0esequence_limit\x18\x02 \x01(\rR\rsequenceLimit\"\x8e\x01\n" +
+	"\x0eSequenceStatus\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
+	"\x05group\x18\x03 \x01(\x04R\x05group\x12\x12\n" +
+	"\x04next\x18\x04 \x01(\x04R\x04next\x12\x12\n" +
+	"\x04rate\x18\x05 \x01(\x01R\x04rate\x12\x16\n" +
+	"\x06issued\x18\x06 \x01(\x04R\x06issued\"\x13\n" +
 	"\x11NodeStatusRequest\"\xe8\x03\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
@@ -2685,14 +2873,19 @@ const file_ordo_proto_rawDesc = "" +
 	"\x0ewatermark_tick\x18\x10 \x01(\x04R\rwatermarkTick\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\f \x01(\tR\tclusterId\x12\x1b\n" +
-	"\thas_state\x18\r \x01(\bR\bhasState\"\xa5\x01\n" +
+	"\thas_state\x18\r \x01(\bR\bhasState\"\xc8\x02\n" +
 	"\x0eStatusResponse\x12'\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x11.ordo.v1.NodeInfoR\x05nodes\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x03 \x01(\tR\n" +
 	"leaderAddr\x12\x16\n" +
 	"\x06layout\x18\x04 \x01(\tR\x06layout\x12\x14\n" +
-	"\x05group\x18\x05 \x01(\x04R\x05group\"\xaa\x01\n" +
+	"\x05group\x18\x05 \x01(\x04R\x05group\x125\n" +
+	"\tsequences\x18\x06 \x03(\v2\x17.ordo.v1.SequenceStatusR\tsequences\x12%\n" +
+	"\x0emore_sequences\x18\a \x01(\x04R\rmoreSequences\x12\x1d\n" +
+	"\n" +
+	"rates_from\x18\b \x01(\tR\tratesFrom\x12$\n" +
+	"\x0erate_window_ms\x18\t \x01(\rR\frateWindowMs\"\xaa\x01\n" +
 	"\vJoinRequest\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -2782,7 +2975,7 @@ func file_ordo_proto_rawDescGZIP() []byte {
 }
 
 var file_ordo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_ordo_proto_goTypes = []any{
 	(Fate)(0),                      // 0: ordo.v1.Fate
 	(*ReserveRequest)(nil),         // 1: ordo.v1.ReserveRequest
@@ -2810,20 +3003,21 @@ var file_ordo_proto_goTypes = []any{
 	(*LayoutRequest)(nil),          // 23: ordo.v1.LayoutRequest
 	(*LayoutResponse)(nil),         // 24: ordo.v1.LayoutResponse
 	(*StatusRequest)(nil),          // 25: ordo.v1.StatusRequest
-	(*NodeStatusRequest)(nil),      // 26: ordo.v1.NodeStatusRequest
-	(*NodeInfo)(nil),               // 27: ordo.v1.NodeInfo
-	(*StatusResponse)(nil),         // 28: ordo.v1.StatusResponse
-	(*JoinRequest)(nil),            // 29: ordo.v1.JoinRequest
-	(*JoinResponse)(nil),           // 30: ordo.v1.JoinResponse
-	(*RegisterRequest)(nil),        // 31: ordo.v1.RegisterRequest
-	(*RegisterResponse)(nil),       // 32: ordo.v1.RegisterResponse
-	(*RemoveRequest)(nil),          // 33: ordo.v1.RemoveRequest
-	(*RemoveResponse)(nil),         // 34: ordo.v1.RemoveResponse
-	(*TransferLeaderRequest)(nil),  // 35: ordo.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 36: ordo.v1.TransferLeaderResponse
-	(*BackupRequest)(nil),          // 37: ordo.v1.BackupRequest
-	(*BackupResponse)(nil),         // 38: ordo.v1.BackupResponse
-	nil,                            // 39: ordo.v1.BackupResponse.MembersEntry
+	(*SequenceStatus)(nil),         // 26: ordo.v1.SequenceStatus
+	(*NodeStatusRequest)(nil),      // 27: ordo.v1.NodeStatusRequest
+	(*NodeInfo)(nil),               // 28: ordo.v1.NodeInfo
+	(*StatusResponse)(nil),         // 29: ordo.v1.StatusResponse
+	(*JoinRequest)(nil),            // 30: ordo.v1.JoinRequest
+	(*JoinResponse)(nil),           // 31: ordo.v1.JoinResponse
+	(*RegisterRequest)(nil),        // 32: ordo.v1.RegisterRequest
+	(*RegisterResponse)(nil),       // 33: ordo.v1.RegisterResponse
+	(*RemoveRequest)(nil),          // 34: ordo.v1.RemoveRequest
+	(*RemoveResponse)(nil),         // 35: ordo.v1.RemoveResponse
+	(*TransferLeaderRequest)(nil),  // 36: ordo.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 37: ordo.v1.TransferLeaderResponse
+	(*BackupRequest)(nil),          // 38: ordo.v1.BackupRequest
+	(*BackupResponse)(nil),         // 39: ordo.v1.BackupResponse
+	nil,                            // 40: ordo.v1.BackupResponse.MembersEntry
 }
 var file_ordo_proto_depIdxs = []int32{
 	21, // 0: ordo.v1.ReserveResponse.runs:type_name -> ordo.v1.IDRun
@@ -2834,58 +3028,59 @@ var file_ordo_proto_depIdxs = []int32{
 	21, // 5: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
 	17, // 6: ordo.v1.ListSequencesResponse.sequences:type_name -> ordo.v1.SequenceInfo
 	21, // 7: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
-	27, // 8: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
-	39, // 9: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
-	17, // 10: ordo.v1.BackupResponse.sequences:type_name -> ordo.v1.SequenceInfo
-	20, // 11: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	23, // 12: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	9,  // 13: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
-	1,  // 14: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
-	3,  // 15: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
-	3,  // 16: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
-	4,  // 17: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
-	6,  // 18: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
-	7,  // 19: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
-	25, // 20: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	26, // 21: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	29, // 22: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	31, // 23: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
-	33, // 24: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	35, // 25: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	37, // 26: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
-	13, // 27: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
-	14, // 28: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
-	16, // 29: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
-	16, // 30: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
-	18, // 31: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	9,  // 32: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
-	22, // 33: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	24, // 34: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	11, // 35: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	2,  // 36: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
-	5,  // 37: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
-	5,  // 38: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
-	5,  // 39: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
-	8,  // 40: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
-	8,  // 41: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
-	28, // 42: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	27, // 43: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	30, // 44: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	32, // 45: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
-	34, // 46: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	36, // 47: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	38, // 48: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
-	17, // 49: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
-	15, // 50: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
-	17, // 51: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
-	17, // 52: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
-	19, // 53: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	11, // 54: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
-	33, // [33:55] is the sub-list for method output_type
-	11, // [11:33] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	28, // 8: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
+	26, // 9: ordo.v1.StatusResponse.sequences:type_name -> ordo.v1.SequenceStatus
+	40, // 10: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
+	17, // 11: ordo.v1.BackupResponse.sequences:type_name -> ordo.v1.SequenceInfo
+	20, // 12: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	23, // 13: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	9,  // 14: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	1,  // 15: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
+	3,  // 16: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
+	3,  // 17: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
+	4,  // 18: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
+	6,  // 19: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
+	7,  // 20: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
+	25, // 21: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	27, // 22: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	30, // 23: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	32, // 24: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
+	34, // 25: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	36, // 26: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	38, // 27: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
+	13, // 28: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
+	14, // 29: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
+	16, // 30: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
+	16, // 31: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
+	18, // 32: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	9,  // 33: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
+	22, // 34: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	24, // 35: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	11, // 36: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	2,  // 37: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
+	5,  // 38: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
+	5,  // 39: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
+	5,  // 40: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
+	8,  // 41: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
+	8,  // 42: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
+	29, // 43: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	28, // 44: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	31, // 45: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	33, // 46: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
+	35, // 47: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	37, // 48: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	39, // 49: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	17, // 50: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
+	15, // 51: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
+	17, // 52: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
+	17, // 53: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
+	19, // 54: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	11, // 55: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
+	34, // [34:56] is the sub-list for method output_type
+	12, // [12:34] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }
@@ -2899,7 +3094,7 @@ func file_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

@@ -542,7 +542,9 @@ type AdminClient interface {
 	Backup(ctx context.Context, in *BackupRequest, opts ...grpc.CallOption) (*BackupResponse, error)
 	// CreateSequence creates a named sequence (admin access). A name in use
 	// is AlreadyExists; a dropped name comes back as a new sequence of the
-	// same kind that starts above everything the old one handed out.
+	// same kind that starts above everything the old one handed out. With
+	// distinct_group, a group already in use under the layout is
+	// FailedPrecondition.
 	CreateSequence(ctx context.Context, in *CreateSequenceRequest, opts ...grpc.CallOption) (*SequenceInfo, error)
 	// ListSequences lists the named sequences, dropped ones left out.
 	ListSequences(ctx context.Context, in *ListSequencesRequest, opts ...grpc.CallOption) (*ListSequencesResponse, error)
@@ -705,7 +707,9 @@ type AdminServer interface {
 	Backup(context.Context, *BackupRequest) (*BackupResponse, error)
 	// CreateSequence creates a named sequence (admin access). A name in use
 	// is AlreadyExists; a dropped name comes back as a new sequence of the
-	// same kind that starts above everything the old one handed out.
+	// same kind that starts above everything the old one handed out. With
+	// distinct_group, a group already in use under the layout is
+	// FailedPrecondition.
 	CreateSequence(context.Context, *CreateSequenceRequest) (*SequenceInfo, error)
 	// ListSequences lists the named sequences, dropped ones left out.
 	ListSequences(context.Context, *ListSequencesRequest) (*ListSequencesResponse, error)

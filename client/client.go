@@ -369,6 +369,9 @@ func (c *Client) fetchFrom(ctx context.Context, sequence string, n int, ticks bo
 	if err != nil {
 		return nil, keyErr(err)
 	}
+	if resp.Sequence != sequence {
+		return nil, fmt.Errorf("%w: an answer to a call of sequence %q names sequence %q: the node serves no named sequences (upgrade every node)", ErrBadResponse, sequence, resp.Sequence)
+	}
 	ids, err := expand(resp.Runs, n)
 	if err != nil {
 		return nil, err

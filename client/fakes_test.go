@@ -509,7 +509,11 @@ func (f *fakeSequences) Next(ctx context.Context, req *api.NextRequest) (*api.Ne
 	if !ok {
 		return nil, noSequence(req.Sequence)
 	}
-	return next(ctx, req)
+	resp, err := next(ctx, req)
+	if resp != nil && resp.Sequence == "" {
+		resp.Sequence = req.Sequence // as a node that serves named sequences does
+	}
+	return resp, err
 }
 
 // askedFor returns what every Next asked for so far.
@@ -615,7 +619,7 @@ func (l *keyedLog) next(ctx context.Context, req *api.NextRequest) (*api.NextRes
 	}
 	l.attempts = append(l.attempts, keyedAttempt{req.IdempotencyKey, caller, req.Sequence})
 	run := func(first uint64) *api.NextResponse {
-		return &api.NextResponse{Runs: []*api.IDRun{{First: first, Count: req.Count, Step: 1}}}
+		return &api.NextResponse{Runs: []*api.IDRun{{First: first, Count: req.Count, Step: 1}}, Sequence: req.Sequence}
 	}
 	if req.IdempotencyKey == "" {
 		first := l.last[req.Sequence] + 1

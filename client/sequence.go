@@ -224,11 +224,25 @@ func parseKind(info *api.SequenceInfo) (*sequenceKind, error) {
 	return &sequenceKind{layout: l, group: info.Group}, nil
 }
 
+// SequenceOption is an option of CreateSequence.
+type SequenceOption func(*api.CreateSequenceRequest)
+
+// DistinctGroup makes CreateSequence of a layout sequence refuse a group
+// that another live named sequence of the same layout, or the cluster's
+// default sequence if its layout is the same, already has: the cluster's
+// FailedPrecondition, naming the sequence that has it. It is checked
+// when the sequence is created, against those that exist then. A dense
+// sequence has no group: with it, the cluster's InvalidArgument.
+func DistinctGroup() SequenceOption {
+	return func(r *api.CreateSequenceRequest) { r.DistinctGroup = true }
+}
+
 // CreateSequence creates the named sequence name (admin access) of kind
 // DenseKind, counting from start (0 means 1; group must be 0), or of a
 // layout as --layout takes it (default, twitter, ..., uuidv7, ulid,
 // custom:...) with group in its group field (start must be 0). Two
-// sequences may share a group and then hand out equal values.
+// sequences may share a group and then hand out equal values, unless the
+// create asks for DistinctGroup.
 //
 // A name in use is the cluster's AlreadyExists. A dropped name comes back
 // as a sequence of the same kind that starts above everything the old
@@ -238,8 +252,11 @@ func parseKind(info *api.SequenceInfo) (*sequenceKind, error) {
 // just the kind, group and start asked for, that sequence is the answer
 // (a caller that must tell its own creation from another's gives each
 // creation a name of its own).
-func (c *Client) CreateSequence(ctx context.Context, name, kind string, group, start uint64) (*api.SequenceInfo, error) {
+func (c *Client) CreateSequence(ctx context.Context, name, kind string, group, start uint64, opts ...SequenceOption) (*api.SequenceInfo, error) {
 	req := &api.CreateSequenceRequest{Name: name, Kind: kind, Group: group, Start: start}
+	for _, o := range opts {
+		o(req)
+	}
 	var info *api.SequenceInfo
 	attempts := 0
 	err := c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) error {

@@ -246,8 +246,11 @@ func TestSequenceAdminCalls(t *testing.T) {
 	if err != nil || info.Name != "books" || got.Name != "books" || got.Kind != "dense" || got.Start != 100 || got.Group != 0 {
 		t.Fatalf("CreateSequence = %v, %v; the node got %v", info, err, got)
 	}
-	if _, err := c.CreateSequence(ctx, "flakes", "twitter", 5, 0); err != nil || got.Kind != "twitter" || got.Group != 5 {
+	if _, err := c.CreateSequence(ctx, "flakes", "twitter", 5, 0); err != nil || got.Kind != "twitter" || got.Group != 5 || got.DistinctGroup {
 		t.Fatalf("CreateSequence of a layout = %v; the node got %v", err, got)
+	}
+	if _, err := c.CreateSequence(ctx, "flakes2", "twitter", 6, 0, DistinctGroup()); err != nil || got.Name != "flakes2" || !got.DistinctGroup {
+		t.Fatalf("CreateSequence with DistinctGroup = %v; the node got %v", err, got)
 	}
 	list, err := c.ListSequences(ctx)
 	if err != nil || len(list) != 1 || list[0].Name != "books" {

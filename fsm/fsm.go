@@ -125,6 +125,14 @@ type Command struct {
 	Start    uint64  `json:"start,omitempty"`
 	Allocs   []Alloc `json:"allocs,omitempty"`
 	NowMs    int64   `json:"now_ms,omitempty"`
+	// DistinctGroup makes an OpCreateSequence of a layout sequence refuse
+	// a group another live named sequence of the same layout, or the
+	// default sequence if the cluster's layout is the same, already has
+	// (ErrGroupInUse). It came with the named sequences themselves
+	// (cluster version 3), so every node that reads OpCreateSequence
+	// knows it; omitted when false, so an entry written without it
+	// decodes as it always did.
+	DistinctGroup bool `json:"distinct_group,omitempty"`
 	// Claims are keyed calls of the default sequence (see Keys).
 	Claims []Claim `json:"claims,omitempty"`
 	// Clock is the proposer's clock reading in ticks (reserve only; 0 for
@@ -261,6 +269,9 @@ func Decode(b []byte) (Command, error) {
 		}
 		if _, err := NewSequence(c.Kind, c.Group, c.Start); err != nil {
 			return Command{}, err
+		}
+		if c.DistinctGroup && c.Kind == KindDense {
+			return Command{}, fmt.Errorf("%w: a dense sequence has no group to keep distinct", ErrInvalid)
 		}
 	case OpDropSequence:
 		if err := CheckSequenceName(c.Sequence); err != nil {

@@ -47,6 +47,11 @@ var (
 	ErrSequenceFull = errors.New("sequence cannot hand out that many IDs")
 	// ErrTooManySequences means MaxSequences are defined.
 	ErrTooManySequences = errors.New("too many sequences")
+	// ErrGroupInUse means a create that asked for a distinct group
+	// (Command.DistinctGroup) named a group another live named sequence
+	// of the same layout, or the default sequence, already has: the two
+	// would hand out equal IDs.
+	ErrGroupInUse = errors.New("group in use")
 )
 
 // CheckSequenceName is api.CheckSequenceName, the one rule of names, as
@@ -127,11 +132,12 @@ func (s *State) defineSequence(c Command) error {
 	if c.Op == OpDropSequence {
 		return s.dropSequence(c.Sequence)
 	}
-	return s.createSequence(c.Sequence, c.Kind, c.Group, c.Start)
+	return s.createSequence(c.Sequence, c.Kind, c.Group, c.Start, c.DistinctGroup)
 }
 
-// createSequence applies an OpCreateSequence.
-func (s *State) createSequence(name, kind string, group, start uint64) error {
+// createSequence applies an OpCreateSequence; distinct asks for a group
+// no other sequence of the layout has (checkDistinctGroup).
+func (s *State) createSequence(name, kind string, group, start uint64, distinct bool) error {
 	def, err := NewSequence(kind, group, start)
 	if err != nil {
 		return err
@@ -142,6 +148,13 @@ func (s *State) createSequence(name, kind string, group, start uint64) error {
 		return fmt.Errorf("%w: %q", ErrSequenceExists, name)
 	case ok && (old.Kind != def.Kind || old.Group != def.Group):
 		return fmt.Errorf("%w: %q was %s group %d", ErrSequenceKind, name, old.Kind, old.Group)
+	}
+	if distinct {
+		if err := s.checkDistinctGroup(def); err != nil {
+			return err
+		}
+	}
+	switch {
 	case ok:
 		old.Dropped, old.Next = false, max(old.Next, def.Next)
 		return nil
@@ -153,6 +166,44 @@ func (s *State) createSequence(name, kind string, group, start uint64) error {
 	}
 	s.Sequences[name] = &def
 	return nil
+}
+
+// checkDistinctGroup refuses def, about to be created, when its group is
+// already another's under the same layout: a live named sequence's (a
+// dropped one hands out nothing more, and the name being created is live
+// only when the create is refused anyway), or the cluster's default
+// sequence's.
+// Layouts are the same when they make the same IDs, whatever they are
+// called (a custom spec with a preset's fields is that preset). Of
+// several, the first name in order is named, so every node says alike.
+func (s *State) checkDistinctGroup(def Sequence) error {
+	if def.Layout == nil {
+		return fmt.Errorf("%w: a dense sequence has no group to keep distinct", ErrInvalid)
+	}
+	const fix = "choose another group (--group), or share this one by leaving out --distinct-group (the sequences then hand out equal IDs)"
+	if s.Layout != nil && sameIDs(*s.Layout, *def.Layout) && s.Group == def.Group {
+		return fmt.Errorf("%w: group %d of layout %s is the cluster's default sequence's: %s", ErrGroupInUse, def.Group, def.Kind, fix)
+	}
+	user := ""
+	for other, seq := range s.Sequences {
+		if seq.Dropped || seq.Layout == nil || seq.Group != def.Group || !sameIDs(*seq.Layout, *def.Layout) {
+			continue
+		}
+		if user == "" || other < user {
+			user = other
+		}
+	}
+	if user != "" {
+		return fmt.Errorf("%w: group %d of layout %s is sequence %q's: %s", ErrGroupInUse, def.Group, def.Kind, user, fix)
+	}
+	return nil
+}
+
+// sameIDs reports whether layouts a and b make the same IDs: every field
+// but the name alike.
+func sameIDs(a, b layout.Layout) bool {
+	a.Name, b.Name = "", ""
+	return a == b
 }
 
 // dropSequence applies an OpDropSequence.

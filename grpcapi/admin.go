@@ -48,12 +48,17 @@ func (a *Admin) Status(ctx context.Context, req *api.StatusRequest) (*api.Status
 // Status is the cluster's status, as Admin/Status answers it: it asks
 // every member in parallel. A follower passes the question to the leader,
 // whose view of the membership and addresses is the newest; without a
-// leader it answers itself. Its error is a status.
+// leader it answers itself. A request that asks for the named sequences
+// gets them too, with the leader's rates (addSequences). Its error is a
+// status.
 func (s *Server) Status(ctx context.Context) (*api.StatusResponse, error) {
 	return s.clusterStatus(ctx, &api.StatusRequest{})
 }
 
 func (s *Server) clusterStatus(ctx context.Context, req *api.StatusRequest) (*api.StatusResponse, error) {
+	if err := checkStatusRequest(req); err != nil {
+		return nil, s.status(ctx, err)
+	}
 	if conn, fwd, err := s.forward(ctx); err == nil && fwd {
 		fctx, cancel := context.WithTimeout(ctx, 2*nodeStatusTimeout)
 		resp, err := api.NewAdminClient(conn).Status(s.forwardContext(fctx), req)
@@ -83,6 +88,9 @@ func (s *Server) clusterStatus(ctx context.Context, req *api.StatusRequest) (*ap
 		}()
 	}
 	wg.Wait()
+	if req.Sequences {
+		s.addSequences(resp, req.SequenceLimit)
+	}
 	return resp, nil
 }
 

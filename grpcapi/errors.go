@@ -96,7 +96,7 @@ func codeOf(err error) codes.Code {
 		return codes.NotFound
 	case errors.Is(err, fsm.ErrSequenceExists):
 		return codes.AlreadyExists
-	case errors.Is(err, fsm.ErrSequenceKind), errors.Is(err, fsm.ErrKeyReused):
+	case errors.Is(err, fsm.ErrSequenceKind), errors.Is(err, fsm.ErrKeyReused), errors.Is(err, fsm.ErrGroupInUse):
 		return codes.FailedPrecondition
 	case errors.Is(err, fsm.ErrSequenceFull):
 		return codes.OutOfRange

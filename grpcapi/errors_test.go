@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/settle"
 
 	"github.com/hashicorp/raft"
@@ -53,6 +54,7 @@ func TestToStatus(t *testing.T) {
 		{settle.ErrClusterVersion, codes.Unavailable},
 		{api.ErrBadHandle, codes.InvalidArgument},
 		{ErrVersionTooOld, codes.FailedPrecondition},
+		{fsm.ErrGroupInUse, codes.FailedPrecondition},
 		{context.DeadlineExceeded, codes.DeadlineExceeded},
 		{context.Canceled, codes.Canceled},
 		{errors.New("disk on fire"), codes.Internal},

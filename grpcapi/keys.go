@@ -79,7 +79,7 @@ func bounded(name string) string {
 // a follower whose state lags refuses, and the caller retries.
 func (s *Server) keysRead() error {
 	if v := s.State.ClusterVersion(); v < fsm.SequencesVersion {
-		return fmt.Errorf("%w: this node's state says %d, idempotency keys need %d (a leader of an older Ordo would ignore the key): upgrade every node",
+		return fmt.Errorf("%w: this node's state says %d, named sequences and idempotency keys need %d (a leader of an older Ordo would ignore them): upgrade every node",
 			settle.ErrClusterVersion, v, fsm.SequencesVersion)
 	}
 	return nil

@@ -42,8 +42,11 @@ func (f *fakeIDs) Assign(_ context.Context, count uint64) (sequencer.Ticket, err
 
 type nopMeter struct{}
 
-func (nopMeter) Served(string, string, time.Duration) {}
-func (nopMeter) Issued(uint64)                        {}
+func (nopMeter) Served(string, string, time.Duration)  {}
+func (nopMeter) Issued(uint64)                         {}
+func (nopMeter) IssuedIn(string, uint64)               {}
+func (nopMeter) SequenceRate(string) (uint64, float64) { return 0, 0 }
+func (nopMeter) RateWindow() time.Duration             { return 10 * time.Second }
 
 // newTestServer is the Server of node n with fakeIDs, the default layout
 // (a tick below a time unit's size is its ID) and MaxCount 10; stop ends

@@ -25,7 +25,7 @@ import (
 // CreateSequence implements api.AdminServer.
 func (a *Admin) CreateSequence(ctx context.Context, req *api.CreateSequenceRequest) (*api.SequenceInfo, error) {
 	resp, err := a.srv.defineSequence(ctx, req.Name, func() error {
-		return a.srv.Node.CreateSequence(ctx, req.Name, req.Kind, req.Group, req.Start)
+		return a.srv.Node.CreateSequence(ctx, req)
 	}, func(c api.AdminClient, ctx context.Context) (*api.SequenceInfo, error) {
 		return c.CreateSequence(ctx, req)
 	})
@@ -135,6 +135,9 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 		ticks = &wide
 	}
 	if fwd {
+		if err := s.keysRead(); err != nil {
+			return nil, err
+		}
 		// The leader checks the width again with what the call says.
 		fctx := ForwardContext(ctx, s.Node.ClusterID(), *ticks)
 		if req.IdempotencyKey != "" {
@@ -158,7 +161,7 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 	if err != nil {
 		return nil, err
 	}
-	return &api.NextResponse{Runs: runs, LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr}, nil
+	return &api.NextResponse{Runs: runs, LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Sequence: req.Sequence}, nil
 }
 
 // namedCall is a call for a named sequence's IDs under way on the leader.
@@ -189,6 +192,7 @@ func (s *Server) namedRuns(c namedCall) ([]*api.IDRun, error) {
 		return nil, err
 	}
 	s.Meter.Issued(c.ask.Count)
+	s.Meter.IssuedIn(c.ask.Name, c.ask.Count)
 	return sequenceRuns(c.ask.Seq, first, c.ask.Count), nil
 }
 

@@ -66,7 +66,7 @@ type Node interface {
 	Backup(ctx context.Context) (*api.BackupResponse, error)
 	// CreateSequence and DropSequence commit a named sequence's
 	// definition, on the leader.
-	CreateSequence(ctx context.Context, name, kind string, group, start uint64) error
+	CreateSequence(ctx context.Context, req *api.CreateSequenceRequest) error
 	DropSequence(ctx context.Context, name string) error
 }
 
@@ -113,6 +113,15 @@ type Meter interface {
 	Served(method, code string, d time.Duration)
 	// Issued counts IDs handed out.
 	Issued(count uint64)
+	// IssuedIn counts IDs handed out of named sequence name; Issued
+	// counts them too.
+	IssuedIn(name string, count uint64)
+	// SequenceRate is how many IDs of named sequence name this node
+	// handed out as leader, and how many a second over about the last
+	// RateWindow.
+	SequenceRate(name string) (issued uint64, perSecond float64)
+	// RateWindow is the interval SequenceRate measures over.
+	RateWindow() time.Duration
 }
 
 // Config is what the node was configured with that its calls use.

@@ -78,6 +78,7 @@ type Metrics struct {
 	confirmations *prometheus.CounterVec
 	confirmTime   prometheus.Histogram
 	leaderChanges prometheus.Counter
+	sequences     *SequenceCounts
 }
 
 // latencyBuckets span 50 µs to about 3 s: a confirmed call takes two
@@ -86,9 +87,15 @@ var latencyBuckets = prometheus.ExponentialBuckets(50e-6, 2, 17)
 
 // New returns the metrics of the node whose Raft, replicated state,
 // sequencer and settler are r, f, seq and st, and whose IDs are made with
-// l, with the Go runtime's and the process's collectors.
-func New(r Raft, f FSM, seq Sequencer, st Settler, l layout.Layout) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry()}
+// l, with the Go runtime's and the process's collectors. The
+// per-sequence series name the sequenceSeries busiest named sequences
+// (0: DefaultSequenceSeries; at most MaxSequenceSeries).
+func New(r Raft, f FSM, seq Sequencer, st Settler, l layout.Layout, sequenceSeries int) *Metrics {
+	if sequenceSeries <= 0 {
+		sequenceSeries = DefaultSequenceSeries
+	}
+	m := &Metrics{reg: prometheus.NewRegistry(), sequences: NewSequenceCounts(time.Now)}
+	m.reg.MustRegister(newSequenceCollector(m.sequences, min(sequenceSeries, MaxSequenceSeries)))
 	m.ids = register(m.reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "ordo_ids_issued_total", Help: "IDs handed out by this node as leader."}))
 	m.requests = register(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ordo_requests_total", Help: "Calls served, by gRPC method (or HTTP route) and status code."}, []string{"method", "code"}))
 	m.latency = register(m.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ordo_request_duration_seconds", Help: "Time to serve a call, by method.", Buckets: latencyBuckets}, []string{"method"}))
@@ -201,6 +208,20 @@ func (m *Metrics) Served(method, code string, d time.Duration) {
 
 // Issued counts n IDs handed out.
 func (m *Metrics) Issued(n uint64) { m.ids.Add(float64(n)) }
+
+// IssuedIn counts n IDs handed out of named sequence name (Issued counts
+// them too).
+func (m *Metrics) IssuedIn(name string, n uint64) { m.sequences.Add(name, n) }
+
+// SequenceRate is how many IDs of named sequence name this node handed
+// out as leader, and how many a second over about the last RateWindow.
+func (m *Metrics) SequenceRate(name string) (issued uint64, perSecond float64) {
+	c := m.sequences.Count(name)
+	return c.Issued, c.Rate
+}
+
+// RateWindow is the interval SequenceRate measures over.
+func (m *Metrics) RateWindow() time.Duration { return RateWindow }
 
 // Reserved counts one reservation attempt that took d.
 func (m *Metrics) Reserved(d time.Duration, err error) {

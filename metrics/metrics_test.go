@@ -49,7 +49,7 @@ type fakeSettler struct{ stats settle.Stats }
 func (s fakeSettler) Stats() settle.Stats { return s.stats }
 
 func newFake(r fakeRaft) *Metrics {
-	return New(r, fakeFSM{}, fakeSequencer{}, fakeSettler{}, mustLayout())
+	return New(r, fakeFSM{}, fakeSequencer{}, fakeSettler{}, mustLayout(), 0)
 }
 
 func mustLayout() layout.Layout {
@@ -138,7 +138,7 @@ func TestMetricsOfTrackedReservations(t *testing.T) {
 	w := uint64(5000)<<l.SeqBits | 7
 	last := uint64(5250)<<l.SeqBits | 3 // 250 ms after W's unit
 	stats := settle.Stats{Open: 3, Reserved: 10, Completed: 4, Abandoned: 2, Expired: 1}
-	m := New(fakeRaft{state: raft.Leader}, fakeFSM{settled: w}, fakeSequencer{serving: true, next: last + 1}, fakeSettler{stats}, l)
+	m := New(fakeRaft{state: raft.Leader}, fakeFSM{settled: w}, fakeSequencer{serving: true, next: last + 1}, fakeSettler{stats}, l, 0)
 	text := scrape(t, m)
 	for _, want := range []string{
 		"ordo_reservations_open 3",
@@ -165,7 +165,7 @@ func TestMetricsOfTrackedReservations(t *testing.T) {
 		{"W past it", fakeSequencer{serving: true, next: w}},
 		{"nothing handed out", fakeSequencer{serving: true}},
 	} {
-		text := scrape(t, New(fakeRaft{state: raft.Follower}, fakeFSM{settled: w}, tt.seq, fakeSettler{}, l))
+		text := scrape(t, New(fakeRaft{state: raft.Follower}, fakeFSM{settled: w}, tt.seq, fakeSettler{}, l, 0))
 		for _, want := range []string{"ordo_watermark_ticks 2.0480007e+07", "ordo_watermark_lag_ticks 0", "ordo_watermark_lag_seconds 0"} {
 			if !hasLine(text, want) {
 				t.Errorf("%s: metrics lack the line %q:\n%s", tt.name, want, grepLines(text, "ordo_watermark"))

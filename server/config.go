@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/metrics"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
@@ -75,6 +76,10 @@ type Config struct {
 	ReserveWindow time.Duration
 	// MaxCount is the largest count per Next request.
 	MaxCount uint64
+	// MetricsSequences is how many named sequences, the busiest, the
+	// per-sequence metrics name (0: metrics.DefaultSequenceSeries; at
+	// most metrics.MaxSequenceSeries).
+	MetricsSequences int
 	// Reservations bounds tracked reservations (package settle): the
 	// default TTL, the largest TTL, and the most open at once. Zero
 	// fields take settle's defaults.
@@ -192,6 +197,9 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: lease %s is not shorter than the heartbeat timeout %s: after a leader crash the next one would wait out its lease", startup.ErrBadConfig, c.Lease, c.Raft.HeartbeatTimeout)
 	case c.MaxCount > c.Layout.MaxTick():
 		return fmt.Errorf("%w: max count %d exceeds the layout's capacity", startup.ErrBadConfig, c.MaxCount)
+	case c.MetricsSequences < 0 || c.MetricsSequences > metrics.MaxSequenceSeries:
+		return fmt.Errorf("%w: metrics sequences %d: want 1 to %d (0 for the default, %d)", startup.ErrBadConfig,
+			c.MetricsSequences, metrics.MaxSequenceSeries, metrics.DefaultSequenceSeries)
 	}
 	if c.ReserveWindow < time.Duration(c.Layout.UnitMs)*time.Millisecond {
 		return fmt.Errorf("%w: reserve window %s is shorter than one time unit (%d ms)", startup.ErrBadConfig, c.ReserveWindow, c.Layout.UnitMs)

@@ -10,6 +10,23 @@ import (
 	"github.com/seed-e8569b35/ordo/startup"
 )
 
+// TestConfigMetricsSequences: the per-sequence series name 1 to 1000
+// sequences (0 is the default); anything else is refused at start,
+// naming the range.
+func TestConfigMetricsSequences(t *testing.T) {
+	for _, tt := range []struct {
+		n  int
+		ok bool
+	}{{0, true}, {1, true}, {1000, true}, {-1, false}, {1001, false}} {
+		cfg := testConfig(t, "n1", t.TempDir())
+		cfg.MetricsSequences = tt.n
+		err := cfg.Validate()
+		if tt.ok != (err == nil) || !tt.ok && (!errors.Is(err, startup.ErrBadConfig) || !strings.Contains(err.Error(), "want 1 to 1000")) {
+			t.Errorf("metrics sequences %d: %v, want ok %v", tt.n, err, tt.ok)
+		}
+	}
+}
+
 // TestConfigMaxCountFitsTheLeadBound: a request's last ID may be at most the
 // lead bound ahead of the clock, so a --max-count larger than the bound
 // holds could never be served and is refused at start; every preset takes

@@ -258,7 +258,7 @@ func (n *Node) openRaft() error {
 	}
 	// The gauges read Raft, the FSM, the sequencer and the settler, which
 	// exist from here; nothing counts before watchLeadership starts, below.
-	n.metrics = metrics.New(n.raft, n.fsm, n.seq, n.settler, n.cfg.Layout)
+	n.metrics = metrics.New(n.raft, n.fsm, n.seq, n.settler, n.cfg.Layout, n.cfg.MetricsSequences)
 	// NewRaft has read the configuration from the data dir: the handshake
 	// checks peers against it from now on.
 	n.refreshMembers()

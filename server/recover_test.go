@@ -86,7 +86,7 @@ func TestRecoverMovesNamedSequences(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, def := range []*api.CreateSequenceRequest{{Name: "dense", Kind: "dense"}, {Name: "stamps", Kind: "default", Group: 3}} {
-		if err := leader.CreateSequence(ctx, def.Name, def.Kind, def.Group, def.Start); err != nil {
+		if err := leader.CreateSequence(ctx, def); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,13 +4,15 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/settle"
 )
 
 // CreateSequence commits a named sequence's definition (grpcapi.Node).
-func (n *Node) CreateSequence(ctx context.Context, name, kind string, group, start uint64) error {
-	return n.defineSequence(ctx, fsm.Command{Op: fsm.OpCreateSequence, Sequence: name, Kind: kind, Group: group, Start: start})
+func (n *Node) CreateSequence(ctx context.Context, req *api.CreateSequenceRequest) error {
+	return n.defineSequence(ctx, fsm.Command{Op: fsm.OpCreateSequence, Sequence: req.Name, Kind: req.Kind, Group: req.Group, Start: req.Start,
+		DistinctGroup: req.DistinctGroup})
 }
 
 // DropSequence commits a named sequence's drop (grpcapi.Node).

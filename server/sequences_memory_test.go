@@ -39,7 +39,7 @@ func TestManySequencesCostLittle(t *testing.T) {
 				if i%2 == 1 {
 					kind = "default"
 				}
-				if err := n.CreateSequence(ctx, name, kind, 0, 0); err != nil {
+				if err := n.CreateSequence(ctx, &api.CreateSequenceRequest{Name: name, Kind: kind}); err != nil {
 					failed.Store(fmt.Errorf("create %s: %w", name, err))
 					return
 				}

@@ -69,6 +69,11 @@ type Grant struct {
 	err error
 }
 
+// Decided is a grant whose result is known: first, or err.
+func Decided(first uint64, err error) Grant {
+	return Grant{first: first, err: err}
+}
+
 // Done is closed once Result is known.
 func (g Grant) Done() <-chan struct{} {
 	if g.req != nil && g.err == nil {

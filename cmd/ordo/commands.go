@@ -210,11 +210,19 @@ func texts[T fmt.Stringer](ids []T, err error) ([]string, error) {
 func runStatus(args []string) error {
 	fs := flag.NewFlagSet("status", flag.ContinueOnError)
 	cf := addClientFlags(fs)
+	sf := addStatusSequenceFlags(fs)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := noArgs(fs, "ordo status takes flags only (--sequences to list the named sequences)"); err != nil {
+		return err
+	}
+	req, err := sf.request(fs)
+	if err != nil {
+		return err
+	}
 	resp, err := askAdmin(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (*api.StatusResponse, error) {
-		return a.Status(ctx, &api.StatusRequest{}, opts...)
+		return a.Status(ctx, req, opts...)
 	})
 	if err != nil {
 		return err
@@ -239,7 +247,13 @@ func runStatus(args []string) error {
 		fmt.Fprintf(w, "%s\t%s\t%t\t%d\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", n.Id, n.Role, n.Voter, n.Term, contact,
 			n.AppliedIndex, n.CommitIndex, n.HighWater, n.RaftAddr, n.GrpcAddr, n.Error)
 	}
-	return w.Flush()
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if req.Sequences {
+		return printStatusSequences(resp)
+	}
+	return nil
 }
 
 func runDecode(args []string) error {

@@ -25,7 +25,7 @@ Commands:
   extend           give open reservation HANDLE more time
   watermark        show the settled mark (--watch: follow it)
   sequence         create, list, describe or drop named sequences
-  status           show every node of the cluster
+  status           show every node of the cluster (--sequences: and the named sequences, busiest first)
   decode           split IDs (64-bit, UUIDv7, ULID) into time, group and sequence (offline)
   join             add a node to the cluster
   remove           remove a node from the cluster

@@ -28,7 +28,8 @@ var sequenceCommands = map[string]func([]string) error{
 const sequenceUsage = `Usage: ordo sequence <subcommand> [flags]
 
 Subcommands:
-  create NAME --kind dense|LAYOUT [--group G] [--start S]   create a named sequence (admin)
+  create NAME --kind dense|LAYOUT [--group G [--distinct-group]] [--start S]
+                                                            create a named sequence (admin)
   list                                                      list the named sequences
   describe NAME                                             show one named sequence
   drop NAME                                                 drop a named sequence (admin)
@@ -59,17 +60,22 @@ func runSequenceCreate(args []string) error {
 	fs := flag.NewFlagSet("sequence create", flag.ContinueOnError)
 	cf := addClientFlags(fs)
 	kind := fs.String("kind", "", "the sequence's kind (required): "+kindWant)
-	group := fs.Uint64("group", 0, "a layout sequence's group (two sequences of one group may hand out equal values); not for dense")
+	group := fs.Uint64("group", 0, "a layout sequence's group (two sequences of one layout and group hand out equal values); not for dense")
+	distinct := fs.Bool("distinct-group", false, "refuse a --group that another live sequence of the same layout, or the cluster's default sequence, already has; not for dense")
 	start := fs.Uint64("start", 0, "a dense sequence's first value (0: 1); not for a layout")
 	name, err := parseName(fs, args)
 	if err != nil {
 		return err
 	}
-	if err := checkKind(*kind, *group, *start); err != nil {
+	if err := checkKind(*kind, *group, *start, *distinct); err != nil {
 		return err
 	}
+	var opts []client.SequenceOption
+	if *distinct {
+		opts = append(opts, client.DistinctGroup())
+	}
 	return cf.with(func(ctx context.Context, c *client.Client) error {
-		info, err := c.CreateSequence(ctx, name, *kind, *group, *start)
+		info, err := c.CreateSequence(ctx, name, *kind, *group, *start, opts...)
 		if err != nil {
 			return err
 		}
@@ -79,13 +85,16 @@ func runSequenceCreate(args []string) error {
 
 // checkKind refuses, before anything is asked, a kind the cluster would
 // refuse and a flag that does not go with it.
-func checkKind(kind string, group, start uint64) error {
+func checkKind(kind string, group, start uint64, distinct bool) error {
 	switch kind {
 	case "":
 		return fmt.Errorf("%w: --kind is required: %s", errUsage, kindWant)
 	case client.DenseKind:
 		if group != 0 {
 			return fmt.Errorf("%w: --group %d: a dense sequence has no group; --group is for layout sequences", errUsage, group)
+		}
+		if distinct {
+			return fmt.Errorf("%w: --distinct-group: a dense sequence has no group; --distinct-group is for layout sequences", errUsage)
 		}
 		return nil
 	}

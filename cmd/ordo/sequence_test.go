@@ -39,6 +39,8 @@ func TestSequenceCommandsRefuseBadInput(t *testing.T) {
 		{[]string{"create", "events", "--kind", "uuidv7", "--start", "5"}, "--start is for dense sequences"},
 		{[]string{"create", "flakes", "--kind", "sonyflake", "--group", "70000"}, "--group: group 70000 does not fit"},
 		{[]string{"create", "books", "--kind", "dense", "--start", "-1"}, "invalid value"},
+		{[]string{"create", "books", "--kind", "dense", "--distinct-group"}, "--distinct-group: a dense sequence has no group"},
+		{[]string{"create", "books", "--kind", "twitter", "--distinct-group=maybe"}, "invalid boolean value"},
 		{[]string{"list", "books"}, "ordo sequence describe NAME shows one"},
 		{[]string{"describe"}, "ordo sequence describe NAME"},
 		{[]string{"describe", "a/b"}, "bad sequence name"},
@@ -82,6 +84,8 @@ type sequenceNode struct {
 	asked   []string
 	keyed   []string // "caller/key" of each Next
 	created *api.CreateSequenceRequest
+	// distinct records each create's DistinctGroup.
+	distinct map[string]bool
 }
 
 // eventsTick is the first tick of events: 2026-03-01T00:00:00Z, counter 1.
@@ -122,6 +126,10 @@ func (f *sequenceNode) CreateSequence(_ context.Context, req *api.CreateSequence
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.created = req
+	if f.distinct == nil {
+		f.distinct = map[string]bool{}
+	}
+	f.distinct[req.Name] = req.DistinctGroup
 	return &api.SequenceInfo{Name: req.Name, Kind: req.Kind, Group: req.Group, Start: req.Start, Next: max(req.Start, 1)}, nil
 }
 
@@ -172,6 +180,7 @@ func TestSequenceCommands(t *testing.T) {
 		want string
 	}{
 		{runSequence, []string{"create", "tickets", "--kind", "dense", "--start", "100"}, "created sequence tickets: dense from 100\n"},
+		{runSequence, []string{"create", "--kind", "twitter", "--group", "4", "--distinct-group", "flakes3"}, "created sequence flakes3: twitter group 4\n"},
 		{runSequence, []string{"create", "--kind", "twitter", "--group", "3", "--json", "flakes2"}, `{"result":"created sequence flakes2: twitter group 3"}`},
 		{runSequence, []string{"list"}, "NAME    KIND     GROUP  START  NEXT\n" +
 			"books   dense    0      100    100\n" +
@@ -203,8 +212,11 @@ func TestSequenceCommands(t *testing.T) {
 			t.Errorf("%q printed %q, want %q", tt.args, got, tt.want)
 		}
 	}
-	if c := f.created; c == nil || c.Name != "flakes2" || c.Kind != "twitter" || c.Group != 3 || c.Start != 0 {
+	if c := f.created; c == nil || c.Name != "flakes2" || c.Kind != "twitter" || c.Group != 3 || c.Start != 0 || c.DistinctGroup {
 		t.Errorf("the last create asked for %v", c)
+	}
+	if !f.distinct["flakes3"] || f.distinct["flakes2"] || f.distinct["tickets"] {
+		t.Errorf("creates asked for a distinct group: %v, want only flakes3's", f.distinct)
 	}
 	if want := []string{"books", "books", "flakes"}; !slices.Equal(f.asked, want) {
 		t.Errorf("next asked for sequences %q, want %q", f.asked, want)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/backup"
 	"github.com/seed-e8569b35/ordo/layout"
+	"github.com/seed-e8569b35/ordo/metrics"
 	"github.com/seed-e8569b35/ordo/secure"
 	"github.com/seed-e8569b35/ordo/server"
 	"github.com/seed-e8569b35/ordo/settle"
@@ -125,6 +126,7 @@ type serveFlags struct {
 	group          *uint64
 	window         *time.Duration
 	maxCount       *uint64
+	metricsSeqs    *int
 	maxConns       *int
 	rpcTimeout     *time.Duration
 	heartbeat      *time.Duration
@@ -175,6 +177,7 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		group:          fs.Uint64("group", 0, "group field of every ID (names this cluster)"),
 		window:         fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches"),
 		maxCount:       fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for"),
+		metricsSeqs:    fs.Int("metrics-sequences", metrics.DefaultSequenceSeries, fmt.Sprintf("how many named sequences, the busiest, the per-sequence metrics name (1 to %d; the others are summed)", metrics.MaxSequenceSeries)),
 		resTTL:         fs.Duration("reservation-ttl", settle.DefaultTTL, "how long a tracked reservation lives when Reserve names no TTL (see docs/event-stores.md)"),
 		resMaxTTL:      fs.Duration("max-reservation-ttl", settle.DefaultMaxTTL, "longest TTL a Reserve or Extend may ask for (at most 24h): a writer that vanished holds the settled mark back this long"),
 		resMaxOpen:     fs.Int("max-open-reservations", settle.DefaultMaxOpen, "most tracked reservations open at once; past it Reserve answers ResourceExhausted"),
@@ -210,12 +213,15 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 // config is the node the flags describe, of layout l, logging to logger;
 // it reads the TLS files and the admin token the flags name.
 func (f *serveFlags) config(l layout.Layout, logger hclog.Logger) (server.Config, error) {
+	if n := *f.metricsSeqs; n < 1 || n > metrics.MaxSequenceSeries {
+		return server.Config{}, fmt.Errorf("%w: --metrics-sequences %d: want 1 to %d", errUsage, n, metrics.MaxSequenceSeries)
+	}
 	rc := raft.DefaultConfig()
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *f.heartbeat, *f.election, *f.raftLease
 	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *f.snapThreshold, *f.snapInterval, *f.trailingLogs
 	cfg := server.Config{
 		ID: *f.id, DataDir: *f.dataDir, RaftAddr: *f.raftAddr, RaftAdvertise: *f.raftAdvertise, GRPCAddr: *f.grpcAddr, GRPCAdvertise: *f.grpcAdvertise, HTTPAddr: *f.httpAddr,
-		Layout: l, Group: *f.group, ReserveWindow: *f.window, MaxCount: *f.maxCount, MaxConnsPerHost: *f.maxConns, RPCTimeout: *f.rpcTimeout,
+		Layout: l, Group: *f.group, ReserveWindow: *f.window, MaxCount: *f.maxCount, MetricsSequences: *f.metricsSeqs, MaxConnsPerHost: *f.maxConns, RPCTimeout: *f.rpcTimeout,
 		Lease: f.lease.d, Raft: rc, Logger: logger,
 		Reservations: settle.Config{DefaultTTL: *f.resTTL, MaxTTL: *f.resMaxTTL, MaxOpen: *f.resMaxOpen},
 		TestHooks:    server.TestHooks{UnsafeTrustReservation: *f.unsafeTrust, UnsafeSettleEarly: *f.settleEarly},

@@ -6,7 +6,12 @@ import (
 	"io"
 	"os"
 	"regexp"
+	"strings"
 	"testing"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // serveEnvNames returns the ORDO_ variables ordo serve reads, from its
@@ -68,6 +73,38 @@ func TestDeployFilesNameRealSettings(t *testing.T) {
 		}
 		if seen == 0 {
 			t.Errorf("%s names no ORDO_ variable", file)
+		}
+	}
+}
+
+// TestServeMetricsSequences: --metrics-sequences reaches the node's
+// configuration (20 by default); out of 1 to 1000 it is a usage error
+// naming the range.
+func TestServeMetricsSequences(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want int
+		err  string
+	}{
+		{nil, 20, ""},
+		{[]string{"--metrics-sequences", "5"}, 5, ""},
+		{[]string{"--metrics-sequences", "0"}, 0, "--metrics-sequences 0: want 1 to 1000"},
+		{[]string{"--metrics-sequences", "1001"}, 0, "--metrics-sequences 1001: want 1 to 1000"},
+	} {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		f := newServeFlags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := f.config(layout.MustPreset("default"), hclog.NewNullLogger())
+		if tt.err != "" {
+			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%q: %v, want a usage error containing %q", tt.args, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || cfg.MetricsSequences != tt.want {
+			t.Errorf("%q: %d, %v; want %d", tt.args, cfg.MetricsSequences, err, tt.want)
 		}
 	}
 }
