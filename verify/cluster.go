@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -198,17 +199,27 @@ func (c *Cluster) newNode(i int, name string) (*Node, error) {
 	if err := os.WriteFile(n.ClockFile, nil, 0o640); err != nil {
 		return nil, fmt.Errorf("create clock file: %w", err)
 	}
-	addrs, err := freeaddr.Addrs(n.IP, 2)
-	if err != nil {
-		return nil, err
+	// The proxy binds port 0 after freeaddr released the node's ports,
+	// so the kernel may hand it one of them: the node could then not
+	// listen, and its peers' connections to the proxy would loop back
+	// into it until the run ran out of files. Pick again when it does.
+	for range 10 {
+		addrs, err := freeaddr.Addrs(n.IP, 2)
+		if err != nil {
+			return nil, err
+		}
+		n.RaftAddr, n.GRPCAddr = addrs[0], addrs[1]
+		n.proxy, err = faultproxy.New(n.IP+":0", n.RaftAddr, nil)
+		if err != nil {
+			return nil, fmt.Errorf("start proxy for %s: %w", n.Name, err)
+		}
+		n.Advertise = n.proxy.Addr()
+		if !slices.Contains(addrs, n.Advertise) {
+			return n, nil
+		}
+		n.proxy.Close()
 	}
-	n.RaftAddr, n.GRPCAddr = addrs[0], addrs[1]
-	n.proxy, err = faultproxy.New(n.IP+":0", n.RaftAddr, nil)
-	if err != nil {
-		return nil, fmt.Errorf("start proxy for %s: %w", n.Name, err)
-	}
-	n.Advertise = n.proxy.Addr()
-	return n, nil
+	return nil, fmt.Errorf("start proxy for %s: its port kept coinciding with the node's", n.Name)
 }
 
 // AddNode prepares a node that is neither started nor in the bootstrap
