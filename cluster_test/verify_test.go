@@ -14,16 +14,18 @@ import (
 )
 
 // TestVerifyEveryFault runs the nemesis through every fault kind once,
-// with clients running throughout, tracked ones among them, and requires
-// a clean history, the settled order's included, and recovery after
-// each fault.
+// with clients running throughout, tracked and keyed ones among them,
+// and requires a clean history, the settled order's included, and
+// recovery after each fault. kill-leader-before-answer ends the leader
+// between a keyed call's commit and its answer: the key's retry must get
+// exactly the committed IDs.
 func TestVerifyEveryFault(t *testing.T) {
 	kinds := verify.FaultNames()
 	const interval, hold = 2500 * time.Millisecond, 1200 * time.Millisecond
 	cfg := verify.Config{
 		Binary: ordoBin, Dir: t.TempDir(), Nodes: 3,
 		Duration: 5 * time.Minute, Rounds: 1, // ends after each fault ran once
-		Clients: 8, Streams: 4, Pinned: true, MaxCount: 8, Tracked: 4, Sequences: 3,
+		Clients: 8, Streams: 4, Pinned: true, MaxCount: 8, Tracked: 4, Sequences: 3, Keyed: 3,
 		Faults: kinds, Interval: interval, Hold: hold, Seed: 1,
 		ServeArgs: append([]string{"--log-level", "warn"}, fastTimers...),
 		Progress:  testWriter{t},
@@ -54,6 +56,9 @@ func TestVerifyEveryFault(t *testing.T) {
 	}
 	if s := res.Report.Settled; s.Reserves.OK < 50 || s.Completes.OK < 10 || s.Reads.OK < 100 || res.Tracked.Expired == 0 {
 		t.Errorf("the tracked workload barely ran: %v; %+v", s, res.Tracked)
+	}
+	if k := res.Keyed; res.Report.Keyed < 50 || res.Report.Replays == 0 || len(k.Crashes) != 1 || !k.Crashes[0].Matched {
+		t.Errorf("the keyed workload barely ran, or no leader ended between a keyed call's commit and its answer: %v; %+v", res.Report, k)
 	}
 	if len(res.Sequences) != 3 {
 		t.Errorf("%d sequences checked, want 3", len(res.Sequences))

@@ -96,7 +96,15 @@ func (c Caller) Call(call func() (ids []uint64, rendered []string, err error)) (
 // records (Op.Asked) so that the dense check can bound what the attempt
 // took if it ends unknown.
 func (c Caller) CallN(n int, call func() (ids []uint64, rendered []string, err error)) (Ending, error) {
-	p := c.Rec.BeginN(c.Client, n)
+	return c.CallKeyed("", n, call)
+}
+
+// CallKeyed is CallN for an attempt of the keyed call key (Op.Key): every
+// attempt recorded with one key is one call to the checker, so a caller
+// that retries a keyed call records each attempt with its key. The key
+// must name the call in the whole history; "" is no key.
+func (c Caller) CallKeyed(key string, n int, call func() (ids []uint64, rendered []string, err error)) (Ending, error) {
+	p := c.Rec.BeginKeyed(c.Client, n, key)
 	ids, rendered, err := call()
 	end := Answered
 	if err != nil {

@@ -31,6 +31,12 @@ package history
 // any number of IDs, so it explains any run it could have taken and makes
 // property 1 hold. Failed calls took nothing; the caller must record as
 // Failed only definite refusals (a timeout is Unknown).
+//
+// The attempts of a keyed call (Op.Key) are one call, as in Check: a key
+// is decided once, so its call took its answer's IDs and nothing more,
+// however many of its attempts were lost, and one never answered took at
+// most one count. A retry that took new IDs instead of its first
+// attempt's leaves the first attempt's as a gap no lost call explains.
 
 import (
 	"cmp"
@@ -62,7 +68,7 @@ type DenseReport struct {
 	// Start is the sequence's first ID; Highest the highest answered (0
 	// when none was).
 	Start, Highest uint64
-	// Calls tallies the calls by outcome.
+	// Calls tallies the calls by outcome, a keyed call's attempts as one.
 	Calls CallCounts
 	// IDs is the number of distinct IDs answered.
 	IDs uint64
@@ -110,6 +116,16 @@ func (r DenseReport) String() string {
 // start (0 is taken as 1) for the properties above. Indexes in the
 // report refer to positions in ops; it does not modify ops.
 func CheckDense(ops []Op, start uint64) DenseReport {
+	fold := foldKeyed(ops)
+	rep := checkDense(fold.calls, start)
+	for i := range rep.Examples {
+		rep.Examples[i].A, rep.Examples[i].B = fold.at(rep.Examples[i].A), fold.at(rep.Examples[i].B)
+	}
+	return rep
+}
+
+// checkDense is CheckDense on a history whose keyed calls are folded.
+func checkDense(ops []Op, start uint64) DenseReport {
 	start = max(start, 1)
 	rep := DenseReport{Start: start}
 	var ex examples

@@ -16,6 +16,11 @@
 //     the text and the 16 bytes of every ID sort exactly as the ticks do,
 //     across the whole history.
 //
+// An operation may be one attempt of a keyed call (Op.Key, an idempotency
+// key): every attempt with one key is one call, which lasts from the start
+// of its first attempt to the end of its first answer, and whose answers
+// must all be the same IDs (keyed.go).
+//
 // Only acknowledged (OK) operations carry IDs. Failed and Unknown operations
 // are counted but impose no constraint: a failed operation handed out
 // nothing, and an unknown one may or may not have consumed IDs that nobody
@@ -99,6 +104,11 @@ type Op struct {
 	// check (CheckDense) bounds what an Unknown operation may have taken
 	// by it.
 	Asked int
+	// Key, when set, names the keyed call this operation is an attempt
+	// of: every attempt with one key is one call (keyed.go). It must name
+	// one call in the whole history, so a recorder whose keys are scoped
+	// to a caller includes the caller in it.
+	Key string
 }
 
 // Recorder collects operations from many goroutines. Each operation is
@@ -133,6 +143,9 @@ type clientLog struct {
 	// rendered holds the text of 128-bit IDs (Op.Rendered), one entry
 	// per operation that has any.
 	rendered [][]string
+	// keys holds the keys of keyed attempts (Op.Key), one entry per
+	// attempt that has one.
+	keys []string
 }
 
 // slot is one recorded operation, in the fixed-size form its log keeps.
@@ -140,11 +153,12 @@ type slot struct {
 	start, end time.Duration
 	outcome    Outcome
 	done       bool
-	// idChunk, idAt and idLen place the IDs in the log's ids; errAt and
-	// renderedAt are indexes in errs and rendered plus one (0: none).
-	idChunk, idAt, idLen int
-	errAt, renderedAt    int
-	asked                int
+	// idChunk, idAt and idLen place the IDs in the log's ids; errAt,
+	// renderedAt and keyAt are indexes in errs, rendered and keys plus
+	// one (0: none).
+	idChunk, idAt, idLen     int
+	errAt, renderedAt, keyAt int
+	asked                    int
 }
 
 // Chunk sizes of clientLog.slots and clientLog.ids: the first of each
@@ -196,6 +210,9 @@ func (l *clientLog) op(sl *slot, buf []uint64) (Op, []uint64) {
 	if sl.renderedAt > 0 {
 		op.Rendered = slices.Clone(l.rendered[sl.renderedAt-1])
 	}
+	if sl.keyAt > 0 {
+		op.Key = l.keys[sl.keyAt-1]
+	}
 	return op, buf
 }
 
@@ -229,6 +246,12 @@ func (r *Recorder) Begin(client int) Pending {
 
 // BeginN is Begin for an operation that asks for n IDs (Op.Asked).
 func (r *Recorder) BeginN(client, n int) Pending {
+	return r.BeginKeyed(client, n, "")
+}
+
+// BeginKeyed is BeginN for an attempt of the keyed call key (Op.Key); ""
+// is no key.
+func (r *Recorder) BeginKeyed(client, n int, key string) Pending {
 	l, ok := r.logs.Load(client)
 	if !ok {
 		l, _ = r.logs.LoadOrStore(client, &clientLog{client: client})
@@ -245,7 +268,12 @@ func (r *Recorder) BeginN(client, n int) Pending {
 		log.slots = append(log.slots, make([]slot, 0, nextChunk(last, firstSlotChunk, maxSlotChunk)))
 	}
 	last := &log.slots[len(log.slots)-1]
-	*last = append(*last, slot{start: start, end: start, outcome: Unknown, asked: n})
+	sl := slot{start: start, end: start, outcome: Unknown, asked: n}
+	if key != "" {
+		log.keys = append(log.keys, key)
+		sl.keyAt = len(log.keys)
+	}
+	*last = append(*last, sl)
 	return Pending{r: r, log: log, sl: &(*last)[len(*last)-1]}
 }
 
@@ -424,13 +452,25 @@ type Report struct {
 	// Unknown is the number of Unknown operations (and of operations with
 	// an unrecognised Outcome, which are treated the same way).
 	Unknown int
-	// IDs is the total number of acknowledged IDs, duplicates included.
+	// IDs is the total number of acknowledged IDs, duplicates included;
+	// a keyed call's replayed answers are not counted again.
 	IDs int
+	// Keyed is the number of keyed calls (distinct Op.Key), each made of
+	// one or more attempts; the counts above count the attempts.
+	Keyed int
+	// Replays counts the attempts of keyed calls answered with the IDs of
+	// an earlier answer to their key: the first answer given again.
+	Replays int
+	// KeyConflicts counts the answers to keyed calls with other IDs than
+	// their key's first answer (KindKeyConflict): a retry that took new
+	// IDs, which keys exist to prevent.
+	KeyConflicts int
 	// Duplicates counts extra copies: an ID acknowledged k times adds k-1.
 	Duplicates int
 	// OrderViolations is the exact number of ordered pairs (a, b) of
-	// distinct operations with IDs such that a.End < b.Start and
-	// min(b.IDs) <= max(a.IDs).
+	// distinct calls with IDs such that a.End < b.Start and min(b.IDs) <=
+	// max(a.IDs); a keyed call lasts from its first attempt's start to its
+	// first answer's end.
 	OrderViolations int64
 	// NotIncreasing counts responses whose IDs are not strictly increasing.
 	NotIncreasing int
@@ -454,7 +494,7 @@ type Report struct {
 // OK reports whether the history satisfies every checked property.
 func (r Report) OK() bool {
 	return r.Duplicates == 0 && r.OrderViolations == 0 && r.NotIncreasing == 0 && r.Interleaved == 0 && r.Misrendered == 0 &&
-		r.Settled.OK()
+		r.KeyConflicts == 0 && r.Settled.OK()
 }
 
 // String returns a one-line summary followed by one indented line per
@@ -471,6 +511,9 @@ func (r Report) String() string {
 		r.Duplicates, r.OrderViolations, r.NotIncreasing, r.Interleaved)
 	if r.Misrendered > 0 {
 		fmt.Fprintf(&b, " misrendered=%d", r.Misrendered)
+	}
+	if r.Keyed > 0 || r.KeyConflicts > 0 {
+		fmt.Fprintf(&b, " keyed=%d replays=%d key-conflicts=%d", r.Keyed, r.Replays, r.KeyConflicts)
 	}
 	for _, v := range r.Examples {
 		b.WriteString("\n  ")
@@ -518,27 +561,37 @@ func (e *examples) add(v Violation) {
 }
 
 // Check verifies ops against the sequencer's guarantee and returns exact
-// counts of every kind of violation, with examples. Indexes in the report
+// counts of every kind of violation, with examples. The attempts of each
+// keyed call are checked as one call (keyed.go). Indexes in the report
 // refer to positions in ops. It does not modify ops.
 func Check(ops []Op) Report {
 	var rep Report
-	var ex examples
 	rep.Attempted = len(ops)
-
-	var resps []resp
-	for i, op := range ops {
+	for _, op := range ops {
 		switch op.Outcome {
 		case OK:
 			rep.Acknowledged++
 		case Failed:
 			rep.Failed++
-			continue
 		default:
 			rep.Unknown++
-			continue
 		}
-		if len(op.IDs) == 0 {
-			continue // acknowledged but empty: nothing to order
+	}
+	fold := foldKeyed(ops)
+	rep.Keyed, rep.Replays, rep.KeyConflicts = fold.keyed, fold.replays, fold.conflicts
+	checkCalls(fold.calls, &rep)
+	rep.Examples = fold.examples(rep.Examples)
+	return rep
+}
+
+// checkCalls runs Check's checks on calls, a history whose keyed calls
+// are folded, filling rep's violation counts, IDs and examples.
+func checkCalls(ops []Op, rep *Report) {
+	var ex examples
+	var resps []resp
+	for i, op := range ops {
+		if op.Outcome != OK || len(op.IDs) == 0 {
+			continue // no IDs (or acknowledged but empty): nothing to order
 		}
 		rep.IDs += len(op.IDs)
 		lo, hi := op.IDs[0], op.IDs[0]
@@ -557,11 +610,10 @@ func Check(ops []Op) Report {
 		resps = append(resps, resp{op: i, min: lo, max: hi})
 	}
 
-	checkIDs(ops, resps, &rep, &ex)
+	checkIDs(ops, resps, rep, &ex)
 	rep.OrderViolations = checkOrder(ops, resps, &ex)
 	rep.Misrendered = checkRendered(ops, resps, &ex)
 	rep.Examples = ex.list
-	return rep
 }
 
 // checkIDs finds duplicates and interleaving with a single sort of all

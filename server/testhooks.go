@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
@@ -53,6 +54,17 @@ type TestHooks struct {
 	// start-up decision, Recover, the sequencer, backups) sees the same
 	// shifted time.
 	ClockOffset func() time.Duration
+	// AfterKeyedCommit, when not nil, is called by every keyed call for
+	// IDs served from this node as the leader (the default sequence's
+	// Claim, a named sequence's keyed Alloc) once its entry is committed
+	// and before it is answered, with its key, its sequence ("" for the
+	// default), and the first tick (or value) and count it will be
+	// answered with; the answer waits until it returns. Tests use it to
+	// end the process between commit and answer, the crash idempotency
+	// keys exist for, so that the retry can be shown to get the
+	// committed answer. ordo serve --test-crash-before-keyed-answer sets
+	// it. Only what the node does between commit and answer changes.
+	AfterKeyedCommit func(key fsm.Keyed, seq string, first, count uint64)
 }
 
 // trustingLog is the stale-leader bug of UnsafeTrustReservation: it
@@ -95,13 +107,46 @@ func (s earlySettle) Watermark(ctx context.Context) (uint64, error) {
 }
 
 // settleAPI is the settler the gRPC and HTTP calls serve from: the
-// settler itself, or with UnsafeSettleEarly, one that answers W early.
+// settler itself, or with UnsafeSettleEarly, one that answers W early;
+// with AfterKeyedCommit, its keyed calls call the hook before they are
+// answered.
 func (n *Node) settleAPI() grpcapi.Settle {
-	if !n.cfg.TestHooks.UnsafeSettleEarly {
-		return n.settler
+	var s grpcapi.Settle = n.settler
+	if n.cfg.TestHooks.UnsafeSettleEarly {
+		n.logger.Error("UNSAFE: reads of the settled mark answer past open reservations; tests only")
+		s = earlySettle{Settler: n.settler, state: n.fsm}
 	}
-	n.logger.Error("UNSAFE: reads of the settled mark answer past open reservations; tests only")
-	return earlySettle{Settler: n.settler, state: n.fsm}
+	if hook := n.cfg.TestHooks.AfterKeyedCommit; hook != nil {
+		n.logger.Warn("TEST HOOK: keyed calls run a test's hook between commit and answer; tests only")
+		s = keyedHook{Settle: s, hook: hook}
+	}
+	return s
+}
+
+// keyedHook is a settler whose keyed calls call AfterKeyedCommit once
+// committed, before they return their answer.
+type keyedHook struct {
+	grpcapi.Settle
+	hook func(key fsm.Keyed, seq string, first, count uint64)
+}
+
+// Claim claims as the settler does, then calls the hook with the answer.
+func (s keyedHook) Claim(ctx context.Context, key fsm.Keyed, count uint64) (uint64, error) {
+	first, err := s.Settle.Claim(ctx, key, count)
+	if err == nil {
+		s.hook(key, "", first, count)
+	}
+	return first, err
+}
+
+// Alloc allocates as the settler does, then, for a keyed call, calls the
+// hook with the answer.
+func (s keyedHook) Alloc(ctx context.Context, seq string, count uint64, key fsm.Keyed) (uint64, error) {
+	first, err := s.Settle.Alloc(ctx, seq, count, key)
+	if err == nil && key.Key != "" {
+		s.hook(key, seq, first, count)
+	}
+	return first, err
 }
 
 // holdsAddress reports whether HoldAddress is set and true.

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -62,6 +63,10 @@ type ClusterConfig struct {
 	// node's gRPC address, and this --join-timeout. Unset, only the first
 	// start carries --bootstrap.
 	JoinTimeout time.Duration
+	// CrashBeforeKeyedAnswer starts every node with ordo serve
+	// --test-crash-before-keyed-answer on a file of its own
+	// (Node.CrashFile), which kill-leader-before-answer arms.
+	CrashBeforeKeyedAnswer bool
 	// NodeArgs are more serve flags for one node, by name, on every start
 	// (after ServeArgs and TLS's flags, so they win: a node's own
 	// certificate files, say).
@@ -79,6 +84,9 @@ type Node struct {
 	GRPCAddr  string
 	DataDir   string
 	ClockFile string
+	// CrashFile is the file of its --test-crash-before-keyed-answer,
+	// with ClusterConfig.CrashBeforeKeyedAnswer.
+	CrashFile string
 	LogFile   string
 	// Args are serve flags given on every start of this node, after the
 	// cluster's and before a start's own extra flags (a later flag
@@ -198,17 +206,33 @@ func (c *Cluster) newNode(i int, name string) (*Node, error) {
 	if err := os.WriteFile(n.ClockFile, nil, 0o640); err != nil {
 		return nil, fmt.Errorf("create clock file: %w", err)
 	}
-	addrs, err := freeaddr.Addrs(n.IP, 2)
-	if err != nil {
-		return nil, err
+	if c.cfg.CrashBeforeKeyedAnswer {
+		n.CrashFile = filepath.Join(c.cfg.Dir, n.Name+".crash")
+		if err := os.WriteFile(n.CrashFile, nil, 0o640); err != nil {
+			return nil, fmt.Errorf("create crash file: %w", err)
+		}
 	}
-	n.RaftAddr, n.GRPCAddr = addrs[0], addrs[1]
-	n.proxy, err = faultproxy.New(n.IP+":0", n.RaftAddr, nil)
-	if err != nil {
-		return nil, fmt.Errorf("start proxy for %s: %w", n.Name, err)
+	// The proxy binds port 0 after freeaddr released the node's ports,
+	// so the kernel may hand it one of them: the node could then not
+	// listen, and its peers' connections to the proxy would loop back
+	// into it until the run ran out of files. Pick again when it does.
+	for range 10 {
+		addrs, err := freeaddr.Addrs(n.IP, 2)
+		if err != nil {
+			return nil, err
+		}
+		n.RaftAddr, n.GRPCAddr = addrs[0], addrs[1]
+		n.proxy, err = faultproxy.New(n.IP+":0", n.RaftAddr, nil)
+		if err != nil {
+			return nil, fmt.Errorf("start proxy for %s: %w", n.Name, err)
+		}
+		n.Advertise = n.proxy.Addr()
+		if !slices.Contains(addrs, n.Advertise) {
+			return n, nil
+		}
+		n.proxy.Close()
 	}
-	n.Advertise = n.proxy.Addr()
-	return n, nil
+	return nil, fmt.Errorf("start proxy for %s: its port kept coinciding with the node's", n.Name)
 }
 
 // AddNode prepares a node that is neither started nor in the bootstrap
@@ -274,6 +298,9 @@ func (c *Cluster) start(n *Node, extra ...string) error {
 		"--raft-addr", n.RaftAddr, "--raft-advertise", n.Advertise, "--grpc-addr", n.GRPCAddr,
 		"--test-clock-offset-file", n.ClockFile,
 	}, c.tlsArgs...)
+	if n.CrashFile != "" {
+		args = append(args, "--test-crash-before-keyed-answer", n.CrashFile)
+	}
 	args = append(args, c.cfg.ServeArgs...)
 	if c.cfg.Layout != "" {
 		args = append(args, "--layout", c.cfg.Layout)

@@ -24,6 +24,9 @@ import (
 type fault struct {
 	// needs is the least number of nodes the fault makes sense with.
 	needs int
+	// keyed says the fault needs keyed clients (Config.Keyed) and nodes
+	// started with ClusterConfig.CrashBeforeKeyedAnswer.
+	keyed bool
 	// start breaks something; the returned heal mends it. target names
 	// what was hit, for the report.
 	start func(ctx context.Context, c *Cluster, rng *rand.Rand) (target string, heal func(context.Context) error, err error)
@@ -31,28 +34,31 @@ type fault struct {
 
 // faults are the nemesis's kinds, by name.
 var faults = map[string]fault{
-	"kill-leader":      {1, withLeader(killLeader)},
-	"kill-follower":    {2, withLeader(killFollower)},
-	"restart-follower": {3, withLeader(restartFollower)},
-	"kill-majority":    {3, withLeader(killMajority)},
-	"pause-leader":     {2, withLeader(pauseLeader)},
-	"isolate-leader":   {3, withLeader(isolateLeader)},
-	"partition":        {3, withLeader(partition)},
-	"bridge":           {3, withLeader(bridge)},
-	"one-way":          {3, withLeader(oneWay)},
-	"stall-leader":     {3, withLeader(stallLeader)},
-	"delay":            {2, delay},
-	"clock-back":       {1, clockShift(-time.Hour)},
-	"clock-forward":    {1, clockShift(time.Hour)},
-	"transfer-leader":  {2, transferLeader},
-	"remove-readd":     {3, withLeader(removeReadd)},
-	"restart-all":      {1, restartAll},
-	"rolling-restart":  {1, rollingRestart},
-	"grow-shrink":      {1, growShrink},
+	"kill-leader":      {needs: 1, start: withLeader(killLeader)},
+	"kill-follower":    {needs: 2, start: withLeader(killFollower)},
+	"restart-follower": {needs: 3, start: withLeader(restartFollower)},
+	"kill-majority":    {needs: 3, start: withLeader(killMajority)},
+	"pause-leader":     {needs: 2, start: withLeader(pauseLeader)},
+	"isolate-leader":   {needs: 3, start: withLeader(isolateLeader)},
+	"partition":        {needs: 3, start: withLeader(partition)},
+	"bridge":           {needs: 3, start: withLeader(bridge)},
+	"one-way":          {needs: 3, start: withLeader(oneWay)},
+	"stall-leader":     {needs: 3, start: withLeader(stallLeader)},
+	"delay":            {needs: 2, start: delay},
+	"clock-back":       {needs: 1, start: clockShift(-time.Hour)},
+	"clock-forward":    {needs: 1, start: clockShift(time.Hour)},
+	"transfer-leader":  {needs: 2, start: transferLeader},
+	"remove-readd":     {needs: 3, start: withLeader(removeReadd)},
+	"restart-all":      {needs: 1, start: restartAll},
+	"rolling-restart":  {needs: 1, start: rollingRestart},
+	"grow-shrink":      {needs: 1, start: growShrink},
 	// A lost disk in a whole-cluster restart (issue 12).
-	"lose-data-restart": {3, withLeader(loseDataRestart)},
+	"lose-data-restart": {needs: 3, start: withLeader(loseDataRestart)},
 	// A founder with a one-entry --bootstrap list loses its disk (issue 22).
-	"lose-data-founder": {3, withLeader(loseDataFounder)},
+	"lose-data-founder": {needs: 3, start: withLeader(loseDataFounder)},
+	// A leader ends between a keyed call's commit and its answer (issue
+	// 25): the retry must get the committed answer.
+	"kill-leader-before-answer": {needs: 1, keyed: true, start: killBeforeAnswer},
 }
 
 // FaultNames lists every fault kind, sorted.
@@ -64,6 +70,10 @@ func FaultNames() []string {
 	sort.Strings(names)
 	return names
 }
+
+// NeedsKeyed reports whether fault kind needs keyed clients
+// (Config.Keyed).
+func NeedsKeyed(kind string) bool { return faults[kind].keyed }
 
 func leaderAndFollowers(ctx context.Context, c *Cluster) (*Node, []*Node, error) {
 	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
@@ -661,4 +671,69 @@ func (c *Cluster) awaitRefusal(n *Node, how string) error {
 	}
 	c.cfg.Logf("%s refused to start with an empty data dir: %s", n.Name, lastLine(n.LogFile))
 	return nil
+}
+
+// Timings of kill-leader-before-answer.
+const (
+	// crashWait is how long the armed leader has to commit a keyed call
+	// and end; crashTries how many leaders are armed in turn before the
+	// fault gives up (leadership may move while one is armed).
+	crashWait  = 3 * time.Second
+	crashTries = 3
+)
+
+// killBeforeAnswer ends the leader between a keyed call's commit and its
+// answer, the crash idempotency keys exist for: it arms the leader's
+// crash file (ordo serve --test-crash-before-keyed-answer), and the next
+// keyed call the leader commits ends the process before the answer
+// leaves, leaving what was committed in the file. The keyed clients'
+// attempts in flight fail, and they retry with the same keys on the other
+// nodes; the run then requires that the committed call's key was answered
+// with exactly the committed IDs (checkCrash). The heal starts the node
+// again, as kill-leader's does.
+func killBeforeAnswer(ctx context.Context, c *Cluster, _ *rand.Rand) (string, func(context.Context) error, error) {
+	if c.workload == nil || !c.workload.keyed {
+		return "", nil, errors.New("kill-leader-before-answer needs keyed clients to make the calls it ends the leader between")
+	}
+	var lastErr error
+	for range crashTries {
+		l, _, err := leaderAndFollowers(ctx, c)
+		if err != nil {
+			return "", nil, err
+		}
+		if l.CrashFile == "" {
+			return "", nil, fmt.Errorf("%s was started without a crash file (ClusterConfig.CrashBeforeKeyedAnswer)", l.Name)
+		}
+		if err := os.WriteFile(l.CrashFile, []byte(CrashArm), 0o640); err != nil {
+			return "", nil, fmt.Errorf("arm %s: %w", l.Name, err)
+		}
+		code, exited := l.WaitExit(crashWait)
+		if !exited {
+			// Disarm, then give a call that found it armed the time to
+			// end it.
+			if err := os.WriteFile(l.CrashFile, nil, 0o640); err != nil {
+				return "", nil, fmt.Errorf("disarm %s: %w", l.Name, err)
+			}
+			code, exited = l.WaitExit(time.Second)
+		}
+		if !exited {
+			lastErr = fmt.Errorf("%s committed no keyed call within %s of being armed", l.Name, crashWait)
+			continue
+		}
+		rec, err := readCrash(l)
+		if code != CrashExitCode && err == nil {
+			err = fmt.Errorf("%s exited with code %d, not the test crash's %d", l.Name, code, CrashExitCode)
+		}
+		// The next start must not end again.
+		if werr := os.WriteFile(l.CrashFile, nil, 0o640); werr != nil && err == nil {
+			err = fmt.Errorf("disarm %s: %w", l.Name, werr)
+		}
+		if err != nil {
+			return "", nil, errors.Join(err, c.Start(l))
+		}
+		c.cfg.Logf("%s ended between the commit of keyed call %s (ticks %d..%d) and its answer", l.Name, rec.Key, rec.First, rec.First+rec.Count-1)
+		c.workload.keyedCounts.addCrash(l.Name, rec)
+		return fmt.Sprintf("%s after committing key %s", l.Name, rec.Key), startAll(c, []*Node{l}), nil
+	}
+	return "", nil, lastErr
 }

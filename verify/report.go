@@ -29,6 +29,13 @@ const (
 	CheckNotRecovered = "not-recovered"
 	// CheckNodeExited: a node's process ended by itself.
 	CheckNodeExited = "node-exited"
+	// CheckKeyReused: a keyed client's retry was refused as reusing its
+	// key with other arguments (KeyedCounts.Reused).
+	CheckKeyReused = "key-reused"
+	// CheckCrashAnswer: a keyed call a leader committed and ended before
+	// answering was not answered afterwards with exactly what was
+	// committed (KeyedCounts.Crashes).
+	CheckCrashAnswer = "crash-answer"
 	// CheckTrackedFate: a tracked writer was told a fate it could not
 	// have led to, or that the cluster knows no reservation it handed
 	// out (Result.Tracked's WrongFate and Lost).
@@ -67,6 +74,8 @@ type Call struct {
 	Start   time.Duration `json:"start"`
 	End     time.Duration `json:"end"`
 	Outcome string        `json:"outcome"`
+	// Key is the idempotency key of a keyed call's attempt.
+	Key string `json:"key,omitempty"`
 	// IDs sums up the IDs it was answered with.
 	IDs string `json:"ids,omitempty"`
 	Err string `json:"error,omitempty"`
@@ -78,6 +87,9 @@ func (c Call) String() string {
 	s := fmt.Sprintf("client %d, %.3fs to %.3fs, %s", c.Client, c.Start.Seconds(), c.End.Seconds(), c.Outcome)
 	if c.Call != "" {
 		s = fmt.Sprintf("client %d, %s, %.3fs to %.3fs, %s", c.Client, c.Call, c.Start.Seconds(), c.End.Seconds(), c.Outcome)
+	}
+	if c.Key != "" {
+		s += ", key " + c.Key
 	}
 	if c.IDs != "" {
 		s += " with " + c.IDs
@@ -178,7 +190,7 @@ func samePlace(faults []FaultRecord, start, end time.Duration) bool {
 
 // callOf is op as a Call placed among faults.
 func callOf(op history.Op, faults []FaultRecord) Call {
-	c := Call{Client: op.Client, Start: op.Start, End: op.End, Outcome: op.Outcome.String(), Err: op.Err,
+	c := Call{Client: op.Client, Start: op.Start, End: op.End, Outcome: op.Outcome.String(), Key: op.Key, Err: op.Err,
 		When: placeSpan(faults, op.Start, op.End)}
 	if n := len(op.IDs); n > 0 {
 		c.IDs = fmt.Sprintf("%d IDs %d..%d", n, op.IDs[0], op.IDs[n-1])
@@ -221,6 +233,7 @@ func diagnose(res Result, ops []history.Op, bad []Call, elapsed time.Duration) [
 		{history.KindNotIncreasing, int64(r.NotIncreasing)},
 		{history.KindInterleaved, int64(r.Interleaved)},
 		{history.KindRendered, int64(r.Misrendered)},
+		{history.KindKeyConflict, int64(r.KeyConflicts)},
 	} {
 		if k.n == 0 {
 			continue
@@ -279,6 +292,21 @@ func diagnose(res Result, ops []history.Op, bad []Call, elapsed time.Duration) [
 	}
 	for _, e := range res.Exited {
 		out = append(out, Finding{Check: CheckNodeExited, Detail: e})
+	}
+	if n := res.Keyed.Reused; n > 0 {
+		out = append(out, Finding{Check: CheckKeyReused, Detail: fmt.Sprintf("%d retries asked what their key's first attempt asked and were refused as reusing it with other arguments", n)})
+	}
+	for _, c := range res.Keyed.Crashes {
+		if c.Matched {
+			continue
+		}
+		f := Finding{Check: CheckCrashAnswer, Detail: c.String()}
+		for _, fr := range res.Faults {
+			if faults[fr.Kind].keyed && strings.Contains(fr.Target, c.Key) {
+				f.When = describe(fr)
+			}
+		}
+		out = append(out, f)
 	}
 	return out
 }

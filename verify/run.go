@@ -38,6 +38,9 @@ type Config struct {
 	// Sequences is the number of named sequences the run creates and
 	// spreads calls over (sequences.go), every third dense; 0 means none.
 	Sequences int
+	// Keyed is the number of keyed clients (keyed.go): every call of
+	// theirs carries an idempotency key, retried with it until answered.
+	Keyed int
 	// Faults are the kinds the nemesis picks from, in turn; empty means
 	// none.
 	Faults []string
@@ -95,10 +98,13 @@ type Result struct {
 	Tracked TrackedCounts `json:"tracked"`
 	// Sequences are the named sequences' verdicts, one each.
 	Sequences []SequenceResult `json:"sequences,omitempty"`
-	Elapsed   time.Duration    `json:"elapsed"`
-	OpsPerSec float64          `json:"ops_per_sec"`
-	IDsPerSec float64          `json:"ids_per_sec"`
-	Faults    []FaultRecord    `json:"faults"`
+	// Keyed is what the keyed clients did, with the calls leaders ended
+	// before answering; their replays and conflicts are in Report.
+	Keyed     KeyedCounts   `json:"keyed"`
+	Elapsed   time.Duration `json:"elapsed"`
+	OpsPerSec float64       `json:"ops_per_sec"`
+	IDsPerSec float64       `json:"ids_per_sec"`
+	Faults    []FaultRecord `json:"faults"`
 	// Recovered says requests succeeded after the last fault was healed.
 	Recovered bool `json:"recovered"`
 	// Exited names the nodes whose process had ended by itself when the
@@ -116,10 +122,12 @@ type Result struct {
 
 // OK reports whether the run found nothing wrong: a valid history, no
 // response the client had to withhold, no reservation answered with a
-// fate its writer could not have led to or forgotten, recovery after
+// fate its writer could not have led to or forgotten, no keyed retry
+// refused as reusing its key and every keyed call a leader ended before
+// answering answered afterwards with what was committed, recovery after
 // every fault, and every node still running.
 func (r Result) OK() bool {
-	if !r.Report.OK() || r.BadResponses > 0 || r.Tracked.Failures() > 0 || !r.Recovered || len(r.Exited) > 0 {
+	if !r.Report.OK() || r.BadResponses > 0 || r.Tracked.Failures() > 0 || r.Keyed.Failures() > 0 || !r.Recovered || len(r.Exited) > 0 {
 		return false
 	}
 	for _, f := range r.Faults {
@@ -151,6 +159,9 @@ func (r Result) String() string {
 	}
 	if len(r.Sequences) > 0 {
 		b.WriteString(sequenceSummary(r.Sequences))
+	}
+	if r.Keyed.Calls > 0 || r.Report.Keyed > 0 {
+		b.WriteString(keyedSummary(r.Keyed, r.Report))
 	}
 	fmt.Fprintf(&b, "throughput: %.0f requests/s, %.0f IDs/s over %s\n", r.OpsPerSec, r.IDsPerSec, r.Elapsed.Round(time.Millisecond))
 	for _, f := range r.Faults {
@@ -215,7 +226,8 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		var err error
 		cluster, err = StartCluster(ctx, ClusterConfig{
 			Binary: cfg.Binary, Dir: cfg.Dir, Nodes: cfg.Nodes, ServeArgs: cfg.ServeArgs, Layout: cfg.Layout, TLS: cfg.TLS,
-			Logf: func(f string, a ...any) { fmt.Fprintf(progress, "  cluster: "+f+"\n", a...) },
+			CrashBeforeKeyedAnswer: slices.ContainsFunc(cfg.Faults, func(f string) bool { return faults[f].keyed }),
+			Logf:                   func(f string, a ...any) { fmt.Fprintf(progress, "  cluster: "+f+"\n", a...) },
 		})
 		if err != nil {
 			return Result{}, err
@@ -237,7 +249,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	rec := history.NewRecorder()
 	w, err := StartWorkload(WorkloadConfig{
 		Addrs: addrs, Clients: cfg.Clients, Streams: cfg.Streams, Pinned: cfg.Pinned, MaxCount: cfg.MaxCount, Tracked: cfg.Tracked,
-		TLS: clientTLS, Layout: lay, Group: group, Sequences: seqs,
+		TLS: clientTLS, Layout: lay, Group: group, Sequences: seqs, Keyed: cfg.Keyed,
 	}, rec)
 	if err != nil {
 		return Result{}, err
@@ -289,6 +301,7 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 		settled[i].End -= shift
 	}
 	res.Report.Settled = history.CheckSettled(settled)
+	res.Keyed = w.keyedCountsOf(ops)
 	res.Sequences = checkSequences(seqs)
 	bad := w.bad.list()
 	for i := range bad {
@@ -338,6 +351,8 @@ func (cfg Config) validate() error {
 		return fmt.Errorf("%w: %d sequences", ErrBadConfig, cfg.Sequences)
 	case cfg.Tracked < 0:
 		return fmt.Errorf("%w: %d tracked clients", ErrBadConfig, cfg.Tracked)
+	case cfg.Keyed < 0:
+		return fmt.Errorf("%w: %d keyed clients", ErrBadConfig, cfg.Keyed)
 	case cfg.MaxCount < 1:
 		return fmt.Errorf("%w: max count %d", ErrBadConfig, cfg.MaxCount)
 	case len(cfg.Addrs) > 0 && len(cfg.Faults) > 0:
@@ -354,6 +369,9 @@ func (cfg Config) validate() error {
 		}
 		if len(cfg.Addrs) == 0 && cfg.Nodes < k.needs {
 			return fmt.Errorf("%w: fault %q needs at least %d nodes", ErrBadConfig, f, k.needs)
+		}
+		if k.keyed && cfg.Keyed == 0 {
+			return fmt.Errorf("%w: fault %q needs keyed clients", ErrBadConfig, f)
 		}
 	}
 	return nil

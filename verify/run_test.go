@@ -46,6 +46,8 @@ func TestResultOK(t *testing.T) {
 		"fault stuck":   {Recovered: true, Faults: []FaultRecord{{Recovered: false}}},
 		"fault errored": {Recovered: true, Faults: []FaultRecord{{Recovered: true, Err: "x"}}},
 		"node exited":   {Recovered: true, Exited: []string{"n1: exit status 1"}},
+		"key reused":    {Recovered: true, Keyed: KeyedCounts{Reused: 1}},
+		"key conflict":  {Recovered: true, Report: history.Report{KeyConflicts: 1}},
 	} {
 		if r.OK() {
 			t.Errorf("%s: OK() = true", name)

@@ -49,6 +49,12 @@ type Workload struct {
 	// seqTally counts the named sequences' calls (sequences.go), apart
 	// from the throughput too.
 	seqTally history.Tally
+	// keyedTally counts the keyed clients' attempts (keyed.go), apart
+	// from the throughput too, and keyedCounts their keys; keyed is set
+	// when there are keyed clients.
+	keyedTally  history.Tally
+	keyedCounts keyedCounters
+	keyed       bool
 	// lay and group are the cluster's, for the requests the nemesis makes
 	// through the workload (nemesisCaller).
 	lay   layout.Layout
@@ -92,6 +98,10 @@ type WorkloadConfig struct {
 	// many clients as Clients (at least one) spread calls over them,
 	// each sequence's recorded in its own history (sequences.go).
 	Sequences []*namedSequence
+	// Keyed is the number of keyed clients (keyed.go), which make every
+	// call with an idempotency key of its own and retry it with the key
+	// until it is answered.
+	Keyed int
 	// FirstClient is the history's number of the first client, the
 	// others following; workloads sharing one recorder one after the
 	// other need numbers of their own.
@@ -153,7 +163,7 @@ func ticksOf(l layout.Layout, ids [][16]byte) ([]uint64, []string, error) {
 
 // StartWorkload starts the clients; Stop ends them.
 func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error) {
-	if cfg.Clients < 0 || cfg.Streams < 0 || cfg.Tracked < 0 || cfg.MaxCount < 1 || len(cfg.Addrs) == 0 {
+	if cfg.Clients < 0 || cfg.Streams < 0 || cfg.Tracked < 0 || cfg.Keyed < 0 || cfg.MaxCount < 1 || len(cfg.Addrs) == 0 {
 		return nil, ErrBadConfig
 	}
 	w := &Workload{rec: rec, stop: make(chan struct{}), lay: cfg.Layout, group: cfg.Group}
@@ -218,6 +228,10 @@ func StartWorkload(cfg WorkloadConfig, rec *history.Recorder) (*Workload, error)
 		w.Stop()
 		return nil, err
 	}
+	if id, err = w.startKeyed(cfg, opts, id); err != nil {
+		w.Stop()
+		return nil, err
+	}
 	w.nextClient.Store(int64(id))
 	return w, nil
 }
@@ -253,29 +267,34 @@ func (w *Workload) startTracked(cfg WorkloadConfig, opts []client.Option, id int
 // attempt up to attemptTimeout.
 func nodeNext(seq api.SequencerClient, l layout.Layout, group uint64) nextFunc {
 	return func(ctx context.Context, n int) ([]uint64, []string, error) {
-		ctx, cancel := context.WithTimeout(api.WithTicks(ctx, l.Wide()), attemptTimeout)
-		defer cancel()
-		resp, err := seq.Next(ctx, &api.NextRequest{Count: uint32(n)})
-		if err != nil {
-			return nil, nil, err
-		}
-		// Checked as the Go client checks, so a bad answer counts as one
-		// the client withheld.
-		expanded, err := api.ExpandRuns(resp.Runs, uint64(n))
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
-		}
-		if !l.Wide() {
-			return expanded, nil, nil
-		}
-		// Rendered as a client without Ordo's would: what comes back from
-		// the node is ticks.
-		ids, err := layout.RenderAll[[16]byte](l, expanded, group)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
-		}
-		return ticksOf(l, ids)
+		return nodeAsk(ctx, seq, l, group, &api.NextRequest{Count: uint32(n)})
 	}
+}
+
+// nodeAsk makes the request req of one node, as nodeNext does.
+func nodeAsk(ctx context.Context, seq api.SequencerClient, l layout.Layout, group uint64, req *api.NextRequest) ([]uint64, []string, error) {
+	ctx, cancel := context.WithTimeout(api.WithTicks(ctx, l.Wide()), attemptTimeout)
+	defer cancel()
+	resp, err := seq.Next(ctx, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	// Checked as the Go client checks, so a bad answer counts as one the
+	// client withheld.
+	expanded, err := api.ExpandRuns(resp.Runs, uint64(req.Count))
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
+	}
+	if !l.Wide() {
+		return expanded, nil, nil
+	}
+	// Rendered as a client without Ordo's would: what comes back from the
+	// node is ticks.
+	ids, err := layout.RenderAll[[16]byte](l, expanded, group)
+	if err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", client.ErrBadResponse, err)
+	}
+	return ticksOf(l, ids)
 }
 
 // nemesisCaller returns the caller through which the nemesis records the
@@ -290,8 +309,14 @@ func (w *Workload) nemesisCaller() history.Caller {
 // answer for the report with its times: the history records it only as
 // an unknown operation.
 func (w *Workload) call(c history.Caller, call func() ([]uint64, []string, error)) (history.Ending, error) {
+	return w.callKeyed(c, "", 0, call)
+}
+
+// callKeyed is call for an attempt of n IDs of the keyed call key ("":
+// none).
+func (w *Workload) callKeyed(c history.Caller, key string, n int, call func() ([]uint64, []string, error)) (history.Ending, error) {
 	start := w.rec.Offset(time.Now())
-	end, err := c.Call(call)
+	end, err := c.CallKeyed(key, n, call)
 	if end == history.BadAnswer {
 		w.bad.add(Call{Client: c.Client, Start: start, End: w.rec.Offset(time.Now()), Outcome: "withheld", Err: err.Error()})
 	}
@@ -373,7 +398,7 @@ func (w *Workload) Stop() {
 // they stood for may have been handed out, but counted apart from
 // Counts' failed and unknown: each is a failure of the guarantee.
 func (w *Workload) BadResponses() int64 {
-	return w.tally.Counts().Bad + w.nemesisTally.Counts().Bad + w.trackedTally.Counts().Bad + w.seqTally.Counts().Bad
+	return w.tally.Counts().Bad + w.nemesisTally.Counts().Bad + w.trackedTally.Counts().Bad + w.seqTally.Counts().Bad + w.keyedTally.Counts().Bad
 }
 
 // LastError is the last error a client saw, or "".

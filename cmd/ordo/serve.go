@@ -82,6 +82,10 @@ func runServe(args []string) error {
 		cfg.TestHooks.ClockOffset, stopClock = fileClockOffset(*f.clockFile, logger)
 		defer stopClock()
 	}
+	if *f.crashFile != "" {
+		logger.Warn("TEST CRASH ENABLED: a file can end this node between a keyed call's commit and its answer; never use this in production", "file", *f.crashFile)
+		cfg.TestHooks.AfterKeyedCommit = crashBeforeKeyedAnswer(*f.crashFile, logger)
+	}
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
@@ -147,6 +151,7 @@ type serveFlags struct {
 	unsafeTrust    *bool
 	settleEarly    *bool
 	clockFile      *string
+	crashFile      *string
 	resTTL         *time.Duration
 	resMaxTTL      *time.Duration
 	resMaxOpen     *int
@@ -201,6 +206,7 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		unsafeTrust:    fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it"),
 		settleEarly:    fs.Bool("test-unsafe-settle-early", false, "TESTS ONLY: answer reads of the settled mark past open reservations; breaks the settled order on purpose so tests can show the checker catches it"),
 		clockFile:      fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock"),
+		crashFile:      fs.String("test-crash-before-keyed-answer", "", "TESTS ONLY: while this file holds 'arm', the next keyed call committed on this node as the leader ends the process before it is answered, writing what was committed over the file (ordo verify's kill-leader-before-answer)"),
 	}
 	fs.Var(f.lease, "lease", fmt.Sprintf("answer from memory while a majority has promised, for this long, to confirm no other leader: one round trip per request instead of two, assuming clocks run at nearly the same rate (see docs/design.md); bare --lease means %s; must be shorter than --heartbeat-timeout. Off by default", server.DefaultLease))
 	fs.Usage = func() {

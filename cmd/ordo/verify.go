@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,8 +35,8 @@ func runVerify(args []string) error {
 	if cfg.TLS != nil {
 		security = "mutual TLS from " + *f.tlsDir
 	}
-	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients, %d on a stream, pinned %t, %d tracked, %d sequences, faults %v, seed %d, %s, data in %s\n",
-		cfg.Duration, cfg.Clients, cfg.Streams, cfg.Pinned, cfg.Tracked, cfg.Sequences, cfg.Faults, cfg.Seed, security, cfg.Dir)
+	fmt.Fprintf(os.Stderr, "ordo verify: %s, %d clients, %d on a stream, pinned %t, %d tracked, %d sequences, %d keyed, faults %v, seed %d, %s, data in %s\n",
+		cfg.Duration, cfg.Clients, cfg.Streams, cfg.Pinned, cfg.Tracked, cfg.Sequences, cfg.Keyed, cfg.Faults, cfg.Seed, security, cfg.Dir)
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -53,7 +54,7 @@ func runVerify(args []string) error {
 type verifyFlags struct {
 	addrs, faultList, dir, spec, tlsDir       *string
 	nodes, clients, streams, maxCount, rounds *int
-	tracked, sequences                        *int
+	tracked, sequences, keyed                 *int
 	duration, interval, hold                  *time.Duration
 	heartbeat, election, raftLease            *time.Duration
 	pinned, unsafeTrust, settleEarly, asJSON  *bool
@@ -73,6 +74,7 @@ func newVerifyFlags(fs *flag.FlagSet) *verifyFlags {
 		maxCount:    fs.Int("max-count", 8, "each request asks for 1 to this many IDs"),
 		tracked:     fs.Int("tracked", 8, "clients that reserve IDs and complete, abandon, extend, complete late or drop each reservation, with a reader of the settled mark on every node; the checker checks the settled order (0: off)"),
 		sequences:   fs.Int("sequences", 0, "named sequences to create and spread clients' calls over, every third dense; each is checked apart, dense ones also for gaps no lost call explains (0: none)"),
+		keyed:       fs.Int("keyed", 4, "clients that make every call with an idempotency key of its own and retry it with the key until answered, asking some keys again on one node; the checker takes a key's attempts as one call and fails the run if a key gets two answers (0: none, and no kill-leader-before-answer)"),
 		faultList:   fs.String("faults", "all", "comma-separated fault kinds, 'all', or 'none': "+strings.Join(verify.FaultNames(), ", ")),
 		interval:    fs.Duration("interval", 5*time.Second, "a fault every interval: quiet for interval-hold, then the fault for hold (the quiet time starts when the cluster serves again)"),
 		rounds:      fs.Int("rounds", 0, "stop once every fault has run this many times (0: run for --duration, which then caps the run only if given)"),
@@ -99,7 +101,7 @@ func newVerifyFlags(fs *flag.FlagSet) *verifyFlags {
 func (f *verifyFlags) config(fs *flag.FlagSet) (verify.Config, error) {
 	cfg := verify.Config{
 		Nodes: *f.nodes, Duration: *f.duration, Clients: *f.clients, Streams: *f.streams, Pinned: *f.pinned, MaxCount: *f.maxCount, Tracked: *f.tracked,
-		Sequences: *f.sequences, Interval: *f.interval, Hold: *f.hold, Rounds: *f.rounds, Seed: *f.seed, Progress: os.Stderr, Layout: *f.spec,
+		Sequences: *f.sequences, Keyed: *f.keyed, Interval: *f.interval, Hold: *f.hold, Rounds: *f.rounds, Seed: *f.seed, Progress: os.Stderr, Layout: *f.spec,
 		ServeArgs: f.serveArgs(),
 	}
 	if *f.tlsDir != "" {
@@ -159,10 +161,16 @@ func (f *verifyFlags) serveArgs() []string {
 func (f *verifyFlags) faults() []string {
 	switch *f.faultList {
 	case "all":
-		if *f.addrs == "" {
-			return verify.FaultNames()
+		if *f.addrs != "" {
+			return nil
 		}
-		return nil
+		all := verify.FaultNames()
+		if *f.keyed == 0 {
+			// Without keyed clients there is no keyed call to end the
+			// leader between.
+			all = slices.DeleteFunc(all, verify.NeedsKeyed)
+		}
+		return all
 	case "none", "":
 		return nil
 	default:
