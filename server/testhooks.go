@@ -139,14 +139,27 @@ func (s keyedHook) Claim(ctx context.Context, key fsm.Keyed, count uint64) (uint
 	return first, err
 }
 
-// Alloc allocates as the settler does, then, for a keyed call, calls the
-// hook with the answer.
-func (s keyedHook) Alloc(ctx context.Context, seq string, count uint64, key fsm.Keyed) (uint64, error) {
-	first, err := s.Settle.Alloc(ctx, seq, count, key)
-	if err == nil && key.Key != "" {
-		s.hook(key, seq, first, count)
+// Grants grants as the settler does, then waits for each keyed call's
+// answer and calls the hook with it.
+func (s keyedHook) Grants(ctx context.Context, asks []settle.Ask) []settle.Grant {
+	grants := s.Settle.Grants(ctx, asks)
+	for i, a := range asks {
+		if a.Key.Key == "" {
+			continue
+		}
+		select {
+		case <-grants[i].Done():
+		case <-ctx.Done():
+			grants[i] = settle.Decided(0, ctx.Err())
+			continue
+		}
+		first, err := grants[i].Result()
+		if err == nil {
+			s.hook(a.Key, a.Name, first, a.Count)
+		}
+		grants[i] = settle.Decided(first, err)
 	}
-	return first, err
+	return grants
 }
 
 // holdsAddress reports whether HoldAddress is set and true.
