@@ -116,6 +116,17 @@ func (r *RunReader) Skip(n uint64) error {
 	return err
 }
 
+// Apart marks that the IDs read next are another sequence's (a joint
+// answer to named sequences' calls): they need not be above those read
+// before, but they must begin a run of their own.
+func (r *RunReader) Apart() error {
+	if r.off != 0 {
+		return fmt.Errorf("%w: a call's IDs begin inside run %d, which holds another call's", ErrBadRuns, r.i)
+	}
+	r.any = false
+	return nil
+}
+
 // Done reports whether every ID of the runs was read, so that a caller
 // can refuse runs that hold more IDs than it asked for.
 func (r *RunReader) Done() bool { return r.i == len(r.runs) }

@@ -614,8 +614,8 @@ type StreamCall struct {
 	Id    uint64 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
 	Count uint32 `protobuf:"varint,2,opt,name=count,proto3" json:"count,omitempty"`
 	// The named sequence to take IDs from; empty: the cluster's default
-	// sequence. A named sequence's call is answered alone (never in a
-	// joint answer), with its IDs rendered as NextRequest.sequence's are.
+	// sequence. A named sequence's IDs are rendered as
+	// NextRequest.sequence's are.
 	// Only sequences of 64-bit IDs (dense, or a 64-bit layout) on a
 	// stream that does not ask for ticks.
 	Sequence      string `protobuf:"bytes,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
@@ -738,10 +738,13 @@ type StreamAnswer struct {
 	// on serving the others.
 	Code    uint32 `protobuf:"varint,6,opt,name=code,proto3" json:"code,omitempty"`
 	Message string `protobuf:"bytes,7,opt,name=message,proto3" json:"message,omitempty"`
-	// The named sequence of the call answered, echoed: a client refuses an
-	// answer to a named sequence's call without it, which a node too old to
-	// serve them on streams would send from the default sequence.
-	Sequence      string `protobuf:"bytes,8,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Set on an answer to named sequences' calls (StreamCall.sequence): a
+	// client refuses an answer to such a call without it, which a node too
+	// old to serve them on streams would send from the default sequence. A
+	// joint answer covers calls of the default sequence only, or named
+	// sequences' calls only, of any sequences: each call's runs are its own
+	// sequence's.
+	Named         bool `protobuf:"varint,8,opt,name=named,proto3" json:"named,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -825,11 +828,11 @@ func (x *StreamAnswer) GetMessage() string {
 	return ""
 }
 
-func (x *StreamAnswer) GetSequence() string {
+func (x *StreamAnswer) GetNamed() bool {
 	if x != nil {
-		return x.Sequence
+		return x.Named
 	}
-	return ""
+	return false
 }
 
 type CreateSequenceRequest struct {
@@ -2772,7 +2775,7 @@ const file_ordo_proto_rawDesc = "" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x1a\n" +
 	"\bsequence\x18\x03 \x01(\tR\bsequence\"E\n" +
 	"\x12NextStreamResponse\x12/\n" +
-	"\aanswers\x18\x01 \x03(\v2\x15.ordo.v1.StreamAnswerR\aanswers\"\xd2\x01\n" +
+	"\aanswers\x18\x01 \x03(\v2\x15.ordo.v1.StreamAnswerR\aanswers\"\xcc\x01\n" +
 	"\fStreamAnswer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x18\n" +
@@ -2780,8 +2783,8 @@ const file_ordo_proto_rawDesc = "" +
 	"\x04also\x18\x04 \x03(\x04R\x04also\x12\x16\n" +
 	"\x06counts\x18\x05 \x03(\rR\x06counts\x12\x12\n" +
 	"\x04code\x18\x06 \x01(\rR\x04code\x12\x18\n" +
-	"\amessage\x18\a \x01(\tR\amessage\x12\x1a\n" +
-	"\bsequence\x18\b \x01(\tR\bsequence\"\x92\x01\n" +
+	"\amessage\x18\a \x01(\tR\amessage\x12\x14\n" +
+	"\x05named\x18\b \x01(\bR\x05named\"\x92\x01\n" +
 	"\x15CreateSequenceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +

@@ -452,9 +452,9 @@ func (s *Stream) answer(a *api.StreamAnswer, calls []*streamCall) {
 		return
 	}
 	for _, call := range calls {
-		if call != nil && call.seq != "" && (len(calls) > 1 || a.Sequence != call.seq) {
-			fail(fmt.Errorf("%w: an answer to a call of sequence %q names sequence %q and answers %d calls: the node serves no named sequences on streams (upgrade every node)",
-				ErrBadResponse, call.seq, a.Sequence, len(calls)))
+		if call != nil && (call.seq != "") != a.Named {
+			fail(fmt.Errorf("%w: an answer to a call of sequence %q is marked named=%t: a node that serves no named sequences on streams answers them from the default sequence (upgrade every node)",
+				ErrBadResponse, call.seq, a.Named))
 			return
 		}
 	}
@@ -478,9 +478,15 @@ func (s *Stream) answer(a *api.StreamAnswer, calls []*streamCall) {
 	runs := api.NewRunReader(a.Runs)
 	for i, call := range calls {
 		var err error
-		if call != nil {
+		if a.Named && i > 0 {
+			// Each call's IDs are its own sequence's, in runs of their own.
+			err = runs.Apart()
+		}
+		switch {
+		case err != nil:
+		case call != nil:
 			call.ids, err = runs.Take(uint64(counts[i]), make([]uint64, 0, call.n))
-		} else {
+		default:
 			err = runs.Skip(uint64(counts[i]))
 		}
 		if err != nil {

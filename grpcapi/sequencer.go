@@ -65,8 +65,9 @@ func (q *Sequencer) Layout(ctx context.Context, _ *api.LayoutRequest) (*api.Layo
 type streamCall struct {
 	id     uint64
 	ticket sequencer.Ticket
-	// named is a named sequence's call, instead of a ticket.
-	named *namedCall
+	// named are named sequences' calls, instead of a ticket: one, or
+	// several whose grants end together, answered jointly.
+	named []namedCall
 	// invalid is set instead of a ticket for a call out of range; failed
 	// for a named call that failed alone (a status).
 	invalid string
@@ -187,12 +188,14 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 		resp.Answers = resp.Answers[:0]
 		covered := 0 // calls answered in resp: a joint answer covers several
 		for next != nil && covered < maxAnswersPerMessage {
-			a, err := q.answer(ctx, next)
+			answers, err := q.answer(ctx, next)
 			if err != nil {
 				return end(err)
 			}
-			resp.Answers = append(resp.Answers, a)
-			covered += 1 + len(a.Also)
+			for _, a := range answers {
+				resp.Answers = append(resp.Answers, a)
+				covered += 1 + len(a.Also)
+			}
 			next = nil
 			select {
 			case c, ok := <-assigned:
@@ -218,33 +221,67 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 
 // done is closed once the call can be answered.
 func (c *streamCall) done() <-chan struct{} {
-	if c.named != nil {
-		return c.named.grant.Done()
+	if len(c.named) > 0 {
+		return c.named[0].grant.Done()
 	}
 	return c.ticket.Done()
 }
 
-// answer is the answer to c once it is done; an error ends the stream.
-func (q *Sequencer) answer(ctx context.Context, c *streamCall) (*api.StreamAnswer, error) {
+// answer is the answer to c once it is done (several for named calls
+// that cannot be answered jointly); an error ends the stream.
+func (q *Sequencer) answer(ctx context.Context, c *streamCall) ([]*api.StreamAnswer, error) {
 	a := &api.StreamAnswer{Id: c.id, Invalid: c.invalid, Also: c.also, Counts: c.counts}
 	switch {
 	case c.invalid != "":
 	case c.failed != nil:
-		return failedAlone(ctx, a, c.failed)
-	case c.named != nil:
-		a.Sequence = c.named.ask.Name
-		runs, err := q.srv.namedRuns(*c.named)
-		if err != nil {
-			return failedAlone(ctx, a, err)
-		}
-		a.Runs = runs
+		a, err := failedAlone(ctx, a, c.failed)
+		return []*api.StreamAnswer{a}, err
+	case len(c.named) > 0:
+		return q.answerNamed(ctx, c.named)
 	default:
 		if err := c.ticket.Err(); err != nil {
 			return nil, err
 		}
 		a.Runs = q.srv.issue(c.ticket.Block)
 	}
-	return a, nil
+	return []*api.StreamAnswer{a}, nil
+}
+
+// answerNamed answers named calls whose grants are done: jointly when
+// there are several and every one got its IDs, else each alone.
+func (q *Sequencer) answerNamed(ctx context.Context, calls []namedCall) ([]*api.StreamAnswer, error) {
+	firsts := make([]uint64, len(calls))
+	errs := make([]error, len(calls))
+	failed := false
+	for i, c := range calls {
+		firsts[i], errs[i] = c.grant.Result()
+		failed = failed || errs[i] != nil
+	}
+	if len(calls) > 1 && !failed {
+		a := &api.StreamAnswer{Id: calls[0].id, Named: true, Counts: make([]uint32, len(calls)), Also: make([]uint64, 0, len(calls)-1)}
+		for i, c := range calls {
+			if i > 0 {
+				a.Also = append(a.Also, c.id)
+			}
+			a.Counts[i] = uint32(c.ask.Count)
+			a.Runs = append(a.Runs, q.srv.issueNamed(c, firsts[i])...)
+		}
+		return []*api.StreamAnswer{a}, nil
+	}
+	answers := make([]*api.StreamAnswer, len(calls))
+	for i, c := range calls {
+		a := &api.StreamAnswer{Id: c.id, Named: true}
+		if errs[i] != nil {
+			var err error
+			if a, err = failedAlone(ctx, a, errs[i]); err != nil {
+				return nil, err
+			}
+		} else {
+			a.Runs = q.srv.issueNamed(c, firsts[i])
+		}
+		answers[i] = a
+	}
+	return answers, nil
 }
 
 // failedAlone answers a named call's failure on its own, or ends the
@@ -262,38 +299,37 @@ func failedAlone(ctx context.Context, a *api.StreamAnswer, err error) (*api.Stre
 
 // startNamed starts the named sequences' calls of a stream that came
 // together: one Grants, so the calls served from windows share one
-// round. A call that fails at once fails alone.
-func (q *Sequencer) startNamed(ctx context.Context, calls []*api.StreamCall) []streamCall {
-	out := make([]streamCall, len(calls))
-	named := make([]namedCall, len(calls))
+// round, and those (when the client takes joint answers) one answer. A
+// call that fails at once fails alone.
+func (q *Sequencer) startNamed(ctx context.Context, calls []*api.StreamCall, joint bool) []streamCall {
+	out := make([]streamCall, 0, len(calls))
+	named := make([]namedCall, 0, len(calls))
 	asks := make([]settle.Ask, 0, len(calls))
-	for i, call := range calls {
-		out[i].id = call.Id
+	for _, call := range calls {
 		err := fsm.CheckSequenceName(call.Sequence)
 		if err != nil {
-			out[i].failed = fmt.Errorf("%w: %w", ErrBadRequest, err)
-			continue
+			err = fmt.Errorf("%w: %w", ErrBadRequest, err)
+		} else if err = q.srv.checkCount(call.Count); err == nil {
+			var ask settle.Ask
+			if ask, err = q.srv.askNamed(call.Sequence, call.Count, fsm.Keyed{}, false); err == nil {
+				asks = append(asks, ask)
+				named = append(named, namedCall{id: call.Id, ask: ask})
+				continue
+			}
 		}
-		if err := q.srv.checkCount(call.Count); err != nil {
-			out[i].failed = err
-			continue
-		}
-		ask, err := q.srv.askNamed(call.Sequence, call.Count, fsm.Keyed{}, false)
-		if err != nil {
-			out[i].failed = err
-			continue
-		}
-		asks = append(asks, ask)
-		named[i].ask = ask
-		out[i].named = &named[i]
+		out = append(out, streamCall{id: call.Id, failed: err})
 	}
-	grants := q.srv.Settle.Grants(ctx, asks)
-	k := 0
-	for i := range out {
-		if out[i].named != nil {
-			out[i].named.grant = grants[k]
+	for i, g := range q.srv.Settle.Grants(ctx, asks) {
+		named[i].grant = g
+	}
+	// Calls whose grants end together (one round) make one answer.
+	for len(named) > 0 {
+		k := 1
+		for joint && k < len(named) && named[k].grant.Done() == named[0].grant.Done() {
 			k++
 		}
+		out = append(out, streamCall{id: named[0].id, named: named[:k:k]})
+		named = named[k:]
 	}
 	return out
 }
@@ -317,7 +353,7 @@ func (q *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 				for k < len(calls) && k < maxAnswersPerMessage && calls[k].Sequence != "" {
 					k++
 				}
-				for _, c := range q.startNamed(ctx, calls[:k]) {
+				for _, c := range q.startNamed(ctx, calls[:k], req.Joint) {
 					select {
 					case assigned <- c:
 					case <-ctx.Done():

@@ -157,15 +157,16 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 	case <-s.Stop:
 		return nil, sequencer.ErrNotLeader
 	}
-	runs, err := s.namedRuns(call)
+	first, err := call.grant.Result()
 	if err != nil {
 		return nil, err
 	}
-	return &api.NextResponse{Runs: runs, LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Sequence: req.Sequence}, nil
+	return &api.NextResponse{Runs: s.issueNamed(call, first), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Sequence: req.Sequence}, nil
 }
 
 // namedCall is a call for a named sequence's IDs under way on the leader.
 type namedCall struct {
+	id    uint64 // a stream's call id
 	ask   settle.Ask
 	grant settle.Grant
 }
@@ -184,16 +185,12 @@ func (s *Server) askNamed(name string, count uint32, key fsm.Keyed, ticks bool) 
 	return settle.Ask{Name: name, Seq: seq, Count: uint64(count), Key: key}, nil
 }
 
-// namedRuns renders a named call's IDs once its grant is done, and counts
-// them as issued.
-func (s *Server) namedRuns(c namedCall) ([]*api.IDRun, error) {
-	first, err := c.grant.Result()
-	if err != nil {
-		return nil, err
-	}
+// issueNamed renders a named call's IDs from first, the first its grant
+// got, and counts them as issued.
+func (s *Server) issueNamed(c namedCall, first uint64) []*api.IDRun {
 	s.Meter.Issued(c.ask.Count)
 	s.Meter.IssuedIn(c.ask.Name, c.ask.Count)
-	return sequenceRuns(c.ask.Seq, first, c.ask.Count), nil
+	return sequenceRuns(c.ask.Seq, first, c.ask.Count)
 }
 
 // sequenceRuns renders count IDs from first as seq's kind makes them: a
