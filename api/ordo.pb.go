@@ -618,9 +618,12 @@ type StreamCall struct {
 	// NextRequest.sequence's are.
 	// Only sequences of 64-bit IDs (dense, or a 64-bit layout) on a
 	// stream that does not ask for ticks.
-	Sequence      string `protobuf:"bytes,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sequence string `protobuf:"bytes,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// As NextRequest.idempotency_key. A keyed call is answered alone, with
+	// StreamAnswer.keyed set.
+	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *StreamCall) Reset() {
@@ -670,6 +673,13 @@ func (x *StreamCall) GetCount() uint32 {
 func (x *StreamCall) GetSequence() string {
 	if x != nil {
 		return x.Sequence
+	}
+	return ""
+}
+
+func (x *StreamCall) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
 	}
 	return ""
 }
@@ -744,7 +754,11 @@ type StreamAnswer struct {
 	// joint answer covers calls of the default sequence only, or named
 	// sequences' calls only, of any sequences: each call's runs are its own
 	// sequence's.
-	Named         bool `protobuf:"varint,8,opt,name=named,proto3" json:"named,omitempty"`
+	Named bool `protobuf:"varint,8,opt,name=named,proto3" json:"named,omitempty"`
+	// Set on the answer to a keyed call (idempotency_key): a client refuses
+	// an answer to a keyed call without it, which a node too old to read
+	// keys would send, unkeyed.
+	Keyed         bool `protobuf:"varint,9,opt,name=keyed,proto3" json:"keyed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -831,6 +845,13 @@ func (x *StreamAnswer) GetMessage() string {
 func (x *StreamAnswer) GetNamed() bool {
 	if x != nil {
 		return x.Named
+	}
+	return false
+}
+
+func (x *StreamAnswer) GetKeyed() bool {
+	if x != nil {
+		return x.Keyed
 	}
 	return false
 }
@@ -1453,7 +1474,11 @@ type NextResponse struct {
 	// NextRequest.sequence, echoed: a client refuses an answer to a named
 	// sequence's call without it, which a node too old to serve named
 	// sequences would send from the default sequence.
-	Sequence      string `protobuf:"bytes,4,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	Sequence string `protobuf:"bytes,4,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	// Set when the call carried an idempotency key and its IDs are recorded
+	// under it: a client refuses an answer to a keyed call without it,
+	// which a node too old to read keys would send, unkeyed.
+	Keyed         bool `protobuf:"varint,5,opt,name=keyed,proto3" json:"keyed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1514,6 +1539,13 @@ func (x *NextResponse) GetSequence() string {
 		return x.Sequence
 	}
 	return ""
+}
+
+func (x *NextResponse) GetKeyed() bool {
+	if x != nil {
+		return x.Keyed
+	}
+	return false
 }
 
 type LayoutRequest struct {
@@ -2768,14 +2800,15 @@ const file_ordo_proto_rawDesc = "" +
 	"leaderAddr\"T\n" +
 	"\x11NextStreamRequest\x12)\n" +
 	"\x05calls\x18\x01 \x03(\v2\x13.ordo.v1.StreamCallR\x05calls\x12\x14\n" +
-	"\x05joint\x18\x02 \x01(\bR\x05joint\"N\n" +
+	"\x05joint\x18\x02 \x01(\bR\x05joint\"w\n" +
 	"\n" +
 	"StreamCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x1a\n" +
-	"\bsequence\x18\x03 \x01(\tR\bsequence\"E\n" +
+	"\bsequence\x18\x03 \x01(\tR\bsequence\x12'\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\"E\n" +
 	"\x12NextStreamResponse\x12/\n" +
-	"\aanswers\x18\x01 \x03(\v2\x15.ordo.v1.StreamAnswerR\aanswers\"\xcc\x01\n" +
+	"\aanswers\x18\x01 \x03(\v2\x15.ordo.v1.StreamAnswerR\aanswers\"\xe2\x01\n" +
 	"\fStreamAnswer\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12\"\n" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x18\n" +
@@ -2784,7 +2817,8 @@ const file_ordo_proto_rawDesc = "" +
 	"\x06counts\x18\x05 \x03(\rR\x06counts\x12\x12\n" +
 	"\x04code\x18\x06 \x01(\rR\x04code\x12\x18\n" +
 	"\amessage\x18\a \x01(\tR\amessage\x12\x14\n" +
-	"\x05named\x18\b \x01(\bR\x05named\"\x92\x01\n" +
+	"\x05named\x18\b \x01(\bR\x05named\x12\x14\n" +
+	"\x05keyed\x18\t \x01(\bR\x05keyed\"\x92\x01\n" +
 	"\x15CreateSequenceRequest\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
@@ -2824,13 +2858,14 @@ const file_ordo_proto_rawDesc = "" +
 	"\x05IDRun\x12\x14\n" +
 	"\x05first\x18\x01 \x01(\x04R\x05first\x12\x14\n" +
 	"\x05count\x18\x02 \x01(\rR\x05count\x12\x12\n" +
-	"\x04step\x18\x03 \x01(\x04R\x04step\"\x8c\x01\n" +
+	"\x04step\x18\x03 \x01(\x04R\x04step\"\xa2\x01\n" +
 	"\fNextResponse\x12\"\n" +
 	"\x04runs\x18\x01 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x03 \x01(\tR\n" +
 	"leaderAddr\x12\x1a\n" +
-	"\bsequence\x18\x04 \x01(\tR\bsequence\"\x0f\n" +
+	"\bsequence\x18\x04 \x01(\tR\bsequence\x12\x14\n" +
+	"\x05keyed\x18\x05 \x01(\bR\x05keyed\"\x0f\n" +
 	"\rLayoutRequest\"\x9d\x02\n" +
 	"\x0eLayoutResponse\x12\x16\n" +
 	"\x06layout\x18\x01 \x01(\tR\x06layout\x12\x14\n" +

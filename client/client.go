@@ -369,6 +369,9 @@ func (c *Client) fetchFrom(ctx context.Context, sequence string, n int, ticks bo
 	if err != nil {
 		return nil, keyErr(err)
 	}
+	if req.IdempotencyKey != "" && !resp.Keyed {
+		return nil, fmt.Errorf("%w: the answer to a keyed call is not marked keyed: the node does not read idempotency keys, and a retry would take new IDs (upgrade every node)", ErrBadResponse)
+	}
 	if resp.Sequence != sequence {
 		return nil, fmt.Errorf("%w: an answer to a call of sequence %q names sequence %q: the node serves no named sequences (upgrade every node)", ErrBadResponse, sequence, resp.Sequence)
 	}

@@ -177,8 +177,8 @@ func mustNextN(ctx context.Context, t *testing.T, c *Client, n int) []uint64 {
 
 // serve answers every Next with runs.
 func serve(runs ...*api.IDRun) nextFunc {
-	return func(context.Context, *api.NextRequest) (*api.NextResponse, error) {
-		return &api.NextResponse{Runs: runs}, nil
+	return func(_ context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+		return &api.NextResponse{Runs: runs, Keyed: req.IdempotencyKey != ""}, nil
 	}
 }
 
@@ -619,7 +619,7 @@ func (l *keyedLog) next(ctx context.Context, req *api.NextRequest) (*api.NextRes
 	}
 	l.attempts = append(l.attempts, keyedAttempt{req.IdempotencyKey, caller, req.Sequence})
 	run := func(first uint64) *api.NextResponse {
-		return &api.NextResponse{Runs: []*api.IDRun{{First: first, Count: req.Count, Step: 1}}, Sequence: req.Sequence}
+		return &api.NextResponse{Runs: []*api.IDRun{{First: first, Count: req.Count, Step: 1}}, Sequence: req.Sequence, Keyed: req.IdempotencyKey != ""}
 	}
 	if req.IdempotencyKey == "" {
 		first := l.last[req.Sequence] + 1

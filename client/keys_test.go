@@ -1,6 +1,7 @@
 package client
 
 import (
+	"context"
 	"encoding/hex"
 	"errors"
 	"slices"
@@ -220,5 +221,21 @@ func TestKeyedUUIDs(t *testing.T) {
 	}
 	if seen := log.seen(); len(seen) != 2 || seen[0].key != "u" || seen[1].key != "u" {
 		t.Fatalf("attempts %+v, want two with key u", seen)
+	}
+}
+
+// A node too old to read keys answers a keyed call unkeyed, and a retry
+// would take new IDs: the client refuses an answer not marked keyed.
+func TestUnkeyedAnswerToKeyedCallIsRefused(t *testing.T) {
+	old := func(_ context.Context, req *api.NextRequest) (*api.NextResponse, error) {
+		return &api.NextResponse{Runs: []*api.IDRun{{First: 7, Count: req.Count, Step: 1}}}, nil
+	}
+	c := mustNew(t, []string{mustSequencer(t, &fakeSeq{next: old})})
+	ctx := testCtx(t, 5*time.Second)
+	if id, err := c.Next(WithIdempotencyKey(ctx, "k")); !errors.Is(err, ErrBadResponse) {
+		t.Fatalf("keyed Next answered unkeyed = %d, %v; want ErrBadResponse", id, err)
+	}
+	if id, err := c.Next(ctx); err != nil || id != 7 {
+		t.Fatalf("unkeyed Next = %d, %v; want 7", id, err)
 	}
 }

@@ -116,5 +116,5 @@ func (s *Server) keyedNext(ctx context.Context, req *api.NextRequest) (*api.Next
 		return nil, err
 	}
 	s.Meter.Issued(uint64(req.Count))
-	return &api.NextResponse{Runs: api.Runs(s.cfg.Layout, s.cfg.Group, first, uint64(req.Count)), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr}, nil
+	return &api.NextResponse{Runs: api.Runs(s.cfg.Layout, s.cfg.Group, first, uint64(req.Count)), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Keyed: true}, nil
 }

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
-	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/internal/recv"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
@@ -105,7 +104,11 @@ func (q *Sequencer) forwardStream(conn *grpc.ClientConn, stream grpc.BidiStreami
 // relay passes stream's calls to the leader over conn and the leader's
 // answers back, until either side ends or ctx does (cancel ends it).
 func (q *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *grpc.ClientConn, stream grpc.BidiStreamingServer[api.NextStreamRequest, api.NextStreamResponse]) error {
-	up, err := api.NewSequencerClient(conn).NextStream(q.srv.forwardContext(ctx))
+	// The stream's width is the client's (the leader checks it per call),
+	// and its keyed calls are the client's caller's.
+	asks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
+	fctx := metadata.AppendToOutgoingContext(ForwardContext(ctx, q.srv.Node.ClusterID(), asks), api.CallerKey, idempotencyCaller(ctx))
+	up, err := api.NewSequencerClient(conn).NextStream(fctx)
 	if err != nil {
 		return err
 	}
@@ -258,7 +261,7 @@ func (q *Sequencer) answerNamed(ctx context.Context, calls []namedCall) ([]*api.
 		failed = failed || errs[i] != nil
 	}
 	if len(calls) > 1 && !failed {
-		a := &api.StreamAnswer{Id: calls[0].id, Named: true, Counts: make([]uint32, len(calls)), Also: make([]uint64, 0, len(calls)-1)}
+		a := &api.StreamAnswer{Id: calls[0].id, Named: true, Keyed: calls[0].ask.Key.Key != "", Counts: make([]uint32, len(calls)), Also: make([]uint64, 0, len(calls)-1)}
 		for i, c := range calls {
 			if i > 0 {
 				a.Also = append(a.Also, c.id)
@@ -270,7 +273,7 @@ func (q *Sequencer) answerNamed(ctx context.Context, calls []namedCall) ([]*api.
 	}
 	answers := make([]*api.StreamAnswer, len(calls))
 	for i, c := range calls {
-		a := &api.StreamAnswer{Id: c.id, Named: true}
+		a := &api.StreamAnswer{Id: c.id, Named: c.ask.Name != "", Keyed: c.ask.Key.Key != ""}
 		if errs[i] != nil {
 			var err error
 			if a, err = failedAlone(ctx, a, errs[i]); err != nil {
@@ -297,27 +300,24 @@ func failedAlone(ctx context.Context, a *api.StreamAnswer, err error) (*api.Stre
 	return a, nil
 }
 
-// startNamed starts the named sequences' calls of a stream that came
-// together: one Grants, so the calls served from windows share one
-// round, and those (when the client takes joint answers) one answer. A
-// call that fails at once fails alone.
-func (q *Sequencer) startNamed(ctx context.Context, calls []*api.StreamCall, joint bool) []streamCall {
+// startNamed starts the calls of a stream that came together and that
+// Grants serves (named sequences' calls, keyed calls): one Grants, so the
+// calls served from windows share one round, and those (when the client
+// takes joint answers) one answer. A call that fails at once fails alone;
+// widthErr is why the stream may not take the default sequence's IDs.
+func (q *Sequencer) startNamed(ctx context.Context, calls []*api.StreamCall, joint bool, widthErr error) []streamCall {
+	ticks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
 	out := make([]streamCall, 0, len(calls))
 	named := make([]namedCall, 0, len(calls))
 	asks := make([]settle.Ask, 0, len(calls))
 	for _, call := range calls {
-		err := fsm.CheckSequenceName(call.Sequence)
+		ask, err := q.srv.askOf(call.Sequence, call.Count, keyed(ctx, call.IdempotencyKey), ticks, widthErr)
 		if err != nil {
-			err = fmt.Errorf("%w: %w", ErrBadRequest, err)
-		} else if err = q.srv.checkCount(call.Count); err == nil {
-			var ask settle.Ask
-			if ask, err = q.srv.askNamed(call.Sequence, call.Count, fsm.Keyed{}, false); err == nil {
-				asks = append(asks, ask)
-				named = append(named, namedCall{id: call.Id, ask: ask})
-				continue
-			}
+			out = append(out, streamCall{id: call.Id, failed: err})
+			continue
 		}
-		out = append(out, streamCall{id: call.Id, failed: err})
+		asks = append(asks, ask)
+		named = append(named, namedCall{id: call.Id, ask: ask})
 	}
 	for i, g := range q.srv.Settle.Grants(ctx, asks) {
 		named[i].grant = g
@@ -325,13 +325,19 @@ func (q *Sequencer) startNamed(ctx context.Context, calls []*api.StreamCall, joi
 	// Calls whose grants end together (one round) make one answer.
 	for len(named) > 0 {
 		k := 1
-		for joint && k < len(named) && named[k].grant.Done() == named[0].grant.Done() {
+		for joint && k < len(named) && named[k].grant.Done() == named[0].grant.Done() && named[k].ask.Name != "" && named[0].ask.Name != "" {
 			k++
 		}
 		out = append(out, streamCall{id: named[0].id, named: named[:k:k]})
 		named = named[k:]
 	}
 	return out
+}
+
+// granted reports whether Grants serves call: a named sequence's call, or
+// a keyed one.
+func granted(call *api.StreamCall) bool {
+	return call.Sequence != "" || call.IdempotencyKey != ""
 }
 
 // assignCalls reads calls until the client is done sending (nil) or the
@@ -347,13 +353,13 @@ func (q *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 	widthErr := q.srv.checkWidth(ctx)
 	return recv.Each(stream.Recv, func(req *api.NextStreamRequest) error {
 		for calls := req.Calls; len(calls) > 0; {
-			if calls[0].Sequence != "" {
-				// The run of named calls from the front.
+			if granted(calls[0]) {
+				// The run of such calls from the front.
 				k := 1
-				for k < len(calls) && k < maxAnswersPerMessage && calls[k].Sequence != "" {
+				for k < len(calls) && k < maxAnswersPerMessage && granted(calls[k]) {
 					k++
 				}
-				for _, c := range q.startNamed(ctx, calls[:k], req.Joint) {
+				for _, c := range q.startNamed(ctx, calls[:k], req.Joint, widthErr) {
 					select {
 					case assigned <- c:
 					case <-ctx.Done():
@@ -373,7 +379,7 @@ func (q *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 			k, total := 0, uint64(0)
 			for _, call := range calls {
 				n := uint64(call.Count)
-				if call.Sequence != "" || n == 0 || n > q.srv.cfg.MaxCount || total+n > q.srv.cfg.MaxCount || k == maxAnswersPerMessage {
+				if granted(call) || n == 0 || n > q.srv.cfg.MaxCount || total+n > q.srv.cfg.MaxCount || k == maxAnswersPerMessage {
 					break
 				}
 				k, total = k+1, total+n

@@ -161,7 +161,7 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 	if err != nil {
 		return nil, err
 	}
-	return &api.NextResponse{Runs: s.issueNamed(call, first), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Sequence: req.Sequence}, nil
+	return &api.NextResponse{Runs: s.issueNamed(call, first), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Sequence: req.Sequence, Keyed: req.IdempotencyKey != ""}, nil
 }
 
 // namedCall is a call for a named sequence's IDs under way on the leader.
@@ -169,6 +169,26 @@ type namedCall struct {
 	id    uint64 // a stream's call id
 	ask   settle.Ask
 	grant settle.Grant
+}
+
+// askOf checks a stream's call for count IDs of named sequence name (""
+// the default sequence, whose calls Grants serves only keyed), with key
+// (the caller's) and ticks (the stream's width), on the leader;
+// defaultWidth is why the stream may not take the default sequence's IDs.
+func (s *Server) askOf(name string, count uint32, key fsm.Keyed, ticks bool, defaultWidth error) (settle.Ask, error) {
+	if err := s.checkCount(count); err != nil {
+		return settle.Ask{}, err
+	}
+	if err := checkKey(key.Key); err != nil {
+		return settle.Ask{}, err
+	}
+	if name == "" {
+		return settle.Ask{Count: uint64(count), Key: key}, defaultWidth
+	}
+	if err := fsm.CheckSequenceName(name); err != nil {
+		return settle.Ask{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	return s.askNamed(name, count, key, ticks)
 }
 
 // askNamed checks a call for count IDs (ticks: the caller reads ticks) of
@@ -185,9 +205,12 @@ func (s *Server) askNamed(name string, count uint32, key fsm.Keyed, ticks bool) 
 	return settle.Ask{Name: name, Seq: seq, Count: uint64(count), Key: key}, nil
 }
 
-// issueNamed renders a named call's IDs from first, the first its grant
-// got, and counts them as issued.
+// issueNamed renders a granted call's IDs from first, the first its
+// grant got, and counts them as issued.
 func (s *Server) issueNamed(c namedCall, first uint64) []*api.IDRun {
+	if c.ask.Name == "" {
+		return s.issue(sequencer.Block{First: first, Count: c.ask.Count})
+	}
 	s.Meter.Issued(c.ask.Count)
 	s.Meter.IssuedIn(c.ask.Name, c.ask.Count)
 	return sequenceRuns(c.ask.Seq, first, c.ask.Count)

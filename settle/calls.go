@@ -151,16 +151,10 @@ func refusal(do fsm.Do, f fsm.Fate, first, count uint64) error {
 // Claim hands out count ticks of the default sequence for a keyed call,
 // once the entry that records them under the key is committed: the ticks
 // the key holds when a call with it was answered before (its retry gets
-// them again), else new ones. Unkeyed calls take Next's path.
+// them again), else new ones. Grants of one ask, waited for; unkeyed
+// calls take Next's path.
 func (s *Settler) Claim(ctx context.Context, key fsm.Keyed, count uint64) (uint64, error) {
-	if err := s.keysVersion(); err != nil {
-		return 0, err
-	}
-	r, err := s.call(ctx, &request{count: count, claim: &key})
-	if err != nil {
-		return 0, err
-	}
-	return r.allocated.First, r.allocated.Err
+	return s.wait(ctx, s.Grants(ctx, []Ask{{Count: count, Key: key}})[0])
 }
 
 // keysVersion refuses keyed and sequence calls before the cluster reads
@@ -181,7 +175,11 @@ func (s *Settler) Alloc(ctx context.Context, seq string, count uint64, key fsm.K
 	if !ok || def.Dropped {
 		def = fsm.Sequence{} // the log refuses it
 	}
-	g := s.Grants(ctx, []Ask{{Name: seq, Seq: def, Count: count, Key: key}})[0]
+	return s.wait(ctx, s.Grants(ctx, []Ask{{Name: seq, Seq: def, Count: count, Key: key}})[0])
+}
+
+// wait waits for g's result.
+func (s *Settler) wait(ctx context.Context, g Grant) (uint64, error) {
 	select {
 	case <-g.Done():
 		return g.Result()

@@ -48,7 +48,8 @@ type window struct {
 	refill *request
 }
 
-// Ask is one call for IDs of a named sequence.
+// Ask is one call for IDs of a named sequence, or a keyed call of the
+// default sequence (Name empty).
 type Ask struct {
 	Name string
 	// Seq is the sequence's definition as the caller read it, live.
@@ -111,6 +112,12 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 	}
 	var windowed []int // the asks served from windows
 	for i, a := range asks {
+		if a.Name == "" {
+			// A keyed call of the default sequence: Claim's.
+			r := &request{count: a.Count, claim: &a.Key}
+			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
+			continue
+		}
 		if a.Seq.Layout == nil || a.Key.Key != "" {
 			r := &request{alloc: &fsm.Alloc{Seq: a.Name, Count: a.Count, Keyed: a.Key}}
 			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
