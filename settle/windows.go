@@ -158,17 +158,18 @@ func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, error) {
 			w = &window{}
 			s.windows[a.Name] = w
 		}
-		first := max(w.next, l.TickAt(s.wall()), 1)
+		now := l.TickAt(s.wall())
+		first := max(w.next, now, 1)
 		end := first + a.Count
 		if end > first && end <= w.limit {
 			w.next = end
 			if w.limit-end < span/2 {
-				s.refillLocked(ctx, a.Name, w, span)
+				s.refillLocked(ctx, a.Name, w, reach(0, max(a.Seq.Next, w.limit), now, span))
 			}
 			s.wmu.Unlock()
 			return first, nil
 		}
-		r := s.refillLocked(ctx, a.Name, w, max(span, a.Count))
+		r := s.refillLocked(ctx, a.Name, w, reach(a.Count, max(a.Seq.Next, w.limit), now, span))
 		s.wmu.Unlock()
 		if r == nil {
 			return 0, sequencer.ErrNotLeader
@@ -187,6 +188,23 @@ func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, error) {
 			return 0, err
 		}
 	}
+}
+
+// reach is how many ticks a window's Alloc asks for: up to span past the
+// clock (now), from mark, the sequence's mark as this leader last saw it,
+// where the Alloc will start unless the clock is past it; at least need,
+// and at least a sixteenth of a span, so a sequence whose mark leads the
+// clock (after leader changes, each of whose first window starts at the
+// mark) still gets windows that serve many calls, while its lead grows by
+// a sixteenth of a span a change at most, slower than the clock moves
+// between elections.
+func reach(need, mark, now, span uint64) uint64 {
+	from := max(mark, now)
+	want := span / 16
+	if now+span > from {
+		want = max(want, now+span-from)
+	}
+	return max(need, want, 1)
 }
 
 // refillLocked starts an Alloc of n ticks that raises w's limit, unless
