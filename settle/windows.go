@@ -111,6 +111,7 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 		return grants
 	}
 	var windowed []int // the asks served from windows
+	var terms []uint64 // the term of each one's window
 	for i, a := range asks {
 		if a.Name == "" {
 			// A keyed call of the default sequence: Claim's.
@@ -123,32 +124,33 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
 			continue
 		}
-		first, err := s.fromWindow(ctx, a)
+		first, term, err := s.fromWindow(ctx, a)
 		grants[i] = Grant{first: first, err: err}
 		if err == nil {
-			windowed = append(windowed, i)
+			windowed, terms = append(windowed, i), append(terms, term)
 		}
 	}
 	if len(windowed) == 0 {
 		return grants
 	}
-	s.wmu.Lock()
-	term := s.windowTerm
-	s.wmu.Unlock()
+	// After every assignment: the round, or the lease check, proves this
+	// node led in the term it confirms after the ticks were assigned.
 	t, now := s.ids.Enroll()
-	for _, i := range windowed {
+	for k, i := range windowed {
 		grants[i].ticket = t
-		if now != term {
-			// The term changed under the windows: their ticks are a gap.
-			grants[i].err = fmt.Errorf("%w: the window of %q serves term %d, this node serves term %d", sequencer.ErrNotLeader, asks[i].Name, term, now)
+		if terms[k] != now {
+			// A window of another term: nothing proves no newer leader
+			// answered from above it meanwhile. Its ticks are a gap.
+			grants[i].err = fmt.Errorf("%w: the window of %q serves term %d, this node serves term %d", sequencer.ErrNotLeader, asks[i].Name, terms[k], now)
 		}
 	}
 	return grants
 }
 
 // fromWindow assigns a's ticks from its sequence's window, asking for a
-// window first when none serves them.
-func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, error) {
+// window first when none serves them, and returns the first and the term
+// the window serves.
+func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, uint64, error) {
 	l := *a.Seq.Layout
 	span := l.TicksIn(s.cfg.Window)
 	for {
@@ -166,26 +168,27 @@ func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, error) {
 			if w.limit-end < span/2 {
 				s.refillLocked(ctx, a.Name, w, reach(0, max(a.Seq.Next, w.limit), now, span))
 			}
+			term := s.windowTerm
 			s.wmu.Unlock()
-			return first, nil
+			return first, term, nil
 		}
 		r := s.refillLocked(ctx, a.Name, w, reach(a.Count, max(a.Seq.Next, w.limit), now, span))
 		s.wmu.Unlock()
 		if r == nil {
-			return 0, sequencer.ErrNotLeader
+			return 0, 0, sequencer.ErrNotLeader
 		}
 		select {
 		case <-r.done:
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, 0, ctx.Err()
 		case <-s.stop:
-			return 0, sequencer.ErrNotLeader
+			return 0, 0, sequencer.ErrNotLeader
 		}
 		if err := r.err; err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if err := r.allocated.Err; err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 }
