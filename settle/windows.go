@@ -23,7 +23,8 @@ package settle
 //     itself, after this one's limits.
 //
 // A window is asked for when a call finds none that serves it, and again
-// ahead of need (when less than half of one is left) while calls come, so
+// ahead of need (when the clock is less than half a window from its
+// limit) while calls come, so
 // a sequence nobody calls commits nothing, and a window reaches at most
 // Config.Window ahead of the clock beyond its mark, within the FSM's lead
 // bound.
@@ -165,7 +166,12 @@ func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, uint64, error)
 		end := first + a.Count
 		if end > first && end <= w.limit {
 			w.next = end
-			if w.limit-end < span/2 {
+			if w.limit < now+span/2 {
+				// Less than half a window of clock is left: ask for the
+				// next ahead. On the clock, not on the ticks left: a mark
+				// that leads the clock (a leader whose clock is behind)
+				// is used up by calls only, and asking ahead at every call
+				// would carry it away to the lead bound.
 				s.refillLocked(ctx, a.Name, w, reach(0, max(a.Seq.Next, w.limit), now, span))
 			}
 			term := s.windowTerm

@@ -3,6 +3,7 @@ package settle
 import (
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/sequencer"
@@ -60,5 +61,39 @@ func TestWindowOfAnOlderTermIsNotAnswered(t *testing.T) {
 	next, err := s.Alloc(ctx(t), "s", 1, fsm.Keyed{})
 	if err != nil || next <= first || next < seq.Next {
 		t.Fatalf("the call after re-leading = %d, %v; want above the first call's %d and the term-1 mark %d", next, err, first, seq.Next)
+	}
+}
+
+// A leader whose clock is behind the mark (its clock stepped back, or an
+// earlier leader's ran ahead) must not ask for a window at every call:
+// its windows are used up by calls alone, and asking ahead of need would
+// carry the mark away to the lead bound, where every call is refused.
+func TestWindowsDoNotRunAwayBehindTheMark(t *testing.T) {
+	r := start(t, testConfig(), fsm.SequencesVersion)
+	if res, err := r.log.Settle(fsm.Command{Op: fsm.OpCreateSequence, Sequence: "s", Kind: "default"}).Result(); err != nil || res.Err != nil {
+		t.Fatalf("create: %v, %v", err, res.Err)
+	}
+	r.s.Lead()
+	if _, err := r.s.Alloc(ctx(t), "s", 1, fsm.Keyed{}); err != nil {
+		t.Fatalf("first call: %v", err)
+	}
+	// The clock steps back, and the node leads again in a new term: its
+	// first window starts at the mark, an hour ahead of its clock.
+	r.clock.Advance(-time.Hour)
+	r.ids.setTerm(2)
+	r.log.setTerm(2)
+	r.s.StepDown()
+	r.s.Lead()
+	before, _ := r.fsm.Sequence("s")
+	for i := range 500 {
+		if _, err := r.s.Alloc(ctx(t), "s", 1, fsm.Keyed{}); err != nil {
+			t.Fatalf("call %d with the clock an hour back: %v", i, err)
+		}
+	}
+	r.barrier()
+	after, _ := r.fsm.Sequence("s")
+	span := before.Layout.TicksIn(testConfig().Window)
+	if grew := after.Next - before.Next; grew > span {
+		t.Fatalf("500 calls of one ID moved the mark by %d ticks, more than a window (%d): windows were asked for ahead of need", grew, span)
 	}
 }

@@ -29,7 +29,7 @@ func (s *keyedServer) Next(_ context.Context, req *api.NextRequest) (*api.NextRe
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if runs, ok := s.keys[req.IdempotencyKey]; ok && s.keep {
-		return &api.NextResponse{Runs: runs}, nil
+		return &api.NextResponse{Runs: runs, Keyed: req.IdempotencyKey != ""}, nil
 	}
 	runs := []*api.IDRun{{First: s.next + 1, Count: req.Count, Step: 1}}
 	s.next += uint64(req.Count)
@@ -39,7 +39,7 @@ func (s *keyedServer) Next(_ context.Context, req *api.NextRequest) (*api.NextRe
 		}
 		s.keys[req.IdempotencyKey] = runs
 	}
-	return &api.NextResponse{Runs: runs}, nil
+	return &api.NextResponse{Runs: runs, Keyed: req.IdempotencyKey != ""}, nil
 }
 
 // runKeyed runs keyed clients against s until they asked want keys

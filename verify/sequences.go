@@ -45,6 +45,10 @@ type SequenceResult struct {
 	Report history.Report `json:"report"`
 	// Dense is history.CheckDense's, for a dense sequence.
 	Dense *history.DenseReport `json:"dense,omitempty"`
+	// Refusal is the first error a call was refused with, if any: a
+	// definite refusal of a sequence's call is no violation, but many of
+	// them are worth reading.
+	Refusal string `json:"refusal,omitempty"`
 }
 
 // OK reports whether the sequence's history passed its checks.
@@ -195,6 +199,12 @@ func checkSequences(seqs []*namedSequence) []SequenceResult {
 	for _, s := range seqs {
 		ops := s.rec.Ops()
 		r := SequenceResult{Name: s.name, Kind: s.kind, Start: s.start, Report: history.Check(ops)}
+		for _, op := range ops {
+			if op.Outcome == history.Failed {
+				r.Refusal = op.Err
+				break
+			}
+		}
 		if s.kind == client.DenseKind {
 			d := history.CheckDense(ops, s.start)
 			r.Dense = &d
@@ -214,6 +224,7 @@ func sequenceSummary(results []SequenceResult) string {
 		missing, gaps, unexplained, bad  uint64
 	}
 	byKind := map[string]*totals{}
+	refusals := map[string]string{} // a kind's first refusal
 	var kinds []string
 	for _, r := range results {
 		t := byKind[r.Kind]
@@ -239,6 +250,9 @@ func sequenceSummary(results []SequenceResult) string {
 		if !r.OK() {
 			t.failed++
 		}
+		if refusals[r.Kind] == "" {
+			refusals[r.Kind] = r.Refusal
+		}
 	}
 	var b strings.Builder
 	for _, k := range kinds {
@@ -247,6 +261,9 @@ func sequenceSummary(results []SequenceResult) string {
 			k, t.seqs, t.failed, t.calls, t.ok, t.refused, t.unknown, t.ids, t.violations)
 		if k == client.DenseKind {
 			fmt.Fprintf(&b, "; missing=%d in %d gaps, unexplained=%d, bad gaps=%d", t.missing, t.gaps, t.unexplained, t.bad)
+		}
+		if refusals[k] != "" {
+			fmt.Fprintf(&b, "; first refusal: %s", refusals[k])
 		}
 		b.WriteString("\n")
 	}

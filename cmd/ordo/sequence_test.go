@@ -119,7 +119,7 @@ func (f *sequenceNode) Next(ctx context.Context, req *api.NextRequest) (*api.Nex
 		return nil, status.Errorf(codes.NotFound, "no sequence %q: create it with ordo sequence create", req.Sequence)
 	}
 	f.next[req.Sequence] += uint64(req.Count)
-	return &api.NextResponse{Runs: []*api.IDRun{{First: first, Count: req.Count, Step: 1}}}, nil
+	return &api.NextResponse{Runs: []*api.IDRun{{First: first, Count: req.Count, Step: 1}}, Sequence: req.Sequence, Keyed: req.IdempotencyKey != ""}, nil
 }
 
 func (f *sequenceNode) CreateSequence(_ context.Context, req *api.CreateSequenceRequest) (*api.SequenceInfo, error) {
