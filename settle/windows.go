@@ -110,38 +110,40 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 		return grants
 	}
 	var windowed []int // the asks served from windows
+	terms := make([]uint64, len(asks))
 	for i, a := range asks {
 		if a.Seq.Layout == nil || a.Key.Key != "" {
 			r := &request{alloc: &fsm.Alloc{Seq: a.Name, Count: a.Count, Keyed: a.Key}}
 			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
 			continue
 		}
-		first, err := s.fromWindow(ctx, a)
+		first, term, err := s.fromWindow(ctx, a)
 		grants[i] = Grant{first: first, err: err}
 		if err == nil {
-			windowed = append(windowed, i)
+			windowed, terms[i] = append(windowed, i), term
 		}
 	}
 	if len(windowed) == 0 {
 		return grants
 	}
-	s.wmu.Lock()
-	term := s.windowTerm
-	s.wmu.Unlock()
 	t, now := s.ids.Enroll()
 	for _, i := range windowed {
 		grants[i].ticket = t
-		if now != term {
-			// The term changed under the windows: their ticks are a gap.
-			grants[i].err = fmt.Errorf("%w: the window of %q serves term %d, this node serves term %d", sequencer.ErrNotLeader, asks[i].Name, term, now)
+		if now != terms[i] {
+			// The term changed since the ticks were assigned (while a
+			// later ask of these waited for a refill, say): their window
+			// served an earlier term, whose round proves nothing now, so
+			// they are a gap.
+			grants[i].err = fmt.Errorf("%w: the window of %q served term %d, this node serves term %d", sequencer.ErrNotLeader, asks[i].Name, terms[i], now)
 		}
 	}
 	return grants
 }
 
 // fromWindow assigns a's ticks from its sequence's window, asking for a
-// window first when none serves them.
-func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, error) {
+// window first when none serves them, and returns the first and the term
+// the window serves.
+func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, uint64, error) {
 	l := *a.Seq.Layout
 	span := l.TicksIn(s.cfg.Window)
 	for {
@@ -158,26 +160,27 @@ func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, error) {
 			if w.limit-end < span/2 {
 				s.refillLocked(ctx, a.Name, w, span)
 			}
+			term := s.windowTerm
 			s.wmu.Unlock()
-			return first, nil
+			return first, term, nil
 		}
 		r := s.refillLocked(ctx, a.Name, w, max(span, a.Count))
 		s.wmu.Unlock()
 		if r == nil {
-			return 0, sequencer.ErrNotLeader
+			return 0, 0, sequencer.ErrNotLeader
 		}
 		select {
 		case <-r.done:
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, 0, ctx.Err()
 		case <-s.stop:
-			return 0, sequencer.ErrNotLeader
+			return 0, 0, sequencer.ErrNotLeader
 		}
 		if err := r.err; err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 		if err := r.allocated.Err; err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
 }
