@@ -360,3 +360,29 @@ func TestNextNamedEchoAndForwardNeedsVersion(t *testing.T) {
 		t.Fatalf("Next of a through a follower at cluster version %d: %v, %v; want Unavailable, not forwarded", fsm.SequencesVersion-1, resp, err)
 	}
 }
+
+// A call whose answer is ready is delivered even when a later call of
+// the same gathering ends the stream: a dense sequence's values, once
+// committed, are otherwise a gap the cluster made on a node still up
+// (the client resends the call and gets the next values).
+func TestNextStreamDeliversReadyAnswersBeforeEnding(t *testing.T) {
+	srv, _ := namedServer(t, layout.MustPreset("default"))
+	s := openStream(t, serveSequencer(t, srv))
+	if err := s.st.Send(&api.NextStreamRequest{Calls: []*api.StreamCall{{Id: 1, Count: 2, Sequence: "a"}, {Id: 2, Count: 1, Sequence: "gone"}}}); err != nil {
+		t.Fatal(err)
+	}
+	var got []*api.StreamAnswer
+	for {
+		resp, err := s.st.Recv()
+		if err != nil {
+			if status.Code(err) != codes.Unavailable {
+				t.Fatalf("stream ended with %v, want Unavailable", err)
+			}
+			break
+		}
+		got = append(got, resp.Answers...)
+	}
+	if len(got) != 1 || got[0].Id != 1 || !slices.Equal(ids(t, got[0], 2), []uint64{1, 2}) {
+		t.Fatalf("answers before the stream ended: %v, want call 1's values 1-2 of dense a", got)
+	}
+}
