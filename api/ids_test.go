@@ -71,6 +71,38 @@ func TestRunReaderSkips(t *testing.T) {
 	}
 }
 
+// TestRunReaderApart: after Apart, the IDs read next (another sequence's)
+// need not be above those read before, but must begin a run; within a
+// call they are checked as ever. Apart inside a run is refused.
+func TestRunReaderApart(t *testing.T) {
+	r := NewRunReader([]*IDRun{{First: 100, Count: 2, Step: 1}, {First: 5, Count: 2, Step: 1}, {First: 9, Count: 1, Step: 1}, {First: 1, Count: 1, Step: 1}})
+	if err := r.Apart(); err != nil {
+		t.Fatalf("Apart at the start: %v", err)
+	}
+	first, err := r.Take(2, nil)
+	if err != nil || !slices.Equal(first, []uint64{100, 101}) {
+		t.Fatalf("first call: %v, %v", first, err)
+	}
+	if err := r.Apart(); err != nil {
+		t.Fatalf("Apart at a run's start: %v", err)
+	}
+	second, err := r.Take(3, nil)
+	if err != nil || !slices.Equal(second, []uint64{5, 6, 9}) {
+		t.Fatalf("second call, below the first: %v, %v; want [5 6 9]", second, err)
+	}
+	if _, err := r.Take(1, nil); !errors.Is(err, ErrBadRuns) {
+		t.Fatalf("a run going down within a call, without Apart: %v, want ErrBadRuns", err)
+	}
+
+	inside := NewRunReader([]*IDRun{{First: 100, Count: 5, Step: 1}})
+	if _, err := inside.Take(2, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := inside.Apart(); !errors.Is(err, ErrBadRuns) {
+		t.Fatalf("Apart inside a run: %v, want ErrBadRuns", err)
+	}
+}
+
 // TestRuns: a block across time units is one run per unit, and the
 // clients' decoder reads back every tick in order, in the group asked.
 func TestRuns(t *testing.T) {

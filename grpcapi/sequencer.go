@@ -193,6 +193,12 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 		for next != nil && covered < maxAnswersPerMessage {
 			answers, err := q.answer(ctx, next)
 			if err != nil {
+				// The answers gathered are confirmed: deliver them first.
+				// A dense sequence's values, committed, would otherwise
+				// be a gap made by a node that is still up.
+				if len(resp.Answers) > 0 {
+					_ = stream.Send(resp)
+				}
 				return end(err)
 			}
 			for _, a := range answers {

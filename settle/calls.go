@@ -25,6 +25,9 @@ type request struct {
 	claim *fsm.Keyed
 	// window: the alloc raises this window's limit (windows.go).
 	window *window
+	// vouch: the alloc is a call of a layout sequence, answered only
+	// once the entry is vouched for (Settler.applied).
+	vouch bool
 
 	done chan struct{}
 	// The answer: the block and the term it was assigned in (reserve),
@@ -501,11 +504,17 @@ func (s *Settler) result(p Pending) (fsm.Result, error) {
 // applied updates the deadlines from an entry's outcomes and answers its
 // calls.
 func (s *Settler) applied(f flight, res fsm.Result) {
-	// A named sequence's IDs are decided by the log alone: whoever
+	// A dense sequence's IDs are decided by the log alone: whoever
 	// committed the entry, a call that ended before this one began is
 	// earlier in it, and an older leader answers none from memory. So
 	// they need no round, even under the lease: failing them would be a
-	// gap the cluster made.
+	// gap the cluster made. A layout sequence's call (a keyed one: the
+	// others are served from windows) waits for the vouch, as a claim
+	// does: under the lease an older leader may still answer the
+	// sequence's calls from its window, below these IDs, until this
+	// leader's round or lease proves it ended. Its key keeps the IDs, so
+	// a retry gets them: failing it is no gap.
+	var vouch []*request
 	for i, r := range f.allocOwners {
 		r.allocated = res.Allocations[i]
 		if r.window != nil {
@@ -513,9 +522,13 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		} else {
 			s.passWindow(r.alloc.Seq, r.allocated, r.alloc.Count)
 		}
+		if r.vouch {
+			vouch = append(vouch, r)
+			continue
+		}
 		r.finish(nil)
 	}
-	f.allocOwners = nil
+	f.allocOwners = vouch
 	vouched := s.vouched(f.vouch)
 	now := s.clock()
 	s.mu.Lock()
@@ -565,6 +578,9 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 	// as a reservation's; a kept answer was so committed when first given.
 	for i, r := range f.claimOwners {
 		r.allocated = res.Claimed[i]
+		r.finish(nil)
+	}
+	for _, r := range f.allocOwners {
 		r.finish(nil)
 	}
 }

@@ -121,7 +121,7 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 			continue
 		}
 		if a.Seq.Layout == nil || a.Key.Key != "" {
-			r := &request{alloc: &fsm.Alloc{Seq: a.Name, Count: a.Count, Keyed: a.Key}}
+			r := &request{alloc: &fsm.Alloc{Seq: a.Name, Count: a.Count, Keyed: a.Key}, vouch: a.Seq.Layout != nil}
 			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
 			continue
 		}
