@@ -262,6 +262,11 @@ func Decode(b []byte) (Command, error) {
 			if cl.Key == "" || cl.Count == 0 || cl.First == 0 || cl.Term == 0 {
 				return Command{}, fmt.Errorf("%w: claim of %d ticks from %d with key %q", ErrInvalid, cl.Count, cl.First, cl.Key)
 			}
+			if cl.Seq != "" {
+				if err := CheckSequenceName(cl.Seq); err != nil {
+					return Command{}, err
+				}
+			}
 		}
 	case OpCreateSequence:
 		if err := CheckSequenceName(c.Sequence); err != nil {

@@ -54,6 +54,9 @@ func (k Keyed) check() error {
 // holds an answer.
 type Claim struct {
 	Keyed
+	// Seq is the named layout sequence whose window the ticks came from;
+	// empty: the default sequence.
+	Seq   string `json:"seq,omitempty"`
 	Count uint64 `json:"count"`
 	First uint64 `json:"first"`
 	// Term is the term the ticks were assigned in: a claim committed in
@@ -149,16 +152,29 @@ func (k *Keys) replay(key Keyed, seq string, count uint64) (first uint64, ok boo
 }
 
 // claim applies a Claim: the kept answer when the key holds one, else
-// the claim's own ticks, kept.
+// the claim's own ticks, kept. A named sequence's claim must name a live
+// layout sequence, and ticks below its mark (from a window the log
+// committed).
 func (s *State) claim(c Claim, term uint64) Allocation {
-	first, ok, err := s.Keys.replay(c.Keyed, "", c.Count)
+	first, ok, err := s.Keys.replay(c.Keyed, c.Seq, c.Count)
 	if ok {
 		return Allocation{First: first, Err: err}
 	}
 	if c.Term != term {
 		return Allocation{Err: fmt.Errorf("%w: committed in term %d, assigned in term %d", ErrClaimTerm, term, c.Term)}
 	}
-	s.Keys.keep(KeyRecord{Count: c.Count, First: c.First, ID: c.id()})
+	if c.Seq != "" {
+		seq, ok := s.Sequences[c.Seq]
+		switch {
+		case !ok || seq.Dropped:
+			return Allocation{Err: fmt.Errorf("%w: %q", ErrNoSequence, c.Seq)}
+		case seq.Layout == nil:
+			return Allocation{Err: fmt.Errorf("%w: a claim of dense sequence %q: its keyed calls are allocs", ErrInvalid, c.Seq)}
+		case c.First+c.Count < c.First || c.First+c.Count > seq.Next:
+			return Allocation{Err: fmt.Errorf("%w: a claim of ticks %d to %d of %q, above its mark %d", ErrInvalid, c.First, c.First+c.Count-1, c.Seq, seq.Next)}
+		}
+	}
+	s.Keys.keep(KeyRecord{Seq: c.Seq, Count: c.Count, First: c.First, ID: c.id()})
 	return Allocation{First: c.First}
 }
 

@@ -82,3 +82,58 @@ func TestClaimFromAnotherTermIsNotKept(t *testing.T) {
 		t.Fatalf("its retry: %+v, want its own new ticks, 800", got)
 	}
 }
+
+// A named layout sequence's keyed call claims ticks of a window the log
+// committed: every case of the rule, each from a fresh state.
+func TestNamedClaimEveryCase(t *testing.T) {
+	key := Keyed{Caller: "CN=w", Key: "k"}
+	for _, tc := range []struct {
+		name  string
+		setup func(t *testing.T, f *FSM)
+		claim Claim
+		want  error // nil: kept, answered its own First
+	}{
+		{"kept", nil, Claim{Keyed: key, Seq: "lay", Count: 2, First: 0, Term: 1}, nil},
+		{"unknown sequence", nil, Claim{Keyed: key, Seq: "none", Count: 2, First: 0, Term: 1}, ErrNoSequence},
+		{"dropped sequence", func(t *testing.T, f *FSM) {
+			applyOK(t, f, Command{Op: OpDropSequence, Sequence: "lay"}, 1)
+		}, Claim{Keyed: key, Seq: "lay", Count: 2, First: 0, Term: 1}, ErrNoSequence},
+		{"dense sequence", nil, Claim{Keyed: key, Seq: "dense", Count: 2, First: 1, Term: 1}, ErrInvalid},
+		{"above the mark", nil, Claim{Keyed: key, Seq: "lay", Count: 2, First: 1 << 62, Term: 1}, ErrInvalid},
+		{"another term", nil, Claim{Keyed: key, Seq: "lay", Count: 2, First: 0, Term: 7}, ErrClaimTerm},
+		{"key used for another sequence", func(t *testing.T, f *FSM) {
+			claims(t, f, 1000, Claim{Keyed: key, Count: 2, First: 50, Term: 1})
+		}, Claim{Keyed: key, Seq: "lay", Count: 2, First: 0, Term: 1}, ErrKeyReused},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := sequencedFSM(t)
+			applyOK(t, f, Command{Op: OpCreateSequence, Sequence: "lay", Kind: "default"}, 1)
+			applyOK(t, f, Command{Op: OpCreateSequence, Sequence: "dense", Kind: KindDense}, 1)
+			window := allocs(t, f, 1_700_000_000_000, Alloc{Seq: "lay", Count: 1000})[0]
+			if tc.setup != nil {
+				tc.setup(t, f)
+			}
+			c := tc.claim
+			if c.First == 0 {
+				c.First = window.First + 10
+			}
+			got := claims(t, f, 1_700_000_000_000, c)[0]
+			if tc.want != nil {
+				if !errors.Is(got.Err, tc.want) {
+					t.Fatalf("claim %+v = %+v, want %v", c, got, tc.want)
+				}
+				return
+			}
+			if got.Err != nil || got.First != c.First {
+				t.Fatalf("claim %+v = %+v, want its own first %d", c, got, c.First)
+			}
+			again := claims(t, f, 1_700_000_000_000, Claim{Keyed: key, Seq: "lay", Count: 2, First: window.First + 500, Term: 1})[0]
+			if again.Err != nil || again.First != c.First {
+				t.Fatalf("retry = %+v, want the first answer %d", again, c.First)
+			}
+			if other := claims(t, f, 1_700_000_000_000, Claim{Keyed: key, Seq: "lay", Count: 3, First: window.First + 600, Term: 1})[0]; !errors.Is(other.Err, ErrKeyReused) {
+				t.Fatalf("same key, other count = %+v, want ErrKeyReused", other)
+			}
+		})
+	}
+}

@@ -385,7 +385,8 @@ func (s *Sequencer) Confirm(ctx context.Context) error {
 // Vouch is what an entry this leader commits needs, besides its commit,
 // before what it decided may be answered: nothing without the lease (a
 // commit in this term proves that no newer leader had been elected; see
-// AssignTracked), and with the lease a round, unless the lease holds.
+// AssignTracked), and with the lease a round, unless the lease holds;
+// with the lease and not serving, a refusal.
 // Under the lease, voters promise to answer no other leader's rounds, not
 // to refuse its entries: a newer leader can commit while an older one
 // still answers from its lease, so its commits prove nothing until its
@@ -393,8 +394,13 @@ func (s *Sequencer) Confirm(ctx context.Context) error {
 func (s *Sequencer) Vouch() Ticket {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.lease == 0 || s.term == 0 || s.leaseHoldsLocked() {
+	switch {
+	case s.lease == 0 || s.leaseHoldsLocked():
 		return Ticket{}
+	case s.term == 0:
+		// Stepped down (a round failed): no round of this node can vouch
+		// for anything until it leads again.
+		return Ticket{batch: &confirmBatch{done: closedChan, err: ErrNotLeader}}
 	}
 	return Ticket{batch: s.joinBatchLocked()}
 }

@@ -21,13 +21,13 @@ type request struct {
 	anyTTL bool
 	track  *fsm.Track
 	alloc  *fsm.Alloc
-	// claim: a keyed call of the default sequence (count ticks).
+	// claim: a keyed call (count ticks) of the default sequence, or of
+	// named layout sequence seq, whose ticks (block, in term) came from
+	// its window.
 	claim *fsm.Keyed
+	seq   string
 	// window: the alloc raises this window's limit (windows.go).
 	window *window
-	// vouch: the alloc is a call of a layout sequence, answered only
-	// once the entry is vouched for (Settler.applied).
-	vouch bool
 
 	done chan struct{}
 	// The answer: the block and the term it was assigned in (reserve),
@@ -379,6 +379,10 @@ func (s *Settler) add(f *flight, r *request) {
 	switch {
 	case r.alloc != nil:
 		f.allocs, f.allocOwners = append(f.allocs, *r.alloc), append(f.allocOwners, r)
+	case r.claim != nil && r.seq != "":
+		// A named sequence's: assigned from its window (Grants).
+		f.claims = append(f.claims, fsm.Claim{Keyed: *r.claim, Seq: r.seq, Count: r.block.Count, First: r.block.First, Term: r.term})
+		f.claimOwners = append(f.claimOwners, r)
 	case r.claim != nil:
 		// Assigned here, like a reservation's, so the frontier covers
 		// them; no round: the commit in this term proves this leader.
@@ -508,13 +512,11 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 	// committed the entry, a call that ended before this one began is
 	// earlier in it, and an older leader answers none from memory. So
 	// they need no round, even under the lease: failing them would be a
-	// gap the cluster made. A layout sequence's call (a keyed one: the
-	// others are served from windows) waits for the vouch, as a claim
-	// does: under the lease an older leader may still answer the
-	// sequence's calls from its window, below these IDs, until this
-	// leader's round or lease proves it ended. Its key keeps the IDs, so
-	// a retry gets them: failing it is no gap.
-	var vouch []*request
+	// gap the cluster made. (A layout sequence's keyed call is a claim of
+	// its window's ticks, answered below after the vouch: under the lease
+	// an older leader may still answer from its window until this
+	// leader's round or lease proves it ended; its key keeps the IDs, so
+	// failing it is no gap.)
 	for i, r := range f.allocOwners {
 		r.allocated = res.Allocations[i]
 		if r.window != nil {
@@ -522,13 +524,9 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		} else {
 			s.passWindow(r.alloc.Seq, r.allocated, r.alloc.Count)
 		}
-		if r.vouch {
-			vouch = append(vouch, r)
-			continue
-		}
 		r.finish(nil)
 	}
-	f.allocOwners = vouch
+	f.allocOwners = nil
 	vouched := s.vouched(f.vouch)
 	now := s.clock()
 	s.mu.Lock()

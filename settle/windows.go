@@ -120,12 +120,21 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
 			continue
 		}
-		if a.Seq.Layout == nil || a.Key.Key != "" {
-			r := &request{alloc: &fsm.Alloc{Seq: a.Name, Count: a.Count, Keyed: a.Key}, vouch: a.Seq.Layout != nil}
+		if a.Seq.Layout == nil {
+			r := &request{alloc: &fsm.Alloc{Seq: a.Name, Count: a.Count, Keyed: a.Key}}
 			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
 			continue
 		}
 		first, term, err := s.fromWindow(ctx, a)
+		if err == nil && a.Key.Key != "" {
+			// Keyed: its window's ticks are claimed under the key in the
+			// log, as the default sequence's are, and answered once that
+			// commits in the window's term (no round: the commit proves
+			// this leader; under the lease, the vouch).
+			r := &request{claim: &a.Key, seq: a.Name, count: a.Count, block: sequencer.Block{First: first, Count: a.Count}, term: term}
+			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
+			continue
+		}
 		grants[i] = Grant{first: first, err: err}
 		if err == nil {
 			windowed, terms = append(windowed, i), append(terms, term)

@@ -2,6 +2,7 @@ package settle
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -95,5 +96,33 @@ func TestWindowsDoNotRunAwayBehindTheMark(t *testing.T) {
 	span := before.Layout.TicksIn(testConfig().Window)
 	if grew := after.Next - before.Next; grew > span {
 		t.Fatalf("500 calls of one ID moved the mark by %d ticks, more than a window (%d): windows were asked for ahead of need", grew, span)
+	}
+}
+
+// Keyed and unkeyed calls of one layout sequence, mixed at a steady pace,
+// keep its mark near the clock: a keyed call claims ticks of the window,
+// so it neither ends the window nor moves the mark. (Decided at the mark,
+// each keyed call ended the window and each new window started a whole
+// window past the clock: the mark ran to the lead bound within a few
+// seconds, and then every call failed OutOfRange.)
+func TestKeyedCallsKeepTheMarkNearTheClock(t *testing.T) {
+	r := start(t, testConfig(), fsm.SequencesVersion)
+	if res, err := r.log.Settle(fsm.Command{Op: fsm.OpCreateSequence, Sequence: "s", Kind: "default"}).Result(); err != nil || res.Err != nil {
+		t.Fatalf("create: %v, %v", err, res.Err)
+	}
+	r.s.Lead()
+	for i := range 200 {
+		if _, err := r.s.Alloc(ctx(t), "s", 1, fsm.Keyed{Caller: "c", Key: fmt.Sprint("k", i)}); err != nil {
+			t.Fatalf("keyed call %d: %v", i, err)
+		}
+		if _, err := r.s.Alloc(ctx(t), "s", 1, fsm.Keyed{}); err != nil {
+			t.Fatalf("unkeyed call %d: %v", i, err)
+		}
+		r.clock.Advance(100 * time.Millisecond)
+	}
+	seq, _ := r.fsm.Sequence("s")
+	now := seq.Layout.TickAt(r.clock.Now())
+	if lead := seq.Layout.TicksIn(2 * testConfig().Window); seq.Next > now+lead {
+		t.Fatalf("after 20 s of mixed calls the mark leads the clock by %d ticks, more than two windows (%d)", seq.Next-now, lead)
 	}
 }
