@@ -111,34 +111,66 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 		}
 		return grants
 	}
-	var windowed []int // the asks served from windows
+	var windowed []int // the asks served from windows, unkeyed
 	var terms []uint64 // the term of each one's window
+	var claimed []int  // the keyed ones
+	var claims []*request
 	for i, a := range asks {
-		if a.Name == "" {
+		switch {
+		case a.Name == "":
 			// A keyed call of the default sequence: Claim's.
 			r := &request{count: a.Count, claim: &a.Key}
 			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
 			continue
-		}
-		if a.Seq.Layout == nil {
+		case a.Seq.Layout == nil:
 			r := &request{alloc: &fsm.Alloc{Seq: a.Name, Count: a.Count, Keyed: a.Key}}
 			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
 			continue
 		}
-		first, term, err := s.fromWindow(ctx, a)
-		if err == nil && a.Key.Key != "" {
+	}
+	// Every window's call under one lock and one clock reading, but for
+	// the waits for windows to commit.
+	wall := s.wall()
+	s.wmu.Lock()
+	for i, a := range asks {
+		if a.Name == "" || a.Seq.Layout == nil {
+			continue
+		}
+		var first, term uint64
+		var err error
+		for {
+			var wait *request
+			if first, term, wait = s.takeLocked(ctx, a, wall); first != 0 || wait == nil {
+				break
+			}
+			s.wmu.Unlock()
+			err = s.waitRefill(ctx, wait)
+			wall = s.wall()
+			s.wmu.Lock()
+			if err != nil {
+				break
+			}
+		}
+		switch {
+		case err != nil:
+			grants[i].err = err
+		case first == 0:
+			grants[i].err = sequencer.ErrNotLeader
+		case a.Key.Key != "":
 			// Keyed: its window's ticks are claimed under the key in the
 			// log, as the default sequence's are, and answered once that
 			// commits in the window's term (no round: the commit proves
 			// this leader; under the lease, the vouch).
-			r := &request{claim: &a.Key, seq: a.Name, count: a.Count, block: sequencer.Block{First: first, Count: a.Count}, term: term}
-			grants[i] = Grant{req: r, err: s.enqueue(ctx, r)}
-			continue
-		}
-		grants[i] = Grant{first: first, err: err}
-		if err == nil {
+			claimed = append(claimed, i)
+			claims = append(claims, &request{claim: &a.Key, seq: a.Name, count: a.Count, block: sequencer.Block{First: first, Count: a.Count}, term: term})
+		default:
+			grants[i].first = first
 			windowed, terms = append(windowed, i), append(terms, term)
 		}
+	}
+	s.wmu.Unlock()
+	for k, i := range claimed {
+		grants[i] = Grant{req: claims[k], err: s.enqueue(ctx, claims[k])}
 	}
 	if len(windowed) == 0 {
 		return grants
@@ -157,55 +189,50 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 	return grants
 }
 
-// fromWindow assigns a's ticks from its sequence's window, asking for a
-// window first when none serves them, and returns the first and the term
-// the window serves.
-func (s *Settler) fromWindow(ctx context.Context, a Ask) (uint64, uint64, error) {
+// takeLocked assigns a's ticks from its sequence's window, read at wall,
+// and returns the first and the term the window serves; or, when the
+// window cannot serve them, the refill to wait for (nil: this node does
+// not lead).
+func (s *Settler) takeLocked(ctx context.Context, a Ask, wall time.Time) (first, term uint64, wait *request) {
 	l := *a.Seq.Layout
 	span := l.TicksIn(s.cfg.Window)
-	for {
-		s.wmu.Lock()
-		w := s.windows[a.Name]
-		if w == nil {
-			w = &window{}
-			s.windows[a.Name] = w
-		}
-		now := l.TickAt(s.wall())
-		first := max(w.next, now, 1)
-		end := first + a.Count
-		if end > first && end <= w.limit {
-			w.next = end
-			if w.limit < now+span/2 {
-				// Less than half a window of clock is left: ask for the
-				// next ahead. On the clock, not on the ticks left: a mark
-				// that leads the clock (a leader whose clock is behind)
-				// is used up by calls only, and asking ahead at every call
-				// would carry it away to the lead bound.
-				s.refillLocked(ctx, a.Name, w, reach(0, max(a.Seq.Next, w.limit), now, span))
-			}
-			term := s.windowTerm
-			s.wmu.Unlock()
-			return first, term, nil
-		}
-		r := s.refillLocked(ctx, a.Name, w, reach(a.Count, max(a.Seq.Next, w.limit), now, span))
-		s.wmu.Unlock()
-		if r == nil {
-			return 0, 0, sequencer.ErrNotLeader
-		}
-		select {
-		case <-r.done:
-		case <-ctx.Done():
-			return 0, 0, ctx.Err()
-		case <-s.stop:
-			return 0, 0, sequencer.ErrNotLeader
-		}
-		if err := r.err; err != nil {
-			return 0, 0, err
-		}
-		if err := r.allocated.Err; err != nil {
-			return 0, 0, err
-		}
+	w := s.windows[a.Name]
+	if w == nil {
+		w = &window{}
+		s.windows[a.Name] = w
 	}
+	now := l.TickAt(wall)
+	first = max(w.next, now, 1)
+	end := first + a.Count
+	if end > first && end <= w.limit {
+		w.next = end
+		if w.limit < now+span/2 {
+			// Less than half a window of clock is left: ask for the next
+			// ahead. On the clock, not on the ticks left: a mark that
+			// leads the clock (a leader whose clock is behind) is used
+			// up by calls only, and asking ahead at every call would
+			// carry it away to the lead bound.
+			s.refillLocked(ctx, a.Name, w, reach(0, max(a.Seq.Next, w.limit), now, span))
+		}
+		return first, s.windowTerm, nil
+	}
+	return 0, 0, s.refillLocked(ctx, a.Name, w, reach(a.Count, max(a.Seq.Next, w.limit), now, span))
+}
+
+// waitRefill waits for a window's Alloc to apply: nil when it raised the
+// window, else why not.
+func (s *Settler) waitRefill(ctx context.Context, r *request) error {
+	select {
+	case <-r.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-s.stop:
+		return sequencer.ErrNotLeader
+	}
+	if r.err != nil {
+		return r.err
+	}
+	return r.allocated.Err
 }
 
 // reach is how many ticks a window's Alloc asks for: up to span past the
