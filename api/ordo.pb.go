@@ -96,8 +96,17 @@ type ReserveRequest struct {
 	// this caller used for Next. A retry does not extend the reservation.
 	// 1 to 128 bytes.
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The named sequence to reserve IDs of (CreateSequence); empty: the
+	// cluster's default sequence. A named sequence's reservation is of its
+	// own IDs (values of a dense sequence, ticks of a layout sequence's
+	// layout), its handle names the sequence, and only that sequence's
+	// settled mark waits for it (Watermark with the sequence). An unknown
+	// or dropped sequence is NotFound; a layout sequence of another width
+	// than the call reads (ordo-ticks) FailedPrecondition. A follower
+	// forwards it only at cluster version 3.
+	Sequence      string `protobuf:"bytes,4,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReserveRequest) Reset() {
@@ -151,6 +160,13 @@ func (x *ReserveRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *ReserveRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type ReserveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Opaque; names the reservation in Complete, Abandon and Extend.
@@ -165,7 +181,11 @@ type ReserveResponse struct {
 	// reservation stands now (FATE_COMPLETED, FATE_ABANDONED, FATE_EXPIRED;
 	// FATE_UNSPECIFIED when the cluster no longer knows). Servers before
 	// keys leave it unset: read that as open.
-	Fate          Fate `protobuf:"varint,6,opt,name=fate,proto3,enum=ordo.v1.Fate" json:"fate,omitempty"`
+	Fate Fate `protobuf:"varint,6,opt,name=fate,proto3,enum=ordo.v1.Fate" json:"fate,omitempty"`
+	// ReserveRequest.sequence, echoed: a client refuses an answer to a
+	// named sequence's Reserve without it, which a node too old to serve
+	// named reservations would send from the default sequence.
+	Sequence      string `protobuf:"bytes,7,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -242,9 +262,19 @@ func (x *ReserveResponse) GetFate() Fate {
 	return Fate_FATE_UNSPECIFIED
 }
 
+func (x *ReserveResponse) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type HandleRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Handle        string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Handle string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	// The sequence the reservation is of, as Reserve named it (empty: the
+	// default sequence). A handle of another sequence is InvalidArgument.
+	Sequence      string `protobuf:"bytes,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -286,11 +316,20 @@ func (x *HandleRequest) GetHandle() string {
 	return ""
 }
 
+func (x *HandleRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type ExtendRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Handle string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
 	// 0: the server's default.
-	TtlMs         uint32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs uint32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// As HandleRequest.sequence.
+	Sequence      string `protobuf:"bytes,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,10 +378,18 @@ func (x *ExtendRequest) GetTtlMs() uint32 {
 	return 0
 }
 
+func (x *ExtendRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type SettleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Fate  Fate                   `protobuf:"varint,1,opt,name=fate,proto3,enum=ordo.v1.Fate" json:"fate,omitempty"`
-	// W after the call, as in WatermarkResponse.
+	// W after the call, as in WatermarkResponse: of the reservation's
+	// sequence.
 	Watermark     uint64 `protobuf:"varint,2,opt,name=watermark,proto3" json:"watermark,omitempty"`
 	WatermarkTick uint64 `protobuf:"varint,3,opt,name=watermark_tick,json=watermarkTick,proto3" json:"watermark_tick,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -401,7 +448,12 @@ func (x *SettleResponse) GetWatermarkTick() uint64 {
 }
 
 type WatermarkRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The named sequence whose W to read; empty: the default sequence's.
+	// Each sequence has its own W, in its own IDs: a reservation of one
+	// never holds another's back. A dropped sequence keeps its W; an
+	// unknown one is NotFound.
+	Sequence      string `protobuf:"bytes,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -436,10 +488,19 @@ func (*WatermarkRequest) Descriptor() ([]byte, []int) {
 	return file_ordo_proto_rawDescGZIP(), []int{5}
 }
 
+func (x *WatermarkRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How often W is sent while it does not move; 0: 1000.
-	HeartbeatMs   uint32 `protobuf:"varint,1,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
+	HeartbeatMs uint32 `protobuf:"varint,1,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
+	// As WatermarkRequest.sequence.
+	Sequence      string `protobuf:"bytes,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -481,15 +542,28 @@ func (x *WatchRequest) GetHeartbeatMs() uint32 {
 	return 0
 }
 
+func (x *WatchRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type WatermarkResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// W as an ID of the cluster's 64-bit layout: every ID below it is
-	// settled. 0 under a 128-bit layout: compare ticks there.
+	// W as an ID of the sequence's 64-bit layout (the value itself for a
+	// dense sequence): every ID below it is settled. 0 under a 128-bit
+	// layout: compare ticks there.
 	Watermark uint64 `protobuf:"varint,1,opt,name=watermark,proto3" json:"watermark,omitempty"`
-	// W in ticks: an ID is settled when its tick is below it.
+	// W in ticks (a dense sequence's values): an ID is settled when its
+	// tick is below it.
 	WatermarkTick uint64 `protobuf:"varint,2,opt,name=watermark_tick,json=watermarkTick,proto3" json:"watermark_tick,omitempty"`
 	LeaderId      string `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	LeaderAddr    string `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	// The request's sequence, echoed: a client refuses a named sequence's
+	// W without it, which a node too old to know named reservations would
+	// answer with the default sequence's.
+	Sequence      string `protobuf:"bytes,5,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +622,13 @@ func (x *WatermarkResponse) GetLeaderId() string {
 func (x *WatermarkResponse) GetLeaderAddr() string {
 	if x != nil {
 		return x.LeaderAddr
+	}
+	return ""
+}
+
+func (x *WatermarkResponse) GetSequence() string {
+	if x != nil {
+		return x.Sequence
 	}
 	return ""
 }
@@ -1058,8 +1139,11 @@ type SequenceInfo struct {
 	Start uint64 `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`
 	// The next value (dense) or tick (layout) the sequence hands out at
 	// the earliest: everything it handed out is below it.
-	Next          uint64 `protobuf:"varint,5,opt,name=next,proto3" json:"next,omitempty"`
-	Dropped       bool   `protobuf:"varint,6,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	Next    uint64 `protobuf:"varint,5,opt,name=next,proto3" json:"next,omitempty"`
+	Dropped bool   `protobuf:"varint,6,opt,name=dropped,proto3" json:"dropped,omitempty"`
+	// The sequence's settled mark W, as this node's state holds it (a
+	// backup carries it; 0 from servers before named reservations).
+	Watermark     uint64 `protobuf:"varint,7,opt,name=watermark,proto3" json:"watermark,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1134,6 +1218,13 @@ func (x *SequenceInfo) GetDropped() bool {
 		return x.Dropped
 	}
 	return false
+}
+
+func (x *SequenceInfo) GetWatermark() uint64 {
+	if x != nil {
+		return x.Watermark
+	}
+	return 0
 }
 
 type TermRequest struct {
@@ -2735,11 +2826,12 @@ var File_ordo_proto protoreflect.FileDescriptor
 const file_ordo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"ordo.proto\x12\aordo.v1\"f\n" +
+	"ordo.proto\x12\aordo.v1\"\x82\x01\n" +
 	"\x0eReserveRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\x12'\n" +
-	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"\xc5\x01\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\x1a\n" +
+	"\bsequence\x18\x04 \x01(\tR\bsequence\"\xe1\x01\n" +
 	"\x0fReserveResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\"\n" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x15\n" +
@@ -2747,25 +2839,31 @@ const file_ordo_proto_rawDesc = "" +
 	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x05 \x01(\tR\n" +
 	"leaderAddr\x12!\n" +
-	"\x04fate\x18\x06 \x01(\x0e2\r.ordo.v1.FateR\x04fate\"'\n" +
+	"\x04fate\x18\x06 \x01(\x0e2\r.ordo.v1.FateR\x04fate\x12\x1a\n" +
+	"\bsequence\x18\a \x01(\tR\bsequence\"C\n" +
 	"\rHandleRequest\x12\x16\n" +
-	"\x06handle\x18\x01 \x01(\tR\x06handle\">\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\tR\bsequence\"Z\n" +
 	"\rExtendRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\x15\n" +
-	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\"x\n" +
+	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\x12\x1a\n" +
+	"\bsequence\x18\x03 \x01(\tR\bsequence\"x\n" +
 	"\x0eSettleResponse\x12!\n" +
 	"\x04fate\x18\x01 \x01(\x0e2\r.ordo.v1.FateR\x04fate\x12\x1c\n" +
 	"\twatermark\x18\x02 \x01(\x04R\twatermark\x12%\n" +
-	"\x0ewatermark_tick\x18\x03 \x01(\x04R\rwatermarkTick\"\x12\n" +
-	"\x10WatermarkRequest\"1\n" +
+	"\x0ewatermark_tick\x18\x03 \x01(\x04R\rwatermarkTick\".\n" +
+	"\x10WatermarkRequest\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\tR\bsequence\"M\n" +
 	"\fWatchRequest\x12!\n" +
-	"\fheartbeat_ms\x18\x01 \x01(\rR\vheartbeatMs\"\x96\x01\n" +
+	"\fheartbeat_ms\x18\x01 \x01(\rR\vheartbeatMs\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\tR\bsequence\"\xb2\x01\n" +
 	"\x11WatermarkResponse\x12\x1c\n" +
 	"\twatermark\x18\x01 \x01(\x04R\twatermark\x12%\n" +
 	"\x0ewatermark_tick\x18\x02 \x01(\x04R\rwatermarkTick\x12\x1b\n" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x04 \x01(\tR\n" +
-	"leaderAddr\"T\n" +
+	"leaderAddr\x12\x1a\n" +
+	"\bsequence\x18\x05 \x01(\tR\bsequence\"T\n" +
 	"\x11NextStreamRequest\x12)\n" +
 	"\x05calls\x18\x01 \x03(\v2\x13.ordo.v1.StreamCallR\x05calls\x12\x14\n" +
 	"\x05joint\x18\x02 \x01(\bR\x05joint\"N\n" +
@@ -2795,14 +2893,15 @@ const file_ordo_proto_rawDesc = "" +
 	"\x15ListSequencesResponse\x123\n" +
 	"\tsequences\x18\x01 \x03(\v2\x15.ordo.v1.SequenceInfoR\tsequences\"%\n" +
 	"\x0fSequenceRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\x90\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\xae\x01\n" +
 	"\fSequenceInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\x04R\x05group\x12\x14\n" +
 	"\x05start\x18\x04 \x01(\x04R\x05start\x12\x12\n" +
 	"\x04next\x18\x05 \x01(\x04R\x04next\x12\x18\n" +
-	"\adropped\x18\x06 \x01(\bR\adropped\"\xc1\x01\n" +
+	"\adropped\x18\x06 \x01(\bR\adropped\x12\x1c\n" +
+	"\twatermark\x18\a \x01(\x04R\twatermark\"\xc1\x01\n" +
 	"\vTermRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
