@@ -1139,11 +1139,8 @@ type SequenceInfo struct {
 	Start uint64 `protobuf:"varint,4,opt,name=start,proto3" json:"start,omitempty"`
 	// The next value (dense) or tick (layout) the sequence hands out at
 	// the earliest: everything it handed out is below it.
-	Next    uint64 `protobuf:"varint,5,opt,name=next,proto3" json:"next,omitempty"`
-	Dropped bool   `protobuf:"varint,6,opt,name=dropped,proto3" json:"dropped,omitempty"`
-	// The sequence's settled mark W, as this node's state holds it (a
-	// backup carries it; 0 from servers before named reservations).
-	Watermark     uint64 `protobuf:"varint,7,opt,name=watermark,proto3" json:"watermark,omitempty"`
+	Next          uint64 `protobuf:"varint,5,opt,name=next,proto3" json:"next,omitempty"`
+	Dropped       bool   `protobuf:"varint,6,opt,name=dropped,proto3" json:"dropped,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1218,13 +1215,6 @@ func (x *SequenceInfo) GetDropped() bool {
 		return x.Dropped
 	}
 	return false
-}
-
-func (x *SequenceInfo) GetWatermark() uint64 {
-	if x != nil {
-		return x.Watermark
-	}
-	return 0
 }
 
 type TermRequest struct {
@@ -2688,9 +2678,14 @@ type BackupResponse struct {
 	// The named sequences, dropped ones included, with their marks. A
 	// restore moves each past what the cluster may have handed out after
 	// the copy (a dense one by a skip the operator gives).
-	Sequences     []*SequenceInfo `protobuf:"bytes,14,rep,name=sequences,proto3" json:"sequences,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sequences []*SequenceInfo `protobuf:"bytes,14,rep,name=sequences,proto3" json:"sequences,omitempty"`
+	// Each named sequence's settled mark W, in its own values or ticks,
+	// when the copy was taken (by name; absent from servers before named
+	// reservations). A restore starts each sequence's W at its restored
+	// mark, above this.
+	SequenceWatermarks map[string]uint64 `protobuf:"bytes,15,rep,name=sequence_watermarks,json=sequenceWatermarks,proto3" json:"sequence_watermarks,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *BackupResponse) Reset() {
@@ -2821,6 +2816,13 @@ func (x *BackupResponse) GetSequences() []*SequenceInfo {
 	return nil
 }
 
+func (x *BackupResponse) GetSequenceWatermarks() map[string]uint64 {
+	if x != nil {
+		return x.SequenceWatermarks
+	}
+	return nil
+}
+
 var File_ordo_proto protoreflect.FileDescriptor
 
 const file_ordo_proto_rawDesc = "" +
@@ -2893,15 +2895,14 @@ const file_ordo_proto_rawDesc = "" +
 	"\x15ListSequencesResponse\x123\n" +
 	"\tsequences\x18\x01 \x03(\v2\x15.ordo.v1.SequenceInfoR\tsequences\"%\n" +
 	"\x0fSequenceRequest\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\"\xae\x01\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x90\x01\n" +
 	"\fSequenceInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x14\n" +
 	"\x05group\x18\x03 \x01(\x04R\x05group\x12\x14\n" +
 	"\x05start\x18\x04 \x01(\x04R\x05start\x12\x12\n" +
 	"\x04next\x18\x05 \x01(\x04R\x04next\x12\x18\n" +
-	"\adropped\x18\x06 \x01(\bR\adropped\x12\x1c\n" +
-	"\twatermark\x18\a \x01(\x04R\twatermark\"\xc1\x01\n" +
+	"\adropped\x18\x06 \x01(\bR\adropped\"\xc1\x01\n" +
 	"\vTermRequest\x12\x17\n" +
 	"\anode_id\x18\x01 \x01(\tR\x06nodeId\x12\x1d\n" +
 	"\n" +
@@ -3007,7 +3008,7 @@ const file_ordo_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
 	"\x16TransferLeaderResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x0f\n" +
-	"\rBackupRequest\"\xc1\x04\n" +
+	"\rBackupRequest\"\xea\x05\n" +
 	"\x0eBackupResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -3025,10 +3026,14 @@ const file_ordo_proto_rawDesc = "" +
 	"\x10lead_bound_ticks\x18\v \x01(\x04R\x0eleadBoundTicks\x12\x1b\n" +
 	"\tmax_count\x18\f \x01(\x04R\bmaxCount\x12%\n" +
 	"\x0ewatermark_tick\x18\r \x01(\x04R\rwatermarkTick\x123\n" +
-	"\tsequences\x18\x0e \x03(\v2\x15.ordo.v1.SequenceInfoR\tsequences\x1a:\n" +
+	"\tsequences\x18\x0e \x03(\v2\x15.ordo.v1.SequenceInfoR\tsequences\x12`\n" +
+	"\x13sequence_watermarks\x18\x0f \x03(\v2/.ordo.v1.BackupResponse.SequenceWatermarksEntryR\x12sequenceWatermarks\x1a:\n" +
 	"\fMembersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*e\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
+	"\x17SequenceWatermarksEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01*e\n" +
 	"\x04Fate\x12\x14\n" +
 	"\x10FATE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tFATE_OPEN\x10\x01\x12\x12\n" +
@@ -3077,7 +3082,7 @@ func file_ordo_proto_rawDescGZIP() []byte {
 }
 
 var file_ordo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_ordo_proto_goTypes = []any{
 	(Fate)(0),                      // 0: ordo.v1.Fate
 	(*ReserveRequest)(nil),         // 1: ordo.v1.ReserveRequest
@@ -3120,6 +3125,7 @@ var file_ordo_proto_goTypes = []any{
 	(*BackupRequest)(nil),          // 38: ordo.v1.BackupRequest
 	(*BackupResponse)(nil),         // 39: ordo.v1.BackupResponse
 	nil,                            // 40: ordo.v1.BackupResponse.MembersEntry
+	nil,                            // 41: ordo.v1.BackupResponse.SequenceWatermarksEntry
 }
 var file_ordo_proto_depIdxs = []int32{
 	21, // 0: ordo.v1.ReserveResponse.runs:type_name -> ordo.v1.IDRun
@@ -3134,55 +3140,56 @@ var file_ordo_proto_depIdxs = []int32{
 	26, // 9: ordo.v1.StatusResponse.sequences:type_name -> ordo.v1.SequenceStatus
 	40, // 10: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
 	17, // 11: ordo.v1.BackupResponse.sequences:type_name -> ordo.v1.SequenceInfo
-	20, // 12: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	23, // 13: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	9,  // 14: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
-	1,  // 15: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
-	3,  // 16: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
-	3,  // 17: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
-	4,  // 18: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
-	6,  // 19: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
-	7,  // 20: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
-	25, // 21: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	27, // 22: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	30, // 23: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	32, // 24: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
-	34, // 25: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	36, // 26: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	38, // 27: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
-	13, // 28: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
-	14, // 29: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
-	16, // 30: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
-	16, // 31: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
-	18, // 32: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	9,  // 33: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
-	22, // 34: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	24, // 35: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	11, // 36: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	2,  // 37: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
-	5,  // 38: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
-	5,  // 39: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
-	5,  // 40: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
-	8,  // 41: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
-	8,  // 42: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
-	29, // 43: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	28, // 44: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	31, // 45: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	33, // 46: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
-	35, // 47: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	37, // 48: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	39, // 49: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
-	17, // 50: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
-	15, // 51: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
-	17, // 52: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
-	17, // 53: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
-	19, // 54: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	11, // 55: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
-	34, // [34:56] is the sub-list for method output_type
-	12, // [12:34] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	41, // 12: ordo.v1.BackupResponse.sequence_watermarks:type_name -> ordo.v1.BackupResponse.SequenceWatermarksEntry
+	20, // 13: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	23, // 14: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	9,  // 15: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	1,  // 16: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
+	3,  // 17: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
+	3,  // 18: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
+	4,  // 19: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
+	6,  // 20: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
+	7,  // 21: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
+	25, // 22: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	27, // 23: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	30, // 24: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	32, // 25: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
+	34, // 26: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	36, // 27: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	38, // 28: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
+	13, // 29: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
+	14, // 30: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
+	16, // 31: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
+	16, // 32: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
+	18, // 33: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	9,  // 34: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
+	22, // 35: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	24, // 36: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	11, // 37: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	2,  // 38: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
+	5,  // 39: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
+	5,  // 40: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
+	5,  // 41: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
+	8,  // 42: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
+	8,  // 43: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
+	29, // 44: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	28, // 45: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	31, // 46: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	33, // 47: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
+	35, // 48: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	37, // 49: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	39, // 50: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	17, // 51: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
+	15, // 52: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
+	17, // 53: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
+	17, // 54: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
+	19, // 55: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	11, // 56: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
+	35, // [35:57] is the sub-list for method output_type
+	13, // [13:35] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }
@@ -3196,7 +3203,7 @@ func file_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   4,
 		},
