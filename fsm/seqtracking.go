@@ -125,6 +125,24 @@ func (s *State) sequenceSettled(name string) (uint64, bool) {
 	return seq.Next, true
 }
 
+// StartTrackingAtMarks gives every named sequence a tracking whose W,
+// frontier and forgotten mark are its mark, with nothing open or dead: a
+// restore from a backup (which carries no reservations) starts each
+// sequence's W there, above every ID the old cluster handed out, as it
+// starts the default sequence's at the restored high-water mark. Only
+// for a state that does not serve yet: it changes the state outside the
+// log.
+func (s *State) StartTrackingAtMarks() {
+	if len(s.Sequences) == 0 {
+		return
+	}
+	s.SeqTracking = make(map[string]*Tracking, len(s.Sequences))
+	for name, seq := range s.Sequences {
+		s.SeqTracking[name] = &Tracking{Settled: seq.Next, Frontier: seq.Next, Forgotten: seq.Next, Open: map[uint64]Open{}}
+	}
+	s.restoreNamed()
+}
+
 // restoreNamed rebuilds what a snapshot does not carry of the named
 // sequences' tracking.
 func (s *State) restoreNamed() {
@@ -165,6 +183,19 @@ func (f *FSM) SequenceSettled(name string) (w uint64, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return f.state.sequenceSettled(name)
+}
+
+// SequencesSettled returns a copy of the named sequences (dropped ones
+// included) and each one's W, read together, so that no W is above its
+// sequence's mark.
+func (f *FSM) SequencesSettled() (map[string]*Sequence, map[string]uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	w := make(map[string]uint64, len(f.state.Sequences))
+	for name := range f.state.Sequences {
+		w[name], _ = f.state.sequenceSettled(name)
+	}
+	return cloneSequences(f.state.Sequences), w
 }
 
 // TrackedSequence returns a copy of named sequence name's tracked
