@@ -96,8 +96,17 @@ type ReserveRequest struct {
 	// this caller used for Next. A retry does not extend the reservation.
 	// 1 to 128 bytes.
 	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The named sequence to reserve IDs of (CreateSequence); empty: the
+	// cluster's default sequence. A named sequence's reservation is of its
+	// own IDs (values of a dense sequence, ticks of a layout sequence's
+	// layout), its handle names the sequence, and only that sequence's
+	// settled mark waits for it (Watermark with the sequence). An unknown
+	// or dropped sequence is NotFound; a layout sequence of another width
+	// than the call reads (ordo-ticks) FailedPrecondition. A follower
+	// forwards it only at cluster version 3.
+	Sequence      string `protobuf:"bytes,4,opt,name=sequence,proto3" json:"sequence,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ReserveRequest) Reset() {
@@ -151,6 +160,13 @@ func (x *ReserveRequest) GetIdempotencyKey() string {
 	return ""
 }
 
+func (x *ReserveRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type ReserveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Opaque; names the reservation in Complete, Abandon and Extend.
@@ -165,7 +181,11 @@ type ReserveResponse struct {
 	// reservation stands now (FATE_COMPLETED, FATE_ABANDONED, FATE_EXPIRED;
 	// FATE_UNSPECIFIED when the cluster no longer knows). Servers before
 	// keys leave it unset: read that as open.
-	Fate          Fate `protobuf:"varint,6,opt,name=fate,proto3,enum=ordo.v1.Fate" json:"fate,omitempty"`
+	Fate Fate `protobuf:"varint,6,opt,name=fate,proto3,enum=ordo.v1.Fate" json:"fate,omitempty"`
+	// ReserveRequest.sequence, echoed: a client refuses an answer to a
+	// named sequence's Reserve without it, which a node too old to serve
+	// named reservations would send from the default sequence.
+	Sequence      string `protobuf:"bytes,7,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -242,9 +262,19 @@ func (x *ReserveResponse) GetFate() Fate {
 	return Fate_FATE_UNSPECIFIED
 }
 
+func (x *ReserveResponse) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type HandleRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Handle        string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Handle string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
+	// The sequence the reservation is of, as Reserve named it (empty: the
+	// default sequence). A handle of another sequence is InvalidArgument.
+	Sequence      string `protobuf:"bytes,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -286,11 +316,20 @@ func (x *HandleRequest) GetHandle() string {
 	return ""
 }
 
+func (x *HandleRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type ExtendRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Handle string                 `protobuf:"bytes,1,opt,name=handle,proto3" json:"handle,omitempty"`
 	// 0: the server's default.
-	TtlMs         uint32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	TtlMs uint32 `protobuf:"varint,2,opt,name=ttl_ms,json=ttlMs,proto3" json:"ttl_ms,omitempty"`
+	// As HandleRequest.sequence.
+	Sequence      string `protobuf:"bytes,3,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -339,10 +378,18 @@ func (x *ExtendRequest) GetTtlMs() uint32 {
 	return 0
 }
 
+func (x *ExtendRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type SettleResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Fate  Fate                   `protobuf:"varint,1,opt,name=fate,proto3,enum=ordo.v1.Fate" json:"fate,omitempty"`
-	// W after the call, as in WatermarkResponse.
+	// W after the call, as in WatermarkResponse: of the reservation's
+	// sequence.
 	Watermark     uint64 `protobuf:"varint,2,opt,name=watermark,proto3" json:"watermark,omitempty"`
 	WatermarkTick uint64 `protobuf:"varint,3,opt,name=watermark_tick,json=watermarkTick,proto3" json:"watermark_tick,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -401,7 +448,12 @@ func (x *SettleResponse) GetWatermarkTick() uint64 {
 }
 
 type WatermarkRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The named sequence whose W to read; empty: the default sequence's.
+	// Each sequence has its own W, in its own IDs: a reservation of one
+	// never holds another's back. A dropped sequence keeps its W; an
+	// unknown one is NotFound.
+	Sequence      string `protobuf:"bytes,1,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -436,10 +488,19 @@ func (*WatermarkRequest) Descriptor() ([]byte, []int) {
 	return file_ordo_proto_rawDescGZIP(), []int{5}
 }
 
+func (x *WatermarkRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type WatchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// How often W is sent while it does not move; 0: 1000.
-	HeartbeatMs   uint32 `protobuf:"varint,1,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
+	HeartbeatMs uint32 `protobuf:"varint,1,opt,name=heartbeat_ms,json=heartbeatMs,proto3" json:"heartbeat_ms,omitempty"`
+	// As WatermarkRequest.sequence.
+	Sequence      string `protobuf:"bytes,2,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -481,15 +542,28 @@ func (x *WatchRequest) GetHeartbeatMs() uint32 {
 	return 0
 }
 
+func (x *WatchRequest) GetSequence() string {
+	if x != nil {
+		return x.Sequence
+	}
+	return ""
+}
+
 type WatermarkResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// W as an ID of the cluster's 64-bit layout: every ID below it is
-	// settled. 0 under a 128-bit layout: compare ticks there.
+	// W as an ID of the sequence's 64-bit layout (the value itself for a
+	// dense sequence): every ID below it is settled. 0 under a 128-bit
+	// layout: compare ticks there.
 	Watermark uint64 `protobuf:"varint,1,opt,name=watermark,proto3" json:"watermark,omitempty"`
-	// W in ticks: an ID is settled when its tick is below it.
+	// W in ticks (a dense sequence's values): an ID is settled when its
+	// tick is below it.
 	WatermarkTick uint64 `protobuf:"varint,2,opt,name=watermark_tick,json=watermarkTick,proto3" json:"watermark_tick,omitempty"`
 	LeaderId      string `protobuf:"bytes,3,opt,name=leader_id,json=leaderId,proto3" json:"leader_id,omitempty"`
 	LeaderAddr    string `protobuf:"bytes,4,opt,name=leader_addr,json=leaderAddr,proto3" json:"leader_addr,omitempty"`
+	// The request's sequence, echoed: a client refuses a named sequence's
+	// W without it, which a node too old to know named reservations would
+	// answer with the default sequence's.
+	Sequence      string `protobuf:"bytes,5,opt,name=sequence,proto3" json:"sequence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +622,13 @@ func (x *WatermarkResponse) GetLeaderId() string {
 func (x *WatermarkResponse) GetLeaderAddr() string {
 	if x != nil {
 		return x.LeaderAddr
+	}
+	return ""
+}
+
+func (x *WatermarkResponse) GetSequence() string {
+	if x != nil {
+		return x.Sequence
 	}
 	return ""
 }
@@ -2629,9 +2710,14 @@ type BackupResponse struct {
 	// The named sequences, dropped ones included, with their marks. A
 	// restore moves each past what the cluster may have handed out after
 	// the copy (a dense one by a skip the operator gives).
-	Sequences     []*SequenceInfo `protobuf:"bytes,14,rep,name=sequences,proto3" json:"sequences,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Sequences []*SequenceInfo `protobuf:"bytes,14,rep,name=sequences,proto3" json:"sequences,omitempty"`
+	// Each named sequence's settled mark W, in its own values or ticks,
+	// when the copy was taken (by name; absent from servers before named
+	// reservations). A restore starts each sequence's W at its restored
+	// mark, above this.
+	SequenceWatermarks map[string]uint64 `protobuf:"bytes,15,rep,name=sequence_watermarks,json=sequenceWatermarks,proto3" json:"sequence_watermarks,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *BackupResponse) Reset() {
@@ -2762,16 +2848,24 @@ func (x *BackupResponse) GetSequences() []*SequenceInfo {
 	return nil
 }
 
+func (x *BackupResponse) GetSequenceWatermarks() map[string]uint64 {
+	if x != nil {
+		return x.SequenceWatermarks
+	}
+	return nil
+}
+
 var File_ordo_proto protoreflect.FileDescriptor
 
 const file_ordo_proto_rawDesc = "" +
 	"\n" +
 	"\n" +
-	"ordo.proto\x12\aordo.v1\"f\n" +
+	"ordo.proto\x12\aordo.v1\"\x82\x01\n" +
 	"\x0eReserveRequest\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x12\x15\n" +
 	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\x12'\n" +
-	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"\xc5\x01\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\x12\x1a\n" +
+	"\bsequence\x18\x04 \x01(\tR\bsequence\"\xe1\x01\n" +
 	"\x0fReserveResponse\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\"\n" +
 	"\x04runs\x18\x02 \x03(\v2\x0e.ordo.v1.IDRunR\x04runs\x12\x15\n" +
@@ -2779,25 +2873,31 @@ const file_ordo_proto_rawDesc = "" +
 	"\tleader_id\x18\x04 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x05 \x01(\tR\n" +
 	"leaderAddr\x12!\n" +
-	"\x04fate\x18\x06 \x01(\x0e2\r.ordo.v1.FateR\x04fate\"'\n" +
+	"\x04fate\x18\x06 \x01(\x0e2\r.ordo.v1.FateR\x04fate\x12\x1a\n" +
+	"\bsequence\x18\a \x01(\tR\bsequence\"C\n" +
 	"\rHandleRequest\x12\x16\n" +
-	"\x06handle\x18\x01 \x01(\tR\x06handle\">\n" +
+	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\tR\bsequence\"Z\n" +
 	"\rExtendRequest\x12\x16\n" +
 	"\x06handle\x18\x01 \x01(\tR\x06handle\x12\x15\n" +
-	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\"x\n" +
+	"\x06ttl_ms\x18\x02 \x01(\rR\x05ttlMs\x12\x1a\n" +
+	"\bsequence\x18\x03 \x01(\tR\bsequence\"x\n" +
 	"\x0eSettleResponse\x12!\n" +
 	"\x04fate\x18\x01 \x01(\x0e2\r.ordo.v1.FateR\x04fate\x12\x1c\n" +
 	"\twatermark\x18\x02 \x01(\x04R\twatermark\x12%\n" +
-	"\x0ewatermark_tick\x18\x03 \x01(\x04R\rwatermarkTick\"\x12\n" +
-	"\x10WatermarkRequest\"1\n" +
+	"\x0ewatermark_tick\x18\x03 \x01(\x04R\rwatermarkTick\".\n" +
+	"\x10WatermarkRequest\x12\x1a\n" +
+	"\bsequence\x18\x01 \x01(\tR\bsequence\"M\n" +
 	"\fWatchRequest\x12!\n" +
-	"\fheartbeat_ms\x18\x01 \x01(\rR\vheartbeatMs\"\x96\x01\n" +
+	"\fheartbeat_ms\x18\x01 \x01(\rR\vheartbeatMs\x12\x1a\n" +
+	"\bsequence\x18\x02 \x01(\tR\bsequence\"\xb2\x01\n" +
 	"\x11WatermarkResponse\x12\x1c\n" +
 	"\twatermark\x18\x01 \x01(\x04R\twatermark\x12%\n" +
 	"\x0ewatermark_tick\x18\x02 \x01(\x04R\rwatermarkTick\x12\x1b\n" +
 	"\tleader_id\x18\x03 \x01(\tR\bleaderId\x12\x1f\n" +
 	"\vleader_addr\x18\x04 \x01(\tR\n" +
-	"leaderAddr\"T\n" +
+	"leaderAddr\x12\x1a\n" +
+	"\bsequence\x18\x05 \x01(\tR\bsequence\"T\n" +
 	"\x11NextStreamRequest\x12)\n" +
 	"\x05calls\x18\x01 \x03(\v2\x13.ordo.v1.StreamCallR\x05calls\x12\x14\n" +
 	"\x05joint\x18\x02 \x01(\bR\x05joint\"w\n" +
@@ -2943,7 +3043,7 @@ const file_ordo_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\"5\n" +
 	"\x16TransferLeaderResponse\x12\x1b\n" +
 	"\tleader_id\x18\x01 \x01(\tR\bleaderId\"\x0f\n" +
-	"\rBackupRequest\"\xc1\x04\n" +
+	"\rBackupRequest\"\xea\x05\n" +
 	"\x0eBackupResponse\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\x01 \x01(\tR\tclusterId\x12\x16\n" +
@@ -2961,10 +3061,14 @@ const file_ordo_proto_rawDesc = "" +
 	"\x10lead_bound_ticks\x18\v \x01(\x04R\x0eleadBoundTicks\x12\x1b\n" +
 	"\tmax_count\x18\f \x01(\x04R\bmaxCount\x12%\n" +
 	"\x0ewatermark_tick\x18\r \x01(\x04R\rwatermarkTick\x123\n" +
-	"\tsequences\x18\x0e \x03(\v2\x15.ordo.v1.SequenceInfoR\tsequences\x1a:\n" +
+	"\tsequences\x18\x0e \x03(\v2\x15.ordo.v1.SequenceInfoR\tsequences\x12`\n" +
+	"\x13sequence_watermarks\x18\x0f \x03(\v2/.ordo.v1.BackupResponse.SequenceWatermarksEntryR\x12sequenceWatermarks\x1a:\n" +
 	"\fMembersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01*e\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\x1aE\n" +
+	"\x17SequenceWatermarksEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01*e\n" +
 	"\x04Fate\x12\x14\n" +
 	"\x10FATE_UNSPECIFIED\x10\x00\x12\r\n" +
 	"\tFATE_OPEN\x10\x01\x12\x12\n" +
@@ -3013,7 +3117,7 @@ func file_ordo_proto_rawDescGZIP() []byte {
 }
 
 var file_ordo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_ordo_proto_goTypes = []any{
 	(Fate)(0),                      // 0: ordo.v1.Fate
 	(*ReserveRequest)(nil),         // 1: ordo.v1.ReserveRequest
@@ -3056,6 +3160,7 @@ var file_ordo_proto_goTypes = []any{
 	(*BackupRequest)(nil),          // 38: ordo.v1.BackupRequest
 	(*BackupResponse)(nil),         // 39: ordo.v1.BackupResponse
 	nil,                            // 40: ordo.v1.BackupResponse.MembersEntry
+	nil,                            // 41: ordo.v1.BackupResponse.SequenceWatermarksEntry
 }
 var file_ordo_proto_depIdxs = []int32{
 	21, // 0: ordo.v1.ReserveResponse.runs:type_name -> ordo.v1.IDRun
@@ -3070,55 +3175,56 @@ var file_ordo_proto_depIdxs = []int32{
 	26, // 9: ordo.v1.StatusResponse.sequences:type_name -> ordo.v1.SequenceStatus
 	40, // 10: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
 	17, // 11: ordo.v1.BackupResponse.sequences:type_name -> ordo.v1.SequenceInfo
-	20, // 12: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	23, // 13: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	9,  // 14: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
-	1,  // 15: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
-	3,  // 16: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
-	3,  // 17: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
-	4,  // 18: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
-	6,  // 19: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
-	7,  // 20: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
-	25, // 21: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	27, // 22: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	30, // 23: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	32, // 24: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
-	34, // 25: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	36, // 26: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	38, // 27: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
-	13, // 28: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
-	14, // 29: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
-	16, // 30: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
-	16, // 31: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
-	18, // 32: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	9,  // 33: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
-	22, // 34: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	24, // 35: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	11, // 36: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	2,  // 37: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
-	5,  // 38: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
-	5,  // 39: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
-	5,  // 40: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
-	8,  // 41: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
-	8,  // 42: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
-	29, // 43: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	28, // 44: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	31, // 45: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	33, // 46: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
-	35, // 47: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	37, // 48: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	39, // 49: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
-	17, // 50: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
-	15, // 51: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
-	17, // 52: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
-	17, // 53: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
-	19, // 54: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	11, // 55: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
-	34, // [34:56] is the sub-list for method output_type
-	12, // [12:34] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	41, // 12: ordo.v1.BackupResponse.sequence_watermarks:type_name -> ordo.v1.BackupResponse.SequenceWatermarksEntry
+	20, // 13: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	23, // 14: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	9,  // 15: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	1,  // 16: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
+	3,  // 17: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
+	3,  // 18: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
+	4,  // 19: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
+	6,  // 20: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
+	7,  // 21: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
+	25, // 22: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	27, // 23: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	30, // 24: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	32, // 25: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
+	34, // 26: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	36, // 27: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	38, // 28: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
+	13, // 29: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
+	14, // 30: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
+	16, // 31: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
+	16, // 32: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
+	18, // 33: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	9,  // 34: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
+	22, // 35: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	24, // 36: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	11, // 37: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	2,  // 38: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
+	5,  // 39: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
+	5,  // 40: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
+	5,  // 41: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
+	8,  // 42: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
+	8,  // 43: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
+	29, // 44: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	28, // 45: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	31, // 46: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	33, // 47: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
+	35, // 48: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	37, // 49: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	39, // 50: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	17, // 51: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
+	15, // 52: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
+	17, // 53: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
+	17, // 54: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
+	19, // 55: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	11, // 56: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
+	35, // [35:57] is the sub-list for method output_type
+	13, // [13:35] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }
@@ -3132,7 +3238,7 @@ func file_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

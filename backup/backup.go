@@ -139,8 +139,12 @@ func NewFile(r *api.BackupResponse) (*File, error) {
 		Watermark:       strconv.FormatUint(r.WatermarkTick, 10),
 	}
 	for _, s := range r.Sequences {
-		b.Sequences = append(b.Sequences, SequenceCopy{Name: s.Name, Kind: s.Kind, Group: s.Group, Start: s.Start,
-			Next: strconv.FormatUint(s.Next, 10), Dropped: s.Dropped})
+		sc := SequenceCopy{Name: s.Name, Kind: s.Kind, Group: s.Group, Start: s.Start,
+			Next: strconv.FormatUint(s.Next, 10), Dropped: s.Dropped}
+		if w, ok := r.SequenceWatermarks[s.Name]; ok {
+			sc.Watermark = strconv.FormatUint(w, 10)
+		}
+		b.Sequences = append(b.Sequences, sc)
 	}
 	if b.Members == nil {
 		b.Members = map[string]string{}
@@ -187,6 +191,11 @@ type SequenceCopy struct {
 	Start   uint64 `json:"start,omitempty"`
 	Next    string `json:"next"`
 	Dropped bool   `json:"dropped,omitempty"`
+	// Watermark is the sequence's settled mark W, in decimal, at most
+	// Next; absent from copies taken before named reservations. A
+	// restored cluster starts the sequence's W at its restored mark,
+	// above it, as it does the default sequence's.
+	Watermark string `json:"watermark,omitempty"`
 }
 
 // sequencesOf checks a backup's sequences and returns them as the state
@@ -206,6 +215,11 @@ func sequencesOf(copies []SequenceCopy) (map[string]*fsm.Sequence, error) {
 		}
 		if seq.Next, err = strconv.ParseUint(sc.Next, 10, 64); err != nil {
 			return nil, fmt.Errorf("%w: sequence %q: next %q: %v", ErrBadBackup, sc.Name, sc.Next, err)
+		}
+		if sc.Watermark != "" {
+			if w, err := strconv.ParseUint(sc.Watermark, 10, 64); err != nil || w > seq.Next {
+				return nil, fmt.Errorf("%w: sequence %q: watermark %q: want a value or tick at most its next %d", ErrBadBackup, sc.Name, sc.Watermark, seq.Next)
+			}
 		}
 		if _, dup := m[sc.Name]; dup {
 			return nil, fmt.Errorf("%w: sequence %q twice", ErrBadBackup, sc.Name)
@@ -608,6 +622,9 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 	if err := st.JumpSequences(now(), o.Jump, o.DenseSkip); err != nil {
 		return res, fmt.Errorf("%w: %w", ErrBadBackup, err)
 	}
+	// And each one's W at its restored mark, as the default sequence's:
+	// its reservations in the old cluster are not known here.
+	st.StartTrackingAtMarks()
 	if err := writeRestoredState(o.DataDir, o.ID, o.RaftAddr, st, logger); err != nil {
 		return res, err
 	}

@@ -38,6 +38,9 @@ type sequenceState struct {
 	// returned is the highest ID (or tick, for a 128-bit layout) of this
 	// sequence returned so far: the floor of its calls.
 	returned atomic.Uint64
+	// mark is the highest settled mark of this sequence reported so far
+	// (sequence_settle.go).
+	mark atomic.Pointer[Mark]
 	// kind is the sequence's kind once DescribeSequence told it, nil
 	// before. A sequence's kind never changes (a dropped name comes back
 	// only with the same kind); a NotFound forgets it all the same, so a

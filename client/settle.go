@@ -70,7 +70,20 @@ func (c *Client) Reserve(ctx context.Context, count int, ttl time.Duration) (Res
 	if err != nil {
 		return Reservation{}, err
 	}
-	return c.reserve(ctx, count, ms, false)
+	return c.reserve(ctx, c.defaultTarget(), count, ms, false)
+}
+
+// target is the sequence a settled-order call is about, with the floors
+// this client keeps for it: of its IDs, and of its settled mark.
+type target struct {
+	seq      string // "" for the default sequence
+	returned *atomic.Uint64
+	mark     *atomic.Pointer[Mark]
+}
+
+// defaultTarget is the cluster's default sequence.
+func (c *Client) defaultTarget() target {
+	return target{returned: &c.returned, mark: &c.mark}
 }
 
 // ReserveUUIDs is Reserve for a cluster of the uuidv7 layout, rendering
@@ -98,7 +111,7 @@ func reserveWide[T ~[16]byte](ctx context.Context, c *Client, format layout.Form
 	if err != nil {
 		return "", nil, err
 	}
-	r, err := c.reserve(ctx, count, ms, true)
+	r, err := c.reserve(ctx, c.defaultTarget(), count, ms, true)
 	if err != nil {
 		return "", nil, err
 	}
@@ -119,17 +132,19 @@ func ttlMillis(ttl time.Duration) (uint32, error) {
 	return uint32((ttl + time.Millisecond - 1) / time.Millisecond), nil
 }
 
-// reserve asks for a reservation of count IDs, or ticks when ticks is
-// set, with NextN's retries and checks: the IDs must be above every one
-// returned before the call began.
-func (c *Client) reserve(ctx context.Context, count int, ttlMs uint32, ticks bool) (Reservation, error) {
+// reserve asks for a reservation of count IDs of sequence to, or ticks
+// when ticks is set, with NextN's retries and checks: the IDs must be
+// above every one of the sequence returned before the call began, and a
+// named sequence's answer must name it (a node too old for named
+// reservations answers the default sequence's).
+func (c *Client) reserve(ctx context.Context, to target, count int, ttlMs uint32, ticks bool) (Reservation, error) {
 	ctx, k, err := c.keyed(ctx)
 	if err != nil {
 		return Reservation{}, err
 	}
-	floor := c.floor()
+	floor := to.returned.Load()
 	var resp *api.ReserveResponse
-	req := &api.ReserveRequest{Count: uint32(count), TtlMs: ttlMs, IdempotencyKey: k.key}
+	req := &api.ReserveRequest{Count: uint32(count), TtlMs: ttlMs, IdempotencyKey: k.key, Sequence: to.seq}
 	err = c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
 		var err error
 		resp, err = api.NewSequencerClient(conn).Reserve(api.WithTicks(ctx, ticks), req, opts...)
@@ -141,15 +156,20 @@ func (c *Client) reserve(ctx context.Context, count int, ttlMs uint32, ticks boo
 	if resp.Handle == "" {
 		return Reservation{}, fmt.Errorf("%w: a reservation without a handle", ErrBadResponse)
 	}
+	if resp.Sequence != to.seq || to.seq != "" && !handleOf(resp.Handle, to.seq) {
+		// A reservation of another sequence: left to expire.
+		return Reservation{}, fmt.Errorf("%w: a Reserve of %s answered with handle %q of sequence %q: the node serves no named reservations (upgrade every node)",
+			ErrBadResponse, seqName(to.seq), resp.Handle, resp.Sequence)
+	}
 	ids, err := expand(resp.Runs, count)
 	if err != nil {
 		return Reservation{}, err
 	}
 	c.noteLeader(resp.LeaderAddr)
 	if k.key != "" {
-		ids, err = acceptKeyed(&c.returned, ids, floor, k)
+		ids, err = acceptKeyed(to.returned, ids, floor, k)
 	} else {
-		ids, err = c.accept(ids, floor)
+		ids, err = acceptAbove(to.returned, ids, floor)
 	}
 	if err != nil {
 		return Reservation{}, err
@@ -167,8 +187,12 @@ func (c *Client) reserve(ctx context.Context, count int, ttlMs uint32, ticks boo
 // ErrAbandoned (errors.Is), wrapping the cluster's FailedPrecondition:
 // the mark may have passed its IDs, so they must not be published.
 func (c *Client) Complete(ctx context.Context, handle string) error {
+	return c.complete(ctx, "", handle)
+}
+
+func (c *Client) complete(ctx context.Context, seq, handle string) error {
 	_, err := c.settle(ctx, []api.Fate{api.Fate_FATE_COMPLETED}, func(ctx context.Context, s api.SequencerClient, opts ...grpc.CallOption) (*api.SettleResponse, error) {
-		return s.Complete(ctx, &api.HandleRequest{Handle: handle}, opts...)
+		return s.Complete(ctx, &api.HandleRequest{Handle: handle, Sequence: seq}, opts...)
 	})
 	return err
 }
@@ -178,8 +202,12 @@ func (c *Client) Complete(ctx context.Context, handle string) error {
 // expired. It is idempotent; a completed reservation is the cluster's
 // FailedPrecondition.
 func (c *Client) Abandon(ctx context.Context, handle string) (api.Fate, error) {
+	return c.abandon(ctx, "", handle)
+}
+
+func (c *Client) abandon(ctx context.Context, seq, handle string) (api.Fate, error) {
 	return c.settle(ctx, []api.Fate{api.Fate_FATE_ABANDONED, api.Fate_FATE_EXPIRED}, func(ctx context.Context, s api.SequencerClient, opts ...grpc.CallOption) (*api.SettleResponse, error) {
-		return s.Abandon(ctx, &api.HandleRequest{Handle: handle}, opts...)
+		return s.Abandon(ctx, &api.HandleRequest{Handle: handle, Sequence: seq}, opts...)
 	})
 }
 
@@ -187,12 +215,16 @@ func (c *Client) Abandon(ctx context.Context, handle string) (api.Fate, error) {
 // now on the leader (0: the cluster's default). Expired or abandoned, it
 // returns ErrExpired or ErrAbandoned as Complete does.
 func (c *Client) Extend(ctx context.Context, handle string, ttl time.Duration) error {
+	return c.extend(ctx, "", handle, ttl)
+}
+
+func (c *Client) extend(ctx context.Context, seq, handle string, ttl time.Duration) error {
 	ms, err := ttlMillis(ttl)
 	if err != nil {
 		return err
 	}
 	_, err = c.settle(ctx, []api.Fate{api.Fate_FATE_OPEN}, func(ctx context.Context, s api.SequencerClient, opts ...grpc.CallOption) (*api.SettleResponse, error) {
-		return s.Extend(ctx, &api.ExtendRequest{Handle: handle, TtlMs: ms}, opts...)
+		return s.Extend(ctx, &api.ExtendRequest{Handle: handle, TtlMs: ms, Sequence: seq}, opts...)
 	})
 	return err
 }
@@ -241,33 +273,58 @@ func fateErr(err error) error {
 // that completed before this one began; never a mark below one this
 // client reported before (a new leader may briefly answer lower).
 func (c *Client) Watermark(ctx context.Context) (Mark, error) {
+	return c.watermark(ctx, c.defaultTarget())
+}
+
+func (c *Client) watermark(ctx context.Context, to target) (Mark, error) {
 	var resp *api.WatermarkResponse
 	err := c.retry(ctx, func(ctx context.Context, conn *grpc.ClientConn, opts ...grpc.CallOption) error {
 		var err error
-		resp, err = api.NewSequencerClient(conn).Watermark(ctx, &api.WatermarkRequest{}, opts...)
+		resp, err = api.NewSequencerClient(conn).Watermark(ctx, &api.WatermarkRequest{Sequence: to.seq}, opts...)
 		return err
 	})
 	if err != nil {
 		return Mark{}, err
 	}
-	return c.raiseMark(resp), nil
+	return c.raiseMark(to, resp)
 }
 
-// raiseMark raises the floor of marks to an answer's and returns the
+// raiseMark raises to's floor of marks to an answer's and returns the
 // floor: the answer's mark, or the highest reported before when the
-// answer is lower. ID and tick are kept together, as the cluster sent them.
-func (c *Client) raiseMark(resp *api.WatermarkResponse) Mark {
+// answer is lower. ID and tick are kept together, as the cluster sent
+// them. An answer for another sequence than to's is refused: a node too
+// old for named reservations answers the default sequence's W.
+func (c *Client) raiseMark(to target, resp *api.WatermarkResponse) (Mark, error) {
+	if resp.Sequence != to.seq {
+		return Mark{}, fmt.Errorf("%w: the settled mark of %s answered as sequence %q's: the node serves no named reservations (upgrade every node)",
+			ErrBadResponse, seqName(to.seq), resp.Sequence)
+	}
 	c.noteLeader(resp.LeaderAddr)
 	m := &Mark{ID: resp.Watermark, Tick: resp.WatermarkTick}
 	for {
-		floor := c.mark.Load()
+		floor := to.mark.Load()
 		if floor != nil && floor.Tick >= m.Tick {
-			return *floor
+			return *floor, nil
 		}
-		if c.mark.CompareAndSwap(floor, m) {
-			return *m
+		if to.mark.CompareAndSwap(floor, m) {
+			return *m, nil
 		}
 	}
+}
+
+// handleOf reports whether handle names a reservation of named sequence
+// seq. (A default sequence's handle is opaque to clients.)
+func handleOf(handle, seq string) bool {
+	h, err := api.ParseHandle(handle)
+	return err == nil && h.Seq == seq
+}
+
+// seqName names a sequence in an error: "" is the default one.
+func seqName(seq string) string {
+	if seq == "" {
+		return "the default sequence"
+	}
+	return fmt.Sprintf("sequence %q", seq)
 }
 
 // watchHeartbeat is how often WatchWatermark asks to hear the mark while
@@ -282,7 +339,11 @@ const watchHeartbeat = time.Second
 // lower answer is replaced by the highest). It returns ctx.Err() when ctx
 // ends, and fn's error when fn returns one.
 func (c *Client) WatchWatermark(ctx context.Context, fn func(Mark) error) error {
-	w := &watch{c: c, fn: fn}
+	return c.watchWatermark(ctx, c.defaultTarget(), fn)
+}
+
+func (c *Client) watchWatermark(ctx context.Context, to target, fn func(Mark) error) error {
+	w := &watch{c: c, to: to, fn: fn}
 	for {
 		err := c.follow(ctx, w.stream)
 		switch {
@@ -305,6 +366,7 @@ func (c *Client) WatchWatermark(ctx context.Context, fn func(Mark) error) error 
 // watch is one WatchWatermark call.
 type watch struct {
 	c  *Client
+	to target
 	fn func(Mark) error
 	// stop is fn's error, which ends the watch.
 	stop error
@@ -322,7 +384,7 @@ func (w *watch) stream(ctx context.Context, addr string, conn *grpc.ClientConn, 
 	var stalled atomic.Bool
 	watchdog := time.AfterFunc(idle, func() { stalled.Store(true); cancel() })
 	defer watchdog.Stop()
-	st, err := api.NewSequencerClient(conn).WatchWatermark(sctx, &api.WatchRequest{HeartbeatMs: uint32(watchHeartbeat.Milliseconds())})
+	st, err := api.NewSequencerClient(conn).WatchWatermark(sctx, &api.WatchRequest{HeartbeatMs: uint32(watchHeartbeat.Milliseconds()), Sequence: w.to.seq})
 	if err != nil {
 		return err
 	}
@@ -350,7 +412,12 @@ func (w *watch) stream(ctx context.Context, addr string, conn *grpc.ClientConn, 
 			}
 		}
 		watchdog.Stop() // the time fn takes is not the stream's silence
-		if w.stop = w.fn(w.c.raiseMark(resp)); w.stop != nil {
+		m, err := w.c.raiseMark(w.to, resp)
+		if err != nil {
+			w.stop = err
+			return nil
+		}
+		if w.stop = w.fn(m); w.stop != nil {
 			return nil
 		}
 		watchdog.Reset(idle)
@@ -370,11 +437,15 @@ func (c *Client) WaitSettled(ctx context.Context, id uint64) (Mark, error) {
 	if err := c.checkNarrow(); err != nil {
 		return Mark{}, err
 	}
-	if m := c.mark.Load(); m != nil && m.ID > id {
+	return c.waitSettled(ctx, c.defaultTarget(), id)
+}
+
+func (c *Client) waitSettled(ctx context.Context, to target, id uint64) (Mark, error) {
+	if m := to.mark.Load(); m != nil && m.ID > id {
 		return *m, nil
 	}
 	var settled Mark
-	err := c.WatchWatermark(ctx, func(m Mark) error {
+	err := c.watchWatermark(ctx, to, func(m Mark) error {
 		if m.ID == 0 && m.Tick > 0 {
 			// Only a 128-bit layout answers a tick without an ID:
 			// no ID of this call's kind will ever pass it.

@@ -63,8 +63,9 @@ const Version = 1
 // leader raises it only once every voter reports it reads the new one,
 // since a node that meets an op it does not know stops (Unreadable).
 // Version 2 adds OpSettle; version 3 named sequences (OpCreateSequence,
-// OpDropSequence, and Allocs in OpSettle) and idempotency keys (Claims,
-// and keyed Opens, in OpSettle).
+// OpDropSequence, and Allocs in OpSettle), their tracked reservations
+// (Tracks that name a sequence) and idempotency keys (Claims, and keyed
+// Opens, in OpSettle).
 const Reads = 3
 
 // SettleVersion is the cluster version from which OpSettle is accepted.
@@ -171,6 +172,10 @@ type Result struct {
 	Outcomes []Outcome
 	// Settled is W after the command, in ticks.
 	Settled uint64
+	// SeqSettled is, for each named sequence a settle touched (one of
+	// its Tracks, or an Alloc of a sequence with tracked reservations),
+	// its W after the command.
+	SeqSettled map[string]uint64
 	// Allocations holds what each of a settle's Allocs got, in order,
 	// and Claimed what each of its Claims did.
 	Allocations []Allocation
@@ -326,6 +331,13 @@ type State struct {
 	// Keys holds the answers kept for idempotency keys (State() leaves
 	// them out).
 	Keys Keys `json:"keys,omitzero"`
+	// SeqTracking holds each named sequence's tracked reservations and
+	// W, from its first Reserve on (see seqtracking.go; State() leaves it
+	// out). A dropped sequence keeps its own.
+	SeqTracking map[string]*Tracking `json:"sequence_tracking,omitempty"`
+	// namedDead counts the dead spans of SeqTracking, which are bounded
+	// together.
+	namedDead int
 }
 
 // FSM implements raft.FSM.
@@ -380,7 +392,7 @@ func (f *FSM) State() State {
 	defer f.mu.RUnlock()
 	s := f.state
 	s.Tracking = Tracking{Settled: s.Tracking.Settled, Frontier: s.Tracking.Frontier, Forgotten: s.Tracking.Forgotten}
-	s.Sequences, s.Keys = nil, Keys{}
+	s.Sequences, s.Keys, s.SeqTracking = nil, Keys{}, nil
 	s.Nodes = maps.Clone(f.state.Nodes)
 	if f.state.Layout != nil {
 		l := *f.state.Layout
@@ -548,19 +560,11 @@ func (f *FSM) apply(c Command, term uint64) Result {
 			r.Err = fmt.Errorf("%w: tracked reservations need cluster version %d, the cluster has %d", ErrClusterVersion, SettleVersion, v)
 			break
 		}
-		if (len(c.Allocs)+len(c.Claims) > 0 || keyedTracks(c.Tracks)) && max(f.state.ClusterVersion, 1) < SequencesVersion {
+		if (len(c.Allocs)+len(c.Claims) > 0 || keyedTracks(c.Tracks) || namedTracks(c.Tracks)) && max(f.state.ClusterVersion, 1) < SequencesVersion {
 			r.Err = fmt.Errorf("%w: named sequences and idempotency keys need cluster version %d", ErrClusterVersion, SequencesVersion)
 			break
 		}
-		if r.Outcomes, r.Err = f.state.Tracking.settle(c.Tracks, c.Frontier, f.state.HighWater, &f.state.Keys, term); r.Err != nil {
-			break
-		}
-		for _, a := range c.Allocs {
-			r.Allocations = append(r.Allocations, f.state.keyedAlloc(a, c.NowMs))
-		}
-		for _, cl := range c.Claims {
-			r.Claimed = append(r.Claimed, f.state.claim(cl, term))
-		}
+		r.Err = f.state.settle(c, term, &r)
 	case OpCreateSequence, OpDropSequence:
 		r.Err = f.state.defineSequence(c)
 	case OpClusterVersion:
@@ -575,6 +579,53 @@ func (f *FSM) apply(c Command, term uint64) Result {
 	return r
 }
 
+// settle applies an OpSettle entry: its Tracks in order (the default
+// sequence's against the entry's frontier, a named sequence's against its
+// own mark), then its Allocs and Claims, and last each named sequence's
+// W it touched. highWater bounds the default sequence's frontier: no
+// tick at or above it was ever reserved. It fails, changing nothing,
+// only for a frontier above the high-water mark.
+func (s *State) settle(c Command, term uint64, r *Result) error {
+	if c.Frontier > s.HighWater {
+		return fmt.Errorf("%w: frontier %d is above the high-water mark %d", ErrInvalid, c.Frontier, s.HighWater)
+	}
+	t := &s.Tracking
+	t.init()
+	reach := max(c.Frontier, t.Frontier)
+	r.Outcomes = make([]Outcome, len(c.Tracks))
+	var touched []string
+	for i, tr := range c.Tracks {
+		if tr.Seq == "" {
+			r.Outcomes[i] = t.track(tr, reach, &s.Keys, term)
+			continue
+		}
+		r.Outcomes[i] = s.trackNamed(tr, c.NowMs)
+		touched = append(touched, tr.Seq)
+	}
+	t.advance(c.Frontier)
+	for _, a := range c.Allocs {
+		r.Allocations = append(r.Allocations, s.keyedAlloc(a, c.NowMs))
+		if s.SeqTracking[a.Seq] != nil {
+			touched = append(touched, a.Seq)
+		}
+	}
+	for _, cl := range c.Claims {
+		r.Claimed = append(r.Claimed, s.claim(cl, term))
+	}
+	for _, name := range touched {
+		if _, done := r.SeqSettled[name]; done {
+			continue
+		}
+		if w, ok := s.advanceNamed(name); ok {
+			if r.SeqSettled == nil {
+				r.SeqSettled = map[string]uint64{}
+			}
+			r.SeqSettled[name] = w
+		}
+	}
+	return nil
+}
+
 // Snapshot implements raft.FSM. It refuses while an entry is unreadable
 // (see Unreadable).
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
@@ -587,6 +638,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	s.Tracking = f.state.Tracking.clone()
 	s.Sequences = cloneSequences(f.state.Sequences)
 	s.Keys = Keys{Records: slices.Clone(f.state.Keys.Records)}
+	s.SeqTracking = cloneSeqTracking(f.state.SeqTracking)
 	f.mu.RUnlock()
 	b, err := json.Marshal(s)
 	if err != nil {
@@ -614,6 +666,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	s.Tracking.restore()
 	s.Keys.restore()
+	s.restoreNamed()
 	f.mu.Lock()
 	f.state, f.unreadable = s, nil
 	onInit := f.onInit
@@ -644,7 +697,20 @@ func checkTrack(t Track) error {
 	default:
 		return fmt.Errorf("%w: %q", ErrUnknownOp, "settle/"+t.Do)
 	}
-	if t.First == 0 || t.Count == 0 || t.First+t.Count < t.First {
+	named := t.Seq != ""
+	if named {
+		if err := CheckSequenceName(t.Seq); err != nil {
+			return err
+		}
+	}
+	switch {
+	case named && t.Do == DoOpen:
+		// Apply assigns its IDs from the sequence's mark, in log order:
+		// no first tick, and no term its IDs were assigned in.
+		if t.First != 0 || t.Count == 0 || t.Term != 0 {
+			return fmt.Errorf("%w: open of %d IDs of %q from %d in term %d: a named sequence's open names only its count", ErrInvalid, t.Count, t.Seq, t.First, t.Term)
+		}
+	case t.First == 0 || t.Count == 0 || t.First+t.Count < t.First:
 		return fmt.Errorf("%w: %s of ticks %d+%d", ErrInvalid, t.Do, t.First, t.Count)
 	}
 	if (t.Do == DoOpen || t.Do == DoExtend) && t.TTLMs <= 0 {
@@ -653,8 +719,8 @@ func checkTrack(t Track) error {
 	if err := t.Keyed.check(); err != nil {
 		return err
 	}
-	if t.Key != "" && (t.Do != DoOpen || t.Term == 0) || t.Key == "" && (t.Term != 0 || t.AnyTTL) {
-		return fmt.Errorf("%w: %s with key %q, term %d, any_ttl %t: only an open is keyed, and a keyed one names its term", ErrInvalid, t.Do, t.Key, t.Term, t.AnyTTL)
+	if t.Key != "" && (t.Do != DoOpen || t.Term == 0 && !named) || t.Key == "" && (t.Term != 0 || t.AnyTTL) {
+		return fmt.Errorf("%w: %s with key %q, term %d, any_ttl %t: only an open is keyed, and a keyed one of the default sequence names its term", ErrInvalid, t.Do, t.Key, t.Term, t.AnyTTL)
 	}
 	return nil
 }

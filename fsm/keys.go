@@ -143,10 +143,10 @@ func (k *Keys) replay(key Keyed, seq string, count uint64) (first uint64, ok boo
 		return 0, false, nil
 	}
 	if r.Kind == KeyReserve {
-		return 0, true, fmt.Errorf("%w: key %q first opened a reservation of %d IDs, now asks for %d IDs of sequence %q", ErrKeyReused, key.Key, r.Count, count, seq)
+		return 0, true, fmt.Errorf("%w: key %q first opened a reservation of %d IDs of %s, now asks for %d IDs of %s", ErrKeyReused, key.Key, r.Count, seqName(r.Seq), count, seqName(seq))
 	}
 	if r.Seq != seq || r.Count != count {
-		return 0, true, fmt.Errorf("%w: key %q first asked for %d IDs of sequence %q, now %d of %q", ErrKeyReused, key.Key, r.Count, r.Seq, count, seq)
+		return 0, true, fmt.Errorf("%w: key %q first asked for %d IDs of %s, now %d of %s", ErrKeyReused, key.Key, r.Count, seqName(r.Seq), count, seqName(seq))
 	}
 	return r.First, true, nil
 }
@@ -204,19 +204,7 @@ func (s *State) keyedAlloc(a Alloc, nowMs int64) Allocation {
 // attempt).
 func (t *Tracking) keyedOpen(tr Track, reach uint64, keys *Keys, term uint64) Outcome {
 	if r, ok := keys.lookup(tr.id()); ok {
-		switch {
-		case r.Kind != KeyReserve:
-			return Outcome{Err: fmt.Errorf("%w: key %q first asked for %d IDs of sequence %q, now opens a reservation of %d", ErrKeyReused, tr.Key, r.Count, r.Seq, tr.Count)}
-		case r.Count != tr.Count || !tr.AnyTTL && r.TTLMs != tr.TTLMs:
-			return Outcome{Err: fmt.Errorf("%w: key %q first opened a reservation of %d IDs for %d ms, now asks for %d for %d ms", ErrKeyReused, tr.Key, r.Count, r.TTLMs, tr.Count, tr.TTLMs)}
-		}
-		o := Outcome{First: r.First, Count: r.Count, TTLMs: r.TTLMs}
-		if open, ok := t.Open[r.First]; ok && open.Count == r.Count {
-			o.Fate, o.Ext = FateOpen, open.Ext
-		} else if f := t.fate(r.First, r.Count); f != FateCompleted || r.First >= t.Forgotten {
-			o.Fate = f
-		}
-		return o
+		return keptOpen(r, tr, t)
 	}
 	if tr.Term != term {
 		return Outcome{Err: fmt.Errorf("%w: reservation committed in term %d, assigned in term %d", ErrClaimTerm, term, tr.Term)}
@@ -226,6 +214,40 @@ func (t *Tracking) keyedOpen(tr Track, reach uint64, keys *Keys, term uint64) Ou
 		keys.keep(KeyRecord{Kind: KeyReserve, Count: tr.Count, First: tr.First, TTLMs: tr.TTLMs, ID: tr.id()})
 	}
 	return o
+}
+
+// keptOpen answers a keyed Open (of tr.Seq) from r, the record its key
+// holds: the reservation r kept, as first granted, with its fate now in
+// t, the tracking of r's sequence (nil: none, so unknown); or
+// ErrKeyReused when the key was first used for IDs, or for a reservation
+// of another sequence, count, or TTL (when tr names one).
+func keptOpen(r KeyRecord, tr Track, t *Tracking) Outcome {
+	switch {
+	case r.Kind != KeyReserve:
+		return Outcome{Err: fmt.Errorf("%w: key %q first asked for %d IDs of %s, now opens a reservation of %d", ErrKeyReused, tr.Key, r.Count, seqName(r.Seq), tr.Count)}
+	case r.Seq != tr.Seq:
+		return Outcome{Err: fmt.Errorf("%w: key %q first opened a reservation of %s, now of %s", ErrKeyReused, tr.Key, seqName(r.Seq), seqName(tr.Seq))}
+	case r.Count != tr.Count || !tr.AnyTTL && r.TTLMs != tr.TTLMs:
+		return Outcome{Err: fmt.Errorf("%w: key %q first opened a reservation of %d IDs for %d ms, now asks for %d for %d ms", ErrKeyReused, tr.Key, r.Count, r.TTLMs, tr.Count, tr.TTLMs)}
+	}
+	o := Outcome{First: r.First, Count: r.Count, TTLMs: r.TTLMs}
+	if t == nil {
+		return o
+	}
+	if open, ok := t.Open[r.First]; ok && open.Count == r.Count {
+		o.Fate, o.Ext = FateOpen, open.Ext
+	} else if f := t.fate(r.First, r.Count); f != FateCompleted || r.First >= t.Forgotten {
+		o.Fate = f
+	}
+	return o
+}
+
+// seqName names a sequence in an error: "" is the default one.
+func seqName(seq string) string {
+	if seq == "" {
+		return "the default sequence"
+	}
+	return fmt.Sprintf("sequence %q", seq)
 }
 
 // keyedTracks reports whether any of tracks carries a key.

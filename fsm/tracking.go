@@ -67,7 +67,12 @@ const (
 
 // Track is one decision about the reservation whose first tick is First.
 type Track struct {
-	Do    Do     `json:"do"`
+	Do Do `json:"do"`
+	// Seq names the named sequence the reservation is of (cluster version
+	// 3); empty for the default sequence, as every Track written before
+	// it. A named sequence's Open leaves First 0: Apply assigns its IDs
+	// from the sequence's mark (see seqtracking.go).
+	Seq   string `json:"seq,omitempty"`
 	First uint64 `json:"first"`
 	// Count is the reservation's size: Open sets it, the others name it,
 	// so a handle for a part of a reservation is not taken for the whole.
@@ -191,17 +196,28 @@ func (t *Tracking) settle(tracks []Track, frontier, highWater uint64, keys *Keys
 	if frontier > highWater {
 		return nil, fmt.Errorf("%w: frontier %d is above the high-water mark %d", ErrInvalid, frontier, highWater)
 	}
-	if t.Open == nil {
-		t.Open = map[uint64]Open{}
-	}
+	t.init()
 	out := make([]Outcome, len(tracks))
 	for i, tr := range tracks {
 		out[i] = t.track(tr, max(frontier, t.Frontier), keys, term)
 	}
+	t.advance(frontier)
+	return out, nil
+}
+
+// init makes the open set ready for Tracks.
+func (t *Tracking) init() {
+	if t.Open == nil {
+		t.Open = map[uint64]Open{}
+	}
+}
+
+// advance raises the frontier to frontier after an entry's Tracks, and W
+// with it: W = max(W, min(frontier, the oldest open reservation)).
+func (t *Tracking) advance(frontier uint64) {
 	t.Frontier = max(t.Frontier, frontier)
 	t.Settled = max(t.Settled, min(t.Frontier, t.oldestOpen()))
 	t.compactOrder()
-	return out, nil
 }
 
 // compactOrder drops closed reservations from order once they outnumber

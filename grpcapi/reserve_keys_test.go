@@ -26,14 +26,16 @@ type fakeSettle struct {
 	Settle
 	mu     sync.Mutex
 	asked  []fsm.Keyed
+	seqs   []string
 	answer settle.Reservation
 	err    error
 }
 
-func (f *fakeSettle) ReserveKeyed(_ context.Context, key fsm.Keyed, count uint64, ttl time.Duration) (settle.Reservation, error) {
+func (f *fakeSettle) ReserveIn(_ context.Context, seq string, key fsm.Keyed, count uint64, ttl time.Duration) (settle.Reservation, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, key)
+	f.seqs = append(f.seqs, seq)
 	return f.answer, f.err
 }
 

@@ -3,29 +3,39 @@ package grpcapi
 // The settled order's calls (Reserve, Complete, Abandon, Extend,
 // Watermark, WatchWatermark), each from its checks to its answer. Like
 // Next, only the leader serves them, and a follower forwards them (relays
-// the watch): forward is the one rule of where they are served.
+// the watch): forward is the one rule of where they are served. Each
+// names a sequence, "" for the default one: a named sequence's
+// reservations, handles and W are in its own values (dense) or ticks
+// (layout), and a follower forwards them only at the cluster version
+// that reads them, since an older leader would ignore the sequence.
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/internal/recv"
+	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
 )
 
 // Settle is the leader's side of tracked reservations (*settle.Settler).
 type Settle interface {
-	// ReserveKeyed opens a reservation of count ticks that lives ttl (0:
-	// the default). With a key, a retry answers the first call's
-	// reservation with its fate now.
-	ReserveKeyed(ctx context.Context, key fsm.Keyed, count uint64, ttl time.Duration) (settle.Reservation, error)
-	Decide(ctx context.Context, do fsm.Do, first, count uint64, ttl time.Duration) (fsm.Fate, uint64, error)
-	Watermark(ctx context.Context) (uint64, error)
+	// ReserveIn opens a reservation of count IDs of sequence seq ("" the
+	// default) that lives ttl (0: the default). With a key, a retry
+	// answers the first call's reservation with its fate now.
+	ReserveIn(ctx context.Context, seq string, key fsm.Keyed, count uint64, ttl time.Duration) (settle.Reservation, error)
+	// DecideIn completes, abandons or extends a reservation of seq and
+	// answers its fate and seq's W.
+	DecideIn(ctx context.Context, seq string, do fsm.Do, first, count uint64, ttl time.Duration) (fsm.Fate, uint64, error)
+	// WatermarkOf is seq's W.
+	WatermarkOf(ctx context.Context, seq string) (uint64, error)
 	// Claim commits count ticks of the default sequence under a key: a
 	// retry gets the first call's IDs.
 	Claim(ctx context.Context, key fsm.Keyed, count uint64) (uint64, error)
@@ -33,9 +43,9 @@ type Settle interface {
 	// with what each waits for (a stream pipelines its calls). With a
 	// key, a retry gets the first call's IDs.
 	Grants(ctx context.Context, asks []settle.Ask) []settle.Grant
-	// Watch is W as this node last applied it, and a channel closed when
-	// it rises.
-	Watch() (uint64, <-chan struct{})
+	// WatchOf is seq's W as this node last applied it, and a channel
+	// closed when it rises.
+	WatchOf(seq string) (uint64, <-chan struct{})
 }
 
 // Watch heartbeats: the default, and the bounds a caller may ask for.
@@ -47,6 +57,12 @@ const (
 
 // Reserve implements api.SequencerServer.
 func (q *Sequencer) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error) {
+	if req.Sequence != "" {
+		// The sequence's width, not the cluster's, decides.
+		asks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
+		resp, err := q.srv.reserveNamed(ctx, req, &asks)
+		return resp, q.srv.status(ctx, err)
+	}
 	if err := q.srv.checkWidth(ctx); err != nil {
 		return nil, ToStatus(ctx, err, "")
 	}
@@ -55,29 +71,37 @@ func (q *Sequencer) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.
 
 // Complete implements api.SequencerServer.
 func (q *Sequencer) Complete(ctx context.Context, req *api.HandleRequest) (*api.SettleResponse, error) {
-	return q.srv.Decide(ctx, fsm.DoComplete, req.Handle, 0)
+	return q.srv.Decide(ctx, fsm.DoComplete, req.Sequence, req.Handle, 0)
 }
 
 // Abandon implements api.SequencerServer.
 func (q *Sequencer) Abandon(ctx context.Context, req *api.HandleRequest) (*api.SettleResponse, error) {
-	return q.srv.Decide(ctx, fsm.DoAbandon, req.Handle, 0)
+	return q.srv.Decide(ctx, fsm.DoAbandon, req.Sequence, req.Handle, 0)
 }
 
 // Extend implements api.SequencerServer.
 func (q *Sequencer) Extend(ctx context.Context, req *api.ExtendRequest) (*api.SettleResponse, error) {
-	return q.srv.Decide(ctx, fsm.DoExtend, req.Handle, req.TtlMs)
+	return q.srv.Decide(ctx, fsm.DoExtend, req.Sequence, req.Handle, req.TtlMs)
 }
 
 // Watermark implements api.SequencerServer.
 func (q *Sequencer) Watermark(ctx context.Context, req *api.WatermarkRequest) (*api.WatermarkResponse, error) {
-	return q.srv.Watermark(ctx)
+	return q.srv.Watermark(ctx, req.Sequence)
 }
 
 // Reserve is the path of one Reserve call, which gRPC and HTTP share: the
 // count check, one forward to the leader or the settler here, and the
-// reservation's handle and IDs. Its errors are statuses, as NextIDs's.
+// reservation's handle and IDs. Its errors are statuses, as NextIDs's. A
+// named sequence's (req.Sequence) is rendered with whatever width the
+// sequence has (HTTP renders both).
 func (s *Server) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error) {
-	resp, err := s.reserve(ctx, req)
+	var resp *api.ReserveResponse
+	var err error
+	if req.Sequence != "" {
+		resp, err = s.reserveNamed(ctx, req, nil)
+	} else {
+		resp, err = s.reserve(ctx, req)
+	}
 	return resp, s.status(ctx, err)
 }
 
@@ -100,7 +124,7 @@ func (s *Server) reserve(ctx context.Context, req *api.ReserveRequest) (*api.Res
 		}
 		return api.NewSequencerClient(conn).Reserve(s.keyedForwardContext(ctx, req.IdempotencyKey), req)
 	}
-	r, err := s.Settle.ReserveKeyed(ctx, keyed(ctx, req.IdempotencyKey), uint64(req.Count), ms(req.TtlMs))
+	r, err := s.Settle.ReserveIn(ctx, "", keyed(ctx, req.IdempotencyKey), uint64(req.Count), ms(req.TtlMs))
 	if err != nil {
 		return nil, err
 	}
@@ -111,77 +135,208 @@ func (s *Server) reserve(ctx context.Context, req *api.ReserveRequest) (*api.Res
 	}, nil
 }
 
-// Decide is the path of one Complete, Abandon or Extend (ttlMs), which
-// gRPC and HTTP share. Its errors are statuses.
-func (s *Server) Decide(ctx context.Context, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error) {
-	resp, err := s.decide(ctx, do, handle, ttlMs)
+// reserveNamed is the path of one Reserve of a named sequence: its
+// checks (the name, the count, the key, and on the leader the sequence
+// and its width: ticks says whether the caller reads ticks, nil whatever
+// the sequence's width is), one forward to the leader or the settler
+// here, and the reservation's handle (naming the sequence) and IDs,
+// rendered as the sequence's kind makes them.
+func (s *Server) reserveNamed(ctx context.Context, req *api.ReserveRequest, ticks *bool) (*api.ReserveResponse, error) {
+	if err := fsm.CheckSequenceName(req.Sequence); err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if err := s.checkCount(req.Count); err != nil {
+		return nil, err
+	}
+	if err := checkKey(req.IdempotencyKey); err != nil {
+		return nil, err
+	}
+	conn, fwd, err := s.forward(ctx)
+	if err != nil {
+		return nil, err
+	}
+	seq, known := s.State.Sequence(req.Sequence)
+	wide := known && seq.Layout != nil && seq.Layout.Wide()
+	if ticks == nil {
+		ticks = &wide
+	}
+	if fwd {
+		if err := s.keysRead(); err != nil {
+			return nil, err
+		}
+		// The leader checks the sequence and its width again.
+		fctx := ForwardContext(ctx, s.Node.ClusterID(), *ticks)
+		if req.IdempotencyKey != "" {
+			fctx = metadata.AppendToOutgoingContext(fctx, api.CallerKey, idempotencyCaller(ctx))
+		}
+		resp, err := api.NewSequencerClient(conn).Reserve(fctx, req)
+		if err == nil && resp.Sequence != req.Sequence {
+			return nil, fmt.Errorf("%w: the leader answered a reservation of %q for one of %q (an Ordo too old for named reservations)", settle.ErrClusterVersion, resp.Sequence, req.Sequence)
+		}
+		return resp, err
+	}
+	if err := checkNamed(req.Sequence, seq, known, *ticks); err != nil {
+		return nil, err
+	}
+	r, err := s.Settle.ReserveIn(ctx, req.Sequence, keyed(ctx, req.IdempotencyKey), uint64(req.Count), ms(req.TtlMs))
+	if err != nil {
+		return nil, err
+	}
+	s.Meter.Issued(r.Count)
+	s.Meter.IssuedIn(req.Sequence, r.Count)
+	return &api.ReserveResponse{
+		Handle: api.Handle{First: r.First, Count: r.Count, Seq: req.Sequence}.String(), Runs: sequenceRuns(seq, r.First, r.Count),
+		TtlMs: uint32(r.TTL.Milliseconds()), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr,
+		Fate: api.Fate(r.Fate), Sequence: req.Sequence,
+	}, nil
+}
+
+// checkNamed refuses a Reserve of named sequence name, which the state
+// holds as seq (known: at all), before anything is committed: unknown or
+// dropped, or of another width than the caller reads (ticks).
+func checkNamed(name string, seq fsm.Sequence, known, ticks bool) error {
+	if !known || seq.Dropped {
+		return fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, name)
+	}
+	if wide := seq.Layout != nil && seq.Layout.Wide(); ticks != wide {
+		return fmt.Errorf("sequence %q is %s: a call for its IDs must %sname %s in its metadata: %w",
+			name, seq.Kind, map[bool]string{true: "", false: "not "}[wide], api.TicksKey, layout.ErrWrongWidth)
+	}
+	return nil
+}
+
+// Decide is the path of one Complete, Abandon or Extend (ttlMs) of the
+// reservation handle names in sequence seq ("" the default), which gRPC
+// and HTTP share. Its errors are statuses.
+func (s *Server) Decide(ctx context.Context, do fsm.Do, seq, handle string, ttlMs uint32) (*api.SettleResponse, error) {
+	resp, err := s.decide(ctx, do, seq, handle, ttlMs)
 	return resp, s.status(ctx, err)
 }
 
-func (s *Server) decide(ctx context.Context, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error) {
+func (s *Server) decide(ctx context.Context, do fsm.Do, seq, handle string, ttlMs uint32) (*api.SettleResponse, error) {
+	if seq != "" {
+		if err := fsm.CheckSequenceName(seq); err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
+		}
+	}
 	h, err := api.ParseHandle(handle)
 	if err != nil {
 		return nil, err
 	}
+	if h.Seq != seq {
+		return nil, fmt.Errorf("%w: handle %q is of %s, and the call names %s: pass the sequence Reserve was called with", api.ErrBadHandle, handle, seqName(h.Seq), seqName(seq))
+	}
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if fwd {
-		return forwardDecision(s.forwardContext(ctx), api.NewSequencerClient(conn), do, handle, ttlMs)
+		if seq != "" {
+			if err := s.keysRead(); err != nil {
+				return nil, err
+			}
+		}
+		return forwardDecision(s.forwardContext(ctx), api.NewSequencerClient(conn), do, seq, handle, ttlMs)
 	}
-	fate, w, err := s.Settle.Decide(ctx, do, h.First, h.Count, ms(ttlMs))
+	if _, known := s.State.Sequence(seq); seq != "" && !known {
+		return nil, fmt.Errorf("%w: %w: %q", settle.ErrUnknown, fsm.ErrNoSequence, seq)
+	}
+	fate, w, err := s.Settle.DecideIn(ctx, seq, do, h.First, h.Count, ms(ttlMs))
 	if err != nil {
 		return nil, err
 	}
-	return &api.SettleResponse{Fate: api.Fate(fate), Watermark: s.watermarkID(w), WatermarkTick: w}, nil
+	return &api.SettleResponse{Fate: api.Fate(fate), Watermark: s.watermarkID(seq, w), WatermarkTick: w}, nil
 }
 
-func forwardDecision(ctx context.Context, c api.SequencerClient, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error) {
+// seqName names a sequence in an error: "" is the default one.
+func seqName(seq string) string {
+	if seq == "" {
+		return "the default sequence"
+	}
+	return fmt.Sprintf("sequence %q", seq)
+}
+
+func forwardDecision(ctx context.Context, c api.SequencerClient, do fsm.Do, seq, handle string, ttlMs uint32) (*api.SettleResponse, error) {
 	switch do {
 	case fsm.DoComplete:
-		return c.Complete(ctx, &api.HandleRequest{Handle: handle})
+		return c.Complete(ctx, &api.HandleRequest{Handle: handle, Sequence: seq})
 	case fsm.DoAbandon:
-		return c.Abandon(ctx, &api.HandleRequest{Handle: handle})
+		return c.Abandon(ctx, &api.HandleRequest{Handle: handle, Sequence: seq})
 	}
-	return c.Extend(ctx, &api.ExtendRequest{Handle: handle, TtlMs: ttlMs})
+	return c.Extend(ctx, &api.ExtendRequest{Handle: handle, TtlMs: ttlMs, Sequence: seq})
 }
 
-// Watermark is the path of one read of W, which gRPC and HTTP share. Its
-// errors are statuses.
-func (s *Server) Watermark(ctx context.Context) (*api.WatermarkResponse, error) {
-	resp, err := s.watermark(ctx)
+// Watermark is the path of one read of sequence seq's W ("" the
+// default's), which gRPC and HTTP share. Its errors are statuses.
+func (s *Server) Watermark(ctx context.Context, seq string) (*api.WatermarkResponse, error) {
+	resp, err := s.watermark(ctx, seq)
 	return resp, s.status(ctx, err)
 }
 
-func (s *Server) watermark(ctx context.Context) (*api.WatermarkResponse, error) {
+func (s *Server) watermark(ctx context.Context, seq string) (*api.WatermarkResponse, error) {
+	if err := s.checkWatched(seq); err != nil {
+		return nil, err
+	}
 	conn, fwd, err := s.forward(ctx)
 	if err != nil {
 		return nil, err
 	}
 	if fwd {
-		return api.NewSequencerClient(conn).Watermark(s.forwardContext(ctx), &api.WatermarkRequest{})
+		resp, err := api.NewSequencerClient(conn).Watermark(s.forwardContext(ctx), &api.WatermarkRequest{Sequence: seq})
+		if err == nil && resp.Sequence != seq {
+			return nil, fmt.Errorf("%w: the leader answered the W of %q for %q (an Ordo too old for named reservations)", settle.ErrClusterVersion, resp.Sequence, seq)
+		}
+		return resp, err
 	}
-	w, err := s.Settle.Watermark(ctx)
+	w, err := s.Settle.WatermarkOf(ctx, seq)
 	if err != nil {
 		return nil, err
 	}
-	return s.mark(w), nil
+	return s.mark(seq, w), nil
 }
 
-// mark is W as the calls answer it.
-func (s *Server) mark(w uint64) *api.WatermarkResponse {
-	return &api.WatermarkResponse{Watermark: s.watermarkID(w), WatermarkTick: w, LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr}
+// checkWatched refuses a read of a named sequence's W with a malformed
+// name, or one a follower must not forward yet (an older leader would
+// answer the default sequence's W).
+func (s *Server) checkWatched(seq string) error {
+	if seq == "" {
+		return nil
+	}
+	if err := fsm.CheckSequenceName(seq); err != nil {
+		return fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if !s.Node.Leads() {
+		return s.keysRead()
+	}
+	return nil
+}
+
+// mark is seq's W as the calls answer it.
+func (s *Server) mark(seq string, w uint64) *api.WatermarkResponse {
+	return &api.WatermarkResponse{Watermark: s.watermarkID(seq, w), WatermarkTick: w, LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Sequence: seq}
 }
 
 // watermarkID is W in ticks as an ID of a 64-bit layout: every ID of the
-// cluster below it has a tick below W, since an ID grows with its tick
+// sequence below it has a tick below W, since an ID grows with its tick
 // within one group. 0 under a 128-bit layout, whose callers compare ticks.
-func (s *Server) watermarkID(w uint64) uint64 {
-	if s.cfg.Layout.Wide() {
+// A dense sequence's W is a value, its own ID. seq "" is the default
+// sequence, of the cluster's layout and group.
+func (s *Server) watermarkID(seq string, w uint64) uint64 {
+	l, group := s.cfg.Layout, s.cfg.Group
+	if seq != "" {
+		def, ok := s.State.Sequence(seq)
+		switch {
+		case !ok:
+			return 0
+		case def.Layout == nil:
+			return w
+		}
+		l, group = *def.Layout, def.Group
+	}
+	if l.Wide() {
 		return 0
 	}
-	return s.cfg.Layout.ID(w, s.cfg.Group)
+	return l.ID(w, group)
 }
 
 // WatchWatermark implements api.SequencerServer: W at once, then each
@@ -192,6 +347,9 @@ func (s *Server) watermarkID(w uint64) uint64 {
 func (q *Sequencer) WatchWatermark(req *api.WatchRequest, stream grpc.ServerStreamingServer[api.WatermarkResponse]) error {
 	ctx := stream.Context()
 	end := func(err error) error { return q.srv.status(ctx, err) }
+	if err := q.srv.checkWatched(req.Sequence); err != nil {
+		return end(err)
+	}
 	conn, fwd, err := q.srv.forward(ctx)
 	if err != nil {
 		return end(err)
@@ -201,43 +359,48 @@ func (q *Sequencer) WatchWatermark(req *api.WatchRequest, stream grpc.ServerStre
 		if err != nil {
 			return end(err)
 		}
-		return end(recv.Each(up.Recv, stream.Send))
+		return end(recv.Each(up.Recv, func(m *api.WatermarkResponse) error {
+			if m.Sequence != req.Sequence {
+				return fmt.Errorf("%w: the leader sent the W of %q for %q (an Ordo too old for named reservations)", settle.ErrClusterVersion, m.Sequence, req.Sequence)
+			}
+			return stream.Send(m)
+		}))
 	}
 	beat := defaultHeartbeat
 	if req.HeartbeatMs != 0 {
 		beat = min(max(ms(req.HeartbeatMs), minHeartbeat), maxHeartbeat)
 	}
-	return end(q.watch(ctx, beat, stream.Send))
+	return end(q.watch(ctx, req.Sequence, beat, stream.Send))
 }
 
-// watch sends W with send until ctx ends, the node closes, or a read
-// fails.
-func (q *Sequencer) watch(ctx context.Context, beat time.Duration, send func(*api.WatermarkResponse) error) error {
+// watch sends seq's W with send until ctx ends, the node closes, or a
+// read fails.
+func (q *Sequencer) watch(ctx context.Context, seq string, beat time.Duration, send func(*api.WatermarkResponse) error) error {
 	sent := uint64(0)
 	timer := time.NewTimer(0) // the first value at once
 	defer timer.Stop()
 	for {
-		_, changed := q.srv.Settle.Watch()
+		_, changed := q.srv.Settle.WatchOf(seq)
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-q.srv.Stop:
 			return sequencer.ErrNotLeader
 		case <-timer.C:
-			w, err := q.srv.Settle.Watermark(ctx)
+			w, err := q.srv.Settle.WatermarkOf(ctx, seq)
 			if err != nil {
 				return err
 			}
 			sent = max(sent, w)
 			timer.Reset(beat)
 		case <-changed:
-			w, _ := q.srv.Settle.Watch()
+			w, _ := q.srv.Settle.WatchOf(seq)
 			if w <= sent {
 				continue
 			}
 			sent = w
 		}
-		if err := send(q.srv.mark(sent)); err != nil {
+		if err := send(q.srv.mark(seq, sent)); err != nil {
 			return err
 		}
 	}

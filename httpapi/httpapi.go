@@ -59,11 +59,12 @@ type Node interface {
 	// Reserve.
 	Reserve(ctx context.Context, req *api.ReserveRequest) (*api.ReserveResponse, error)
 	// Decide completes, abandons or extends (ttlMs) the reservation
-	// handle names, through the same path as gRPC Complete, Abandon and
-	// Extend.
-	Decide(ctx context.Context, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error)
-	// Watermark reads W through the same path as gRPC Watermark.
-	Watermark(ctx context.Context) (*api.WatermarkResponse, error)
+	// handle names in sequence seq ("" the default), through the same
+	// path as gRPC Complete, Abandon and Extend.
+	Decide(ctx context.Context, do fsm.Do, seq, handle string, ttlMs uint32) (*api.SettleResponse, error)
+	// Watermark reads sequence seq's W ("" the default's) through the
+	// same path as gRPC Watermark.
+	Watermark(ctx context.Context, seq string) (*api.WatermarkResponse, error)
 	// NextInSequence hands out count IDs of the named sequence name
 	// through the same path as gRPC Next with NextRequest.sequence: under
 	// a 128-bit layout the runs carry ticks, which the handler renders
@@ -164,6 +165,9 @@ type handler struct {
 //	POST /v1/reservations/extend?handle=H&ttl=D   it lives D longer
 //	GET /v1/watermark       the settled mark W
 //	GET or POST /v1/sequences/{name}/ids?count=N  N IDs of the named sequence, rendered per its kind
+//	POST /v1/sequences/{name}/reservations?count=N&ttl=D          a tracked reservation of the named sequence
+//	POST /v1/sequences/{name}/reservations/complete?handle=H      (abandon, extend&ttl=D: as above)
+//	GET /v1/sequences/{name}/watermark                            the named sequence's W
 //	GET /metrics            cfg.Metrics, when set
 //
 // Errors are JSON {"error": "...", "code": "..."}.
@@ -187,6 +191,11 @@ func Handler(node Node, cfg Config) http.Handler {
 		"/v1/reservations/extend":   {methods: post, needCert: true, serve: h.decide(fsm.DoExtend)},
 		"/v1/watermark":             {methods: get, needCert: true, serve: h.watermark},
 		sequenceIDsRoute:            {methods: []string{http.MethodGet, http.MethodPost}, needCert: true, serve: h.sequenceIDs},
+		sequenceReservationsRoute:   {methods: post, needCert: true, serve: h.reserve},
+		sequenceCompleteRoute:       {methods: post, needCert: true, serve: h.decide(fsm.DoComplete)},
+		sequenceAbandonRoute:        {methods: post, needCert: true, serve: h.decide(fsm.DoAbandon)},
+		sequenceExtendRoute:         {methods: post, needCert: true, serve: h.decide(fsm.DoExtend)},
+		sequenceWatermarkRoute:      {methods: get, needCert: true, serve: h.watermark},
 	}
 	if cfg.Metrics != nil {
 		h.routes["/metrics"] = route{methods: probe, needCert: true, serve: cfg.Metrics.ServeHTTP}
@@ -200,8 +209,8 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
 	name := r.URL.Path
-	if _, ok := sequenceInPath(name); ok {
-		name = sequenceIDsRoute // one route, one label, whatever the name
+	if route, _, ok := sequenceInPath(name); ok {
+		name = route // one route, one label, whatever the name
 	}
 	rt, ok := h.routes[name]
 	if h.observe != nil {

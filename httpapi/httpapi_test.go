@@ -121,11 +121,14 @@ func (f *fakeNode) Reserve(ctx context.Context, req *api.ReserveRequest) (*api.R
 	if req.IdempotencyKey != "" {
 		call += fmt.Sprintf(" key=%s caller=%s", req.IdempotencyKey, callerIn(ctx))
 	}
+	if req.Sequence != "" {
+		call += " seq=" + req.Sequence
+	}
 	f.asked = append(f.asked, call)
 	if f.err != nil {
 		return nil, f.err
 	}
-	handle := api.Handle{First: f.next, Count: uint64(req.Count)}.String()
+	handle := api.Handle{First: f.next, Count: uint64(req.Count), Seq: req.Sequence}.String()
 	ttl := req.TtlMs
 	if ttl == 0 {
 		ttl = 30_000 // the node's default
@@ -147,20 +150,28 @@ func callerIn(ctx context.Context) string {
 	return "none"
 }
 
-func (f *fakeNode) Decide(ctx context.Context, do fsm.Do, handle string, ttlMs uint32) (*api.SettleResponse, error) {
+func (f *fakeNode) Decide(ctx context.Context, do fsm.Do, seq, handle string, ttlMs uint32) (*api.SettleResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.asked = append(f.asked, fmt.Sprintf("%s %s ttl=%d", do, handle, ttlMs))
+	call := fmt.Sprintf("%s %s ttl=%d", do, handle, ttlMs)
+	if seq != "" {
+		call += " seq=" + seq
+	}
+	f.asked = append(f.asked, call)
 	if f.err != nil {
 		return nil, f.err
 	}
 	return &api.SettleResponse{Fate: f.fate, Watermark: 1<<60 + 7, WatermarkTick: 1<<59 + 3}, nil
 }
 
-func (f *fakeNode) Watermark(ctx context.Context) (*api.WatermarkResponse, error) {
+func (f *fakeNode) Watermark(ctx context.Context, seq string) (*api.WatermarkResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.asked = append(f.asked, "watermark")
+	call := "watermark"
+	if seq != "" {
+		call += " seq=" + seq
+	}
+	f.asked = append(f.asked, call)
 	if f.err != nil {
 		return nil, f.err
 	}

@@ -1,9 +1,10 @@
 package httpapi
 
 // The settled order's routes: tracked reservations and the settled mark
-// W. Each goes through the node's gRPC path for the same call (forwarded
-// to the leader by a follower), so HTTP callers get its guarantees and
-// its errors.
+// W, of the default sequence (/v1/reservations, /v1/watermark) and of a
+// named one (/v1/sequences/{name}/reservations, .../watermark). Each goes
+// through the node's gRPC path for the same call (forwarded to the leader
+// by a follower), so HTTP callers get its guarantees and its errors.
 
 import (
 	"context"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // reservationResponse is the answer of POST /v1/reservations. IDs are
@@ -78,7 +80,35 @@ type decisionResponse struct {
 	markResponse
 }
 
+// sequenceOf is the named sequence of the route r was served on, "" for
+// the default sequence's routes; a malformed name fails r.
+func (h *handler) sequenceOf(w http.ResponseWriter, r *http.Request) (string, bool) {
+	if !strings.HasPrefix(r.URL.Path, sequencesPrefix) {
+		return "", true
+	}
+	return h.sequenceName(w, r)
+}
+
+// reserveLayout is how a reservation's IDs are rendered: the cluster's
+// layout and group, or a named sequence's (a dense one's values as they
+// are). An error is the node's: an unknown or dropped sequence is
+// NotFound.
+func (h *handler) reserveLayout(ctx context.Context, seq string) (layout.Layout, uint64, error) {
+	if seq == "" {
+		return h.node.ClusterLayout()
+	}
+	info, err := h.node.DescribeSequence(ctx, seq)
+	if err != nil {
+		return layout.Layout{}, 0, err
+	}
+	return sequenceLayout(info)
+}
+
 func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
+	seq, ok := h.sequenceOf(w, r)
+	if !ok {
+		return
+	}
 	q := r.URL.Query()
 	count, err := countParam(q)
 	if err != nil {
@@ -90,22 +120,23 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	// Asked first, so that a node that cannot render opens nothing.
-	l, group, err := h.node.ClusterLayout()
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	// Asked first, so that a node that cannot render, or an unknown
+	// sequence, opens nothing.
+	l, group, err := h.reserveLayout(ctx, seq)
 	if err != nil {
 		h.fail(w, r, err)
 		return
 	}
 	key := r.Header.Get(KeyHeader)
-	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
-	defer cancel()
 	if key != "" {
 		if ctx, err = keyedContext(ctx, r); err != nil {
 			h.fail(w, r, err)
 			return
 		}
 	}
-	resp, err := h.node.Reserve(ctx, &api.ReserveRequest{Count: count, TtlMs: ttl, IdempotencyKey: key})
+	resp, err := h.node.Reserve(ctx, &api.ReserveRequest{Count: count, TtlMs: ttl, IdempotencyKey: key, Sequence: seq})
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -130,6 +161,10 @@ func (h *handler) reserve(w http.ResponseWriter, r *http.Request) {
 // decide serves the route that does do to a reservation.
 func (h *handler) decide(do fsm.Do) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		seq, ok := h.sequenceOf(w, r)
+		if !ok {
+			return
+		}
 		q := r.URL.Query()
 		handle, err := handleParam(q)
 		if err != nil {
@@ -145,7 +180,7 @@ func (h *handler) decide(do fsm.Do) http.HandlerFunc {
 		}
 		ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 		defer cancel()
-		resp, err := h.node.Decide(ctx, do, handle, ttl)
+		resp, err := h.node.Decide(ctx, do, seq, handle, ttl)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -155,9 +190,13 @@ func (h *handler) decide(do fsm.Do) http.HandlerFunc {
 }
 
 func (h *handler) watermark(w http.ResponseWriter, r *http.Request) {
+	seq, ok := h.sequenceOf(w, r)
+	if !ok {
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
-	resp, err := h.node.Watermark(ctx)
+	resp, err := h.node.Watermark(ctx, seq)
 	if err != nil {
 		h.fail(w, r, err)
 		return

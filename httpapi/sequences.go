@@ -1,8 +1,9 @@
 package httpapi
 
-// Named sequences' route: IDs of one sequence, through the node's gRPC
+// Named sequences' routes: IDs of one sequence, through the node's gRPC
 // path for a named sequence's Next (forwarded to the leader by a
-// follower), rendered as the sequence's kind makes them.
+// follower), rendered as the sequence's kind makes them; and its tracked
+// reservations and W (reservations.go).
 
 import (
 	"context"
@@ -17,33 +18,59 @@ import (
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
-// sequenceIDsRoute is the route of a named sequence's IDs, as
-// Config.Observe names it: one label for every name.
-const sequenceIDsRoute = "/v1/sequences/{name}/ids"
-
+// The routes of a named sequence, as Config.Observe names them: one
+// label for every name.
 const (
-	sequencesPrefix = "/v1/sequences/"
-	idsSuffix       = "/ids"
+	sequenceIDsRoute          = "/v1/sequences/{name}/ids"
+	sequenceReservationsRoute = "/v1/sequences/{name}/reservations"
+	sequenceCompleteRoute     = "/v1/sequences/{name}/reservations/complete"
+	sequenceAbandonRoute      = "/v1/sequences/{name}/reservations/abandon"
+	sequenceExtendRoute       = "/v1/sequences/{name}/reservations/extend"
+	sequenceWatermarkRoute    = "/v1/sequences/{name}/watermark"
 )
 
-// sequenceInPath returns the {name} of a path of sequenceIDsRoute's form,
-// unchecked (it may be empty or hold slashes), and whether path has it.
-func sequenceInPath(path string) (string, bool) {
-	if len(path) < len(sequencesPrefix)+len(idsSuffix) || !strings.HasPrefix(path, sequencesPrefix) || !strings.HasSuffix(path, idsSuffix) {
+const sequencesPrefix = "/v1/sequences/"
+
+// sequenceRoutes are the routes of a named sequence, longest suffix
+// first.
+var sequenceRoutes = []string{sequenceCompleteRoute, sequenceAbandonRoute, sequenceExtendRoute,
+	sequenceReservationsRoute, sequenceWatermarkRoute, sequenceIDsRoute}
+
+// sequenceInPath returns the route of a named sequence path has the form
+// of, and its {name}, unchecked (it may be empty or hold slashes); ok is
+// false when path is of none.
+func sequenceInPath(path string) (route, name string, ok bool) {
+	rest, ok := strings.CutPrefix(path, sequencesPrefix)
+	if !ok {
+		return "", "", false
+	}
+	for _, rt := range sequenceRoutes {
+		suffix := strings.TrimPrefix(rt, sequencesPrefix+"{name}")
+		if name, ok := strings.CutSuffix(rest, suffix); ok {
+			return rt, name, true
+		}
+	}
+	return "", "", false
+}
+
+// sequenceName is the {name} of a named sequence's route r was served
+// on; a malformed one (the empty name would be the default sequence to
+// the node) fails r, before the node is asked.
+func (h *handler) sequenceName(w http.ResponseWriter, r *http.Request) (string, bool) {
+	route, name, _ := sequenceInPath(r.URL.Path)
+	if err := api.CheckSequenceName(name); err != nil {
+		h.fail(w, r, fmt.Errorf("%w: %s: %w", errBadName, route, err))
 		return "", false
 	}
-	return path[len(sequencesPrefix) : len(path)-len(idsSuffix)], true
+	return name, true
 }
 
 // sequenceIDs serves GET or POST /v1/sequences/{name}/ids?count=N: N IDs
 // of the named sequence as /v1/ids answers them, decimal for a dense or
 // 64-bit layout sequence, canonical text for a uuidv7 or ulid one.
 func (h *handler) sequenceIDs(w http.ResponseWriter, r *http.Request) {
-	name, _ := sequenceInPath(r.URL.Path)
-	// An empty name would be the default sequence to the node: refused
-	// here, with every other malformed one, before the node is asked.
-	if err := api.CheckSequenceName(name); err != nil {
-		h.fail(w, r, fmt.Errorf("%w: %s: %w", errBadName, sequenceIDsRoute, err))
+	name, ok := h.sequenceName(w, r)
+	if !ok {
 		return
 	}
 	count, err := countParam(r.URL.Query())

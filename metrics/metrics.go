@@ -114,12 +114,12 @@ func New(r Raft, f FSM, seq Sequencer, st Settler, l layout.Layout, sequenceSeri
 		gauge("ordo_lease_remaining_seconds", "How long this leader may still answer from its lease without a round (0: no lease, or not the leader).", func() float64 { return seq.LeaseLeft().Seconds() }),
 		gauge("ordo_timestamp_lead_seconds", "How far the time field of the last ID handed out is ahead of the wall clock.", func() float64 { return seq.TimestampLead().Seconds() }),
 		gauge("ordo_last_leader_contact_seconds", "Seconds since this node last heard from a leader (-1: never).", func() float64 { return sinceContact(r) }),
-		gauge("ordo_reservations_open", "Tracked reservations open now, as this leader counts them (0 when not leading).", func() float64 { return float64(st.Stats().Open) }),
-		counter("ordo_reservations_reserved_total", "Tracked reservations this node opened as leader.", func() float64 { return float64(st.Stats().Reserved) }),
-		counter("ordo_reservations_completed_total", "Tracked reservations this node completed as leader.", func() float64 { return float64(st.Stats().Completed) }),
-		counter("ordo_reservations_abandoned_total", "Tracked reservations this node abandoned as leader.", func() float64 { return float64(st.Stats().Abandoned) }),
-		counter("ordo_reservations_expired_total", "Tracked reservations this node expired as leader.", func() float64 { return float64(st.Stats().Expired) }),
-		gauge("ordo_watermark_ticks", "The settled mark W, in ticks: every ID with a tick below it is settled.", func() float64 { return float64(f.Settled()) }),
+		gauge("ordo_reservations_open", "Tracked reservations open now, of every sequence, as this leader counts them (0 when not leading).", func() float64 { return float64(st.Stats().Open) }),
+		counter("ordo_reservations_reserved_total", "Tracked reservations of every sequence this node opened as leader.", func() float64 { return float64(st.Stats().Reserved) }),
+		counter("ordo_reservations_completed_total", "Tracked reservations of every sequence this node completed as leader.", func() float64 { return float64(st.Stats().Completed) }),
+		counter("ordo_reservations_abandoned_total", "Tracked reservations of every sequence this node abandoned as leader.", func() float64 { return float64(st.Stats().Abandoned) }),
+		counter("ordo_reservations_expired_total", "Tracked reservations of every sequence this node expired as leader.", func() float64 { return float64(st.Stats().Expired) }),
+		gauge("ordo_watermark_ticks", "The default sequence's settled mark W, in ticks: every ID with a tick below it is settled (a named sequence's: ordo watermark --sequence).", func() float64 { return float64(f.Settled()) }),
 		gauge("ordo_watermark_lag_ticks", "Ticks from W to the highest tick this leader handed out (0 when not leading).", func() float64 {
 			w, last := lagSpan(f, seq)
 			return float64(last - w)

@@ -34,6 +34,7 @@ func (n *Node) Backup(ctx context.Context) (*api.BackupResponse, error) {
 		return nil, fmt.Errorf("barrier: %w", err)
 	}
 	st := n.fsm.State()
+	seqs, seqW := n.fsm.SequencesSettled() // together: no W above its mark
 	applied := n.raft.AppliedIndex()
 	taken := n.cfg.Clock()
 	if st.Layout == nil {
@@ -60,11 +61,12 @@ func (n *Node) Backup(ctx context.Context) (*api.BackupResponse, error) {
 		// What bounds the IDs handed out after the copy, as this
 		// leader sees it (per-node settings: a restore takes the larger of
 		// these and its own).
-		ReserveWindowMs: n.cfg.ReserveWindow.Milliseconds(),
-		LeadBoundTicks:  n.seq.State().MaxLead,
-		MaxCount:        n.cfg.MaxCount,
-		WatermarkTick:   st.Tracking.Settled,
-		Sequences:       sequenceInfos(n.fsm.Sequences()),
+		ReserveWindowMs:    n.cfg.ReserveWindow.Milliseconds(),
+		LeadBoundTicks:     n.seq.State().MaxLead,
+		MaxCount:           n.cfg.MaxCount,
+		WatermarkTick:      st.Tracking.Settled,
+		Sequences:          sequenceInfos(seqs),
+		SequenceWatermarks: seqW,
 	}, nil
 }
 

@@ -95,15 +95,25 @@ type earlySettle struct {
 	state settle.State
 }
 
-// Watermark reads W as the settler does, so it fails and waits as a
-// read must, then answers the frontier of the state the read saw.
-func (s earlySettle) Watermark(ctx context.Context) (uint64, error) {
-	w, err := s.Settler.Watermark(ctx)
+// WatermarkOf reads W as the settler does, so it fails and waits as a
+// read must, then answers the frontier of the state the read saw (a
+// named sequence's: its mark).
+func (s earlySettle) WatermarkOf(ctx context.Context, seq string) (uint64, error) {
+	w, err := s.Settler.WatermarkOf(ctx, seq)
 	if err != nil {
 		return w, err
 	}
+	if seq != "" {
+		def, _ := s.state.Sequence(seq)
+		return max(w, def.Next), nil
+	}
 	_, frontier := s.state.Marks()
 	return max(w, frontier), nil
+}
+
+// Watermark is WatermarkOf the default sequence.
+func (s earlySettle) Watermark(ctx context.Context) (uint64, error) {
+	return s.WatermarkOf(ctx, "")
 }
 
 // settleAPI is the settler the gRPC and HTTP calls serve from: the

@@ -15,7 +15,10 @@ type request struct {
 	// reserve: count and ttl; a decision: track; IDs of a named
 	// sequence: alloc; none: a read of W.
 	count uint64
-	ttl   time.Duration
+	// seq is the named sequence of a reserve or a read of W ("" for the
+	// default sequence); a decision's track names its own.
+	seq string
+	ttl time.Duration
 	// key is a keyed reserve's, and anyTTL set when it named no TTL.
 	key    fsm.Keyed
 	anyTTL bool
@@ -69,6 +72,16 @@ func (s *Settler) Reserve(ctx context.Context, count uint64, ttl time.Duration) 
 // nothing. Another count, or another TTL when the call names one, is
 // fsm.ErrKeyReused. A retry does not extend the reservation: Extend does.
 func (s *Settler) ReserveKeyed(ctx context.Context, key fsm.Keyed, count uint64, ttl time.Duration) (Reservation, error) {
+	return s.ReserveIn(ctx, "", key, count, ttl)
+}
+
+// ReserveIn is ReserveKeyed in sequence seq ("" for the default one). A
+// named sequence's IDs are assigned by the entry that opens them, from
+// the sequence's mark (fsm/seqtracking.go): its Reservation holds its
+// values (dense) or ticks (layout), and a layout sequence's window is
+// lifted past them before the answer. An unknown or dropped sequence is
+// fsm.ErrNoSequence, IDs past what its kind holds fsm.ErrSequenceFull.
+func (s *Settler) ReserveIn(ctx context.Context, seq string, key fsm.Keyed, count uint64, ttl time.Duration) (Reservation, error) {
 	if count == 0 {
 		// A request of no count is a read of W.
 		return Reservation{}, fmt.Errorf("%w: count 0", sequencer.ErrBadCount)
@@ -80,7 +93,12 @@ func (s *Settler) ReserveKeyed(ctx context.Context, key fsm.Keyed, count uint64,
 	if ttl < time.Millisecond || ttl > s.cfg.MaxTTL {
 		return Reservation{}, fmt.Errorf("%w: %s, the most this cluster allows is %s (--max-reservation-ttl)", ErrTTL, ttl, s.cfg.MaxTTL)
 	}
-	if key.Key == "" {
+	if seq != "" {
+		if err := s.namedCheck(seq); err != nil {
+			return Reservation{}, err
+		}
+	}
+	if key.Key == "" && seq == "" {
 		r, err := s.call(ctx, &request{count: count, ttl: ttl})
 		if err != nil {
 			return Reservation{}, err
@@ -90,7 +108,7 @@ func (s *Settler) ReserveKeyed(ctx context.Context, key fsm.Keyed, count uint64,
 	if err := s.keysVersion(); err != nil {
 		return Reservation{}, err
 	}
-	r, err := s.call(ctx, &request{count: count, ttl: ttl, key: key, anyTTL: anyTTL})
+	r, err := s.call(ctx, &request{seq: seq, count: count, ttl: ttl, key: key, anyTTL: anyTTL && key.Key != ""})
 	if err != nil {
 		return Reservation{}, err
 	}
@@ -102,6 +120,14 @@ func (s *Settler) ReserveKeyed(ctx context.Context, key fsm.Keyed, count uint64,
 // the reservation of count ticks from first, and returns its fate and W
 // after it. A fate that refuses the call is an error too.
 func (s *Settler) Decide(ctx context.Context, do fsm.Do, first, count uint64, ttl time.Duration) (fsm.Fate, uint64, error) {
+	return s.DecideIn(ctx, "", do, first, count, ttl)
+}
+
+// DecideIn is Decide of a reservation of sequence seq ("" for the
+// default one), whose W it answers. A dropped sequence's reservations are
+// still decided; an unknown sequence is ErrUnknown (wrapping
+// fsm.ErrNoSequence).
+func (s *Settler) DecideIn(ctx context.Context, seq string, do fsm.Do, first, count uint64, ttl time.Duration) (fsm.Fate, uint64, error) {
 	// Refused here, alone: in the entry, a Track the FSM refuses to decode
 	// fails every call that shares it (an unknown one even stops every
 	// node, as unreadable); an Open or Expire is the leader's to make.
@@ -121,8 +147,13 @@ func (s *Settler) Decide(ctx context.Context, do fsm.Do, first, count uint64, tt
 			return 0, 0, fmt.Errorf("%w: %s, the most this cluster allows is %s (--max-reservation-ttl)", ErrTTL, ttl, s.cfg.MaxTTL)
 		}
 	}
-	tr := fsm.Track{Do: do, First: first, Count: count, TTLMs: ttl.Milliseconds()}
-	r, err := s.call(ctx, &request{track: &tr})
+	if seq != "" {
+		if err := s.namedCheck(seq); err != nil {
+			return 0, 0, err
+		}
+	}
+	tr := fsm.Track{Do: do, Seq: seq, First: first, Count: count, TTLMs: ttl.Milliseconds()}
+	r, err := s.call(ctx, &request{seq: seq, track: &tr})
 	if err != nil {
 		return 0, 0, err
 	}
@@ -158,6 +189,17 @@ func refusal(do fsm.Do, f fsm.Fate, first, count uint64) error {
 // calls take Next's path.
 func (s *Settler) Claim(ctx context.Context, key fsm.Keyed, count uint64) (uint64, error) {
 	return s.wait(ctx, s.Grants(ctx, []Ask{{Count: count, Key: key}})[0])
+}
+
+// namedCheck refuses a call about named sequence seq before it is
+// queued: before the cluster reads named sequences, and for a malformed
+// name (which the FSM would refuse with the whole entry, failing every
+// call that shares it).
+func (s *Settler) namedCheck(seq string) error {
+	if err := s.keysVersion(); err != nil {
+		return err
+	}
+	return fsm.CheckSequenceName(seq)
 }
 
 // keysVersion refuses keyed and sequence calls before the cluster reads
@@ -198,12 +240,43 @@ func (s *Settler) wait(ctx context.Context, g Grant) (uint64, error) {
 // entry this call waited for (when the frontier moved or decisions were
 // pending) or after a confirmation round.
 func (s *Settler) Watermark(ctx context.Context) (uint64, error) {
-	r, err := s.call(ctx, &request{})
+	return s.WatermarkOf(ctx, "")
+}
+
+// WatermarkOf is Watermark of sequence seq ("" for the default one), in
+// its own values or ticks: read, as the default's is, from state
+// committed in this leader's term after every call that completed before
+// this one began. A dropped sequence keeps its W; an unknown one is
+// fsm.ErrNoSequence.
+func (s *Settler) WatermarkOf(ctx context.Context, seq string) (uint64, error) {
+	if seq != "" {
+		if err := s.namedCheck(seq); err != nil {
+			return 0, err
+		}
+		if _, ok := s.state.SequenceSettled(seq); !ok {
+			return 0, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, seq)
+		}
+	}
+	r, err := s.call(ctx, &request{seq: seq})
 	if err != nil {
 		// r may still be answered: its fields are not ours to read.
 		return 0, err
 	}
 	return r.settled, nil
+}
+
+// settledOf is the W a read of seq answers after an entry that did res
+// applied: the entry's own for the default sequence and for a named one
+// it touched, else the state's now (at least as new, committed too).
+func (s *Settler) settledOf(seq string, res fsm.Result) uint64 {
+	if seq == "" {
+		return res.Settled
+	}
+	if w, ok := res.SeqSettled[seq]; ok {
+		return w
+	}
+	w, _ := s.state.SequenceSettled(seq)
+	return w
 }
 
 // call queues r for the next entry and waits for its answer.
@@ -313,6 +386,9 @@ type flight struct {
 	claimOwners []*request
 	// vouch is what the answers wait for besides the commit (IDs.Vouch).
 	vouch sequencer.Ticket
+	// namedOpens says a track opens a named sequence's reservation, whose
+	// IDs the entry's clock decides (a layout sequence's).
+	namedOpens bool
 }
 
 // flush proposes one entry for batch and the expiries due, or, when there
@@ -361,7 +437,7 @@ func (s *Settler) flush(batch []*request) time.Duration {
 	}
 	f.vouch = s.ids.Vouch()
 	c := fsm.Command{Op: fsm.OpSettle, Tracks: f.tracks, Frontier: next, Allocs: f.allocs, Claims: f.claims}
-	if len(f.allocs)+len(f.claims) > 0 {
+	if len(f.allocs)+len(f.claims) > 0 || f.namedOpens {
 		c.NowMs = s.wall().UnixMilli() // what layout sequences follow
 	}
 	f.pending = s.log.Settle(c)
@@ -397,14 +473,13 @@ func (s *Settler) add(f *flight, r *request) {
 	case r.track != nil:
 		f.tracks, f.owners = append(f.tracks, *r.track), append(f.owners, r)
 	case r.count > 0:
-		s.mu.Lock()
-		full := len(s.clocks)+s.opening >= s.cfg.MaxOpen
-		if !full {
-			s.opening++
+		if !s.openOne(r) {
+			return
 		}
-		s.mu.Unlock()
-		if full {
-			r.finish(fmt.Errorf("%w: %d are open, the most this cluster allows (--max-open-reservations); complete or abandon some", ErrTooManyOpen, s.cfg.MaxOpen))
+		if r.seq != "" {
+			// The FSM assigns its IDs from the sequence's mark.
+			tr := fsm.Track{Do: fsm.DoOpen, Seq: r.seq, Count: r.count, TTLMs: r.ttl.Milliseconds(), Keyed: r.key, AnyTTL: r.anyTTL}
+			f.tracks, f.owners, f.namedOpens = append(f.tracks, tr), append(f.owners, r), true
 			return
 		}
 		b, term, err := s.ids.AssignTracked(r.ctx, r.count)
@@ -427,6 +502,22 @@ func (s *Settler) add(f *flight, r *request) {
 	default:
 		f.reads = append(f.reads, r)
 	}
+}
+
+// openOne counts r as an open reservation proposed, unless MaxOpen (of
+// every sequence together) is reached, which fails r.
+func (s *Settler) openOne(r *request) bool {
+	s.mu.Lock()
+	full := len(s.clocks)+s.opening >= s.cfg.MaxOpen
+	if !full {
+		s.opening++
+	}
+	s.mu.Unlock()
+	if full {
+		r.finish(fmt.Errorf("%w: %d are open, the most this cluster allows (--max-open-reservations); complete or abandon some", ErrTooManyOpen, s.cfg.MaxOpen))
+		return false
+	}
+	return true
 }
 
 // frontier is the frontier of the last entry applied, as W's state holds
@@ -458,6 +549,9 @@ func (s *Settler) confirmReads(reads []*request, term uint64) {
 		}
 		for _, r := range reads {
 			r.settled = w
+			if r.seq != "" {
+				r.settled, _ = s.state.SequenceSettled(r.seq)
+			}
 			r.finish(err)
 		}
 	}()
@@ -527,6 +621,15 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		r.finish(nil)
 	}
 	f.allocOwners = nil
+	// A named sequence's reservation took its IDs from the mark, as an
+	// Alloc does: its window's cursor is lifted past them before any
+	// answer, so no call that begins after it is answered gets IDs below
+	// them.
+	for i, tr := range f.tracks {
+		if o := res.Outcomes[i]; tr.Seq != "" && tr.Do == fsm.DoOpen && o.Err == nil && o.Count > 0 {
+			s.passWindow(tr.Seq, fsm.Allocation{First: o.First}, o.Count)
+		}
+	}
 	vouched := s.vouched(f.vouch)
 	now := s.clock()
 	s.mu.Lock()
@@ -534,7 +637,7 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		s.account(tr, res.Outcomes[i], now)
 	}
 	if vouched == nil {
-		s.publishLocked(res.Settled)
+		s.publishLocked(res.Settled, res.SeqSettled)
 	}
 	s.mu.Unlock()
 	if vouched != nil {
@@ -545,12 +648,14 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		if r == nil {
 			continue
 		}
-		r.outcome, r.settled = res.Outcomes[i], res.Settled
+		r.outcome, r.settled = res.Outcomes[i], s.settledOf(f.tracks[i].Seq, res)
 		var err error
-		if r.count > 0 && r.key.Key != "" {
+		if r.count > 0 && (r.key.Key != "" || r.seq != "") {
 			// Keyed: the FSM decided, and refused new ticks from another
 			// term (fsm.ErrClaimTerm); a reservation its key held was so
-			// committed when first answered.
+			// committed when first answered. A named sequence's: the FSM
+			// assigned its IDs in log order, so any term's commit will do,
+			// as for an Alloc.
 			err = res.Outcomes[i].Err
 		} else if r.count > 0 && res.Term != r.term {
 			// Opened in another term than the ticks were assigned in:
@@ -563,7 +668,7 @@ func (s *Settler) applied(f flight, res fsm.Result) {
 		r.finish(err)
 	}
 	for _, r := range f.reads {
-		r.settled = res.Settled
+		r.settled = s.settledOf(r.seq, res)
 		var err error
 		if res.Term != f.term {
 			err = fmt.Errorf("%w: W read in term %d, asked in term %d", sequencer.ErrNotLeader, res.Term, f.term)
@@ -621,6 +726,8 @@ func (s *Settler) account(tr fsm.Track, o fsm.Outcome, now time.Time) {
 			return
 		}
 		s.stats.Reserved++
+		// A named sequence's open learns its IDs from the outcome.
+		tr.First, tr.Count = o.First, o.Count
 	}
 	if !s.leading || o.Err != nil {
 		return
@@ -629,7 +736,7 @@ func (s *Settler) account(tr fsm.Track, o fsm.Outcome, now time.Time) {
 		// An Expire that finds it open was judged before an Extend,
 		// whose own outcome set the new deadline.
 		if tr.Do == fsm.DoOpen || tr.Do == fsm.DoExtend {
-			s.setDeadlineLocked(deadline{at: now.Add(ms(tr.TTLMs)), first: tr.First, count: tr.Count, ext: o.Ext})
+			s.setDeadlineLocked(deadline{at: now.Add(ms(tr.TTLMs)), seq: tr.Seq, first: tr.First, count: tr.Count, ext: o.Ext})
 		}
 		return
 	}
@@ -644,7 +751,7 @@ func (s *Settler) account(tr fsm.Track, o fsm.Outcome, now time.Time) {
 			s.stats.Completed++
 		}
 	}
-	delete(s.clocks, tr.First)
+	delete(s.clocks, resKey{tr.Seq, tr.First})
 }
 
 // fail answers every call of f with err. Expiries it carried are judged
@@ -660,10 +767,10 @@ func (s *Settler) fail(f flight, err error) {
 		case tr.Do == fsm.DoOpen:
 			s.opening--
 		case f.owners[i] == nil && s.leading:
-			if _, ok := s.clocks[tr.First]; !ok {
+			if _, ok := s.clocks[resKey{tr.Seq, tr.First}]; !ok {
 				// Not at once: a leader whose sequencer stopped serving
 				// fails every entry until it leads again, and would spin.
-				s.setDeadlineLocked(deadline{at: now.Add(retryDelay), first: tr.First, count: tr.Count, ext: tr.Ext})
+				s.setDeadlineLocked(deadline{at: now.Add(retryDelay), seq: tr.Seq, first: tr.First, count: tr.Count, ext: tr.Ext})
 			}
 		}
 	}

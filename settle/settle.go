@@ -16,6 +16,13 @@
 // one, so W, which never passes the frontier, never passes a reservation
 // that could still open.
 //
+// A named sequence's reservations go through this loop too, and their
+// IDs are assigned by the FSM from the sequence's mark in the entry that
+// opens them (fsm/seqtracking.go): each named sequence has its own W,
+// which a reservation of another sequence never holds back. Deadlines
+// are kept per (sequence, first ID), and MaxOpen bounds the open
+// reservations of every sequence together.
+//
 // Expiry is judged here, on the leader's monotonic clock, and only
 // proposed: a reservation expires when the log says so. A leader counts
 // each open reservation's TTL from when it applied the opening or the
@@ -92,6 +99,11 @@ type State interface {
 	ClusterVersion() int
 	// Sequence is a named sequence as the state holds it.
 	Sequence(name string) (fsm.Sequence, bool)
+	// SequenceSettled is a named sequence's W; ok is false when no
+	// sequence has the name.
+	SequenceSettled(name string) (w uint64, ok bool)
+	// TrackedSequences is every named sequence's tracked reservations.
+	TrackedSequences() map[string]fsm.Tracking
 }
 
 // Config bounds the Settler.
@@ -188,16 +200,19 @@ type Settler struct {
 	// term is the Raft term the Settler began to lead in.
 	term uint64
 	// clocks holds each open reservation's deadline, as this leader
-	// counts it; due is the same as a heap, with stale entries skipped.
-	clocks map[uint64]deadline
+	// counts it, by sequence and first ID; due is the same as a heap,
+	// with stale entries skipped.
+	clocks map[resKey]deadline
 	due    deadlines
 	// armed is the deadline the loop's timer was last set for (zero: none
 	// known, the timer sleeps an hour).
 	armed   time.Time
 	opening int // Opens proposed and not yet applied
-	// w is the highest W this node has seen applied; changed is closed
-	// and replaced when it rises.
+	// w is the highest W this node has seen applied, seqW each named
+	// sequence's that an entry touched; changed is closed and replaced
+	// when one rises.
 	w       uint64
+	seqW    map[string]uint64
 	changed chan struct{}
 	stats   Stats
 
@@ -217,10 +232,20 @@ type Stats struct {
 
 type deadline struct {
 	at    time.Time
+	seq   string // "" for the default sequence
 	first uint64
 	count uint64
 	ext   uint64
 }
+
+// resKey names a reservation: its sequence and first ID (the first ID
+// alone is not enough: two sequences may hand out equal values).
+type resKey struct {
+	seq   string
+	first uint64
+}
+
+func (d deadline) key() resKey { return resKey{d.seq, d.first} }
 
 // New returns a Settler; it serves once Lead is called.
 func New(cfg Config, ids IDs, log Log, state State, logger hclog.Logger) (*Settler, error) {
@@ -233,7 +258,8 @@ func New(cfg Config, ids IDs, log Log, state State, logger hclog.Logger) (*Settl
 		flights: make(chan flight, inFlight),
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
-		clocks:  map[uint64]deadline{},
+		clocks:  map[resKey]deadline{},
+		seqW:    map[string]uint64{},
 		changed: make(chan struct{}),
 		windows: map[string]*window{},
 	}
@@ -254,6 +280,7 @@ func (s *Settler) Close() {
 // is applied: every open reservation gets its full TTL from now.
 func (s *Settler) Lead() {
 	tk := s.state.Tracked()
+	named := s.state.TrackedSequences()
 	now := s.clock()
 	_, term := s.ids.Frontier()
 	s.resetWindows(term)
@@ -263,15 +290,20 @@ func (s *Settler) Lead() {
 		// The sequencer led again in the same term (after a failed
 		// round): the deadlines stand, or a flapping round would give
 		// every open reservation its full TTL again and again.
-		s.publishLocked(tk.Settled)
+		s.publishLocked(tk.Settled, nil)
 		return
 	}
 	s.leading, s.term = true, term
-	s.clocks, s.due = map[uint64]deadline{}, nil
+	s.clocks, s.due = map[resKey]deadline{}, nil
 	for first, o := range tk.Open {
 		s.setDeadlineLocked(deadline{at: now.Add(ms(o.TTLMs)), first: first, count: o.Count, ext: o.Ext})
 	}
-	s.publishLocked(tk.Settled)
+	for seq, t := range named {
+		for first, o := range t.Open {
+			s.setDeadlineLocked(deadline{at: now.Add(ms(o.TTLMs)), seq: seq, first: first, count: o.Count, ext: o.Ext})
+		}
+	}
+	s.publishLocked(tk.Settled, nil)
 	s.wakeUp()
 }
 
@@ -282,15 +314,25 @@ func (s *Settler) StepDown() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.leading = false
-	s.clocks, s.due = map[uint64]deadline{}, nil
+	s.clocks, s.due = map[resKey]deadline{}, nil
 }
 
 // Watch returns W as this node last saw it applied, and a channel closed
 // when it rises.
 func (s *Settler) Watch() (uint64, <-chan struct{}) {
+	return s.WatchOf("")
+}
+
+// WatchOf is Watch for sequence seq ("" the default): its W as this
+// node last saw an entry it committed raise it (0 when none did), and a
+// channel closed when any sequence's W rises.
+func (s *Settler) WatchOf(seq string) (uint64, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.w, s.changed
+	if seq == "" {
+		return s.w, s.changed
+	}
+	return s.seqW[seq], s.changed
 }
 
 // Stats returns the counts.
@@ -309,7 +351,7 @@ func ms(v int64) time.Duration { return time.Duration(v) * time.Millisecond }
 // entry that sets this deadline applied, and would sleep past it (up to
 // an hour) unless another call came.
 func (s *Settler) setDeadlineLocked(d deadline) {
-	s.clocks[d.first] = d
+	s.clocks[d.key()] = d
 	heap.Push(&s.due, d)
 	if len(s.due) > 2*len(s.clocks)+1024 {
 		// Closed and extended ones leave stale entries that only the
@@ -325,9 +367,17 @@ func (s *Settler) setDeadlineLocked(d deadline) {
 	}
 }
 
-func (s *Settler) publishLocked(w uint64) {
-	if w > s.w {
-		s.w = w
+// publishLocked raises the default sequence's W to w and each named
+// one's to named's, and tells the watchers when one rose.
+func (s *Settler) publishLocked(w uint64, named map[string]uint64) {
+	rose := w > s.w
+	s.w = max(s.w, w)
+	for seq, v := range named {
+		if v > s.seqW[seq] {
+			s.seqW[seq], rose = v, true
+		}
+	}
+	if rose {
 		close(s.changed)
 		s.changed = make(chan struct{})
 	}
@@ -360,7 +410,7 @@ func (s *Settler) dueLocked(now time.Time) ([]fsm.Track, time.Time) {
 	var out []fsm.Track
 	for s.due.Len() > 0 {
 		d := s.due[0]
-		if cur, ok := s.clocks[d.first]; !ok || cur != d {
+		if cur, ok := s.clocks[d.key()]; !ok || cur != d {
 			heap.Pop(&s.due) // closed, or extended since pushed
 			continue
 		}
@@ -369,8 +419,8 @@ func (s *Settler) dueLocked(now time.Time) ([]fsm.Track, time.Time) {
 			return out, d.at
 		}
 		heap.Pop(&s.due)
-		delete(s.clocks, d.first)
-		out = append(out, fsm.Track{Do: fsm.DoExpire, First: d.first, Count: d.count, Ext: d.ext})
+		delete(s.clocks, d.key())
+		out = append(out, fsm.Track{Do: fsm.DoExpire, Seq: d.seq, First: d.first, Count: d.count, Ext: d.ext})
 	}
 	s.armed = time.Time{}
 	return out, time.Time{}

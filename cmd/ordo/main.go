@@ -19,11 +19,11 @@ Usage: ordo <command> [flags]
 Commands:
   serve            run a node
   next             get IDs (--sequence NAME, --idempotency-key K)
-  reserve          get IDs that hold the settled mark back until completed or abandoned (--idempotency-key K)
+  reserve          get IDs that hold the settled mark back until completed or abandoned (--sequence NAME, --idempotency-key K)
   complete         settle reservation HANDLE once its IDs are published
   abandon          settle reservation HANDLE without publishing its IDs
   extend           give open reservation HANDLE more time
-  watermark        show the settled mark (--watch: follow it)
+  watermark        show the settled mark (--sequence NAME; --watch: follow it)
   sequence         create, list, describe or drop named sequences
   status           show every node of the cluster (--sequences: and the named sequences, busiest first)
   decode           split IDs (64-bit, UUIDv7, ULID) into time, group and sequence (offline)

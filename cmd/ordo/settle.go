@@ -14,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
 	"github.com/seed-e8569b35/ordo/layout"
 )
@@ -32,11 +33,15 @@ func runReserve(args []string) error {
 	cf := addClientFlags(fs)
 	count := fs.Int("count", 1, "how many IDs")
 	ttl := fs.Duration("ttl", 0, ttlUsage)
-	key := fs.String("idempotency-key", "", "key the reservation (1 to 128 bytes): run again with the same key and --count (and --ttl, if given; and the same --caller, or certificate), it prints the same handle and IDs, opening nothing, whatever became of the reservation since (ordo complete HANDLE tells); another --count or --ttl, or a key used for ordo next, is refused")
+	key := fs.String("idempotency-key", "", "key the reservation (1 to 128 bytes): run again with the same key, --count and --sequence (and --ttl, if given; and the same --caller, or certificate), it prints the same handle and IDs, opening nothing, whatever became of the reservation since (ordo complete HANDLE tells); another --count, --sequence or --ttl, or a key used for ordo next, is refused")
+	sequence := fs.String("sequence", "", settleSequenceUsage)
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := noArgs(fs, "give the count with --count and the TTL with --ttl"); err != nil {
+	if err := noArgs(fs, "give the count with --count, the TTL with --ttl and the sequence with --sequence"); err != nil {
+		return err
+	}
+	if err := checkSequenceFlag(*sequence); err != nil {
 		return err
 	}
 	if *count < 1 {
@@ -52,7 +57,7 @@ func runReserve(args []string) error {
 		if *key != "" {
 			ctx = client.WithIdempotencyKey(ctx, *key)
 		}
-		handle, ids, err := reserveText(ctx, c, *count, *ttl)
+		handle, ids, err := reserveText(ctx, c, *sequence, *count, *ttl)
 		if err != nil {
 			return err
 		}
@@ -68,39 +73,91 @@ func runReserve(args []string) error {
 	})
 }
 
-// reserveText reserves count IDs with the call the cluster's layout
-// takes, and returns the handle and the IDs as text, as nextText does.
-func reserveText(ctx context.Context, c *client.Client, count int, ttl time.Duration) (string, []string, error) {
+// settleSequenceUsage explains --sequence for the settled-order commands.
+const settleSequenceUsage = "the named sequence whose reservations and settled mark to use (ordo sequence create); the cluster's default sequence when left out"
+
+// reserveText reserves count IDs of sequence seq ("" the default) with
+// the call its layout takes, and returns the handle and the IDs as text,
+// as nextText and sequenceText do.
+func reserveText(ctx context.Context, c *client.Client, seq string, count int, ttl time.Duration) (string, []string, error) {
 	format, err := clusterFormat(ctx, c)
+	if seq != "" {
+		format, err = sequenceFormat(ctx, c, seq)
+	}
 	if err != nil {
 		return "", nil, err
 	}
+	s := c.Sequence(seq)
 	switch format {
 	case layout.FormatULID:
-		handle, ids, err := c.ReserveULIDs(ctx, count, ttl)
-		s, err := texts(ids, err)
-		return handle, s, err
+		handle, ids, err := s.ReserveULIDs(ctx, count, ttl)
+		t, err := texts(ids, err)
+		return handle, t, err
 	case layout.FormatUUIDv7:
-		handle, ids, err := c.ReserveUUIDs(ctx, count, ttl)
-		s, err := texts(ids, err)
-		return handle, s, err
+		handle, ids, err := s.ReserveUUIDs(ctx, count, ttl)
+		t, err := texts(ids, err)
+		return handle, t, err
 	}
-	r, err := c.Reserve(ctx, count, ttl)
+	r, err := s.Reserve(ctx, count, ttl)
 	if err != nil {
 		return "", nil, err
 	}
 	return r.Handle, decimals(r.IDs), nil
 }
 
+// sequenceFormat asks the cluster for named sequence name's kind: its
+// format says which calls serve it ("" for the 64-bit calls, a dense
+// sequence's too).
+func sequenceFormat(ctx context.Context, c *client.Client, name string) (layout.Format, error) {
+	info, err := c.DescribeSequence(ctx, name)
+	if err != nil {
+		return "", err
+	}
+	if info.Dropped {
+		return "", fmt.Errorf("sequence %s was dropped: create it again with ordo sequence create", name)
+	}
+	if info.Kind == client.DenseKind {
+		return "", nil
+	}
+	l, err := layout.Parse(info.Kind)
+	if err != nil {
+		return "", fmt.Errorf("sequence %s is of kind %q, which this ordo does not know: %w", name, info.Kind, err)
+	}
+	return l.Format, nil
+}
+
+// handleSequence is the sequence a decision names: --sequence, or when
+// it is left out the one the handle names (a named sequence's handle
+// does). A --sequence the handle is not of is a usage error.
+func handleSequence(flagged, handle string) (string, error) {
+	if err := checkSequenceFlag(flagged); err != nil {
+		return "", err
+	}
+	h, err := api.ParseHandle(handle)
+	if err != nil {
+		// The cluster says what is wrong with it.
+		return flagged, nil
+	}
+	if flagged != "" && h.Seq != flagged {
+		return "", fmt.Errorf("%w: handle %s is not of sequence %s: give the handle and --sequence as ordo reserve printed and was given them", errUsage, handle, flagged)
+	}
+	return h.Seq, nil
+}
+
 func runComplete(args []string) error {
 	fs := flag.NewFlagSet("complete", flag.ContinueOnError)
 	cf := addClientFlags(fs)
+	sequence := fs.String("sequence", "", settleSequenceUsage+" (the handle names it)")
 	handle, err := parseHandle(fs, args)
 	if err != nil {
 		return err
 	}
+	seq, err := handleSequence(*sequence, handle)
+	if err != nil {
+		return err
+	}
 	return cf.with(func(ctx context.Context, c *client.Client) error {
-		if err := c.Complete(ctx, handle); err != nil {
+		if err := c.Sequence(seq).Complete(ctx, handle); err != nil {
 			return unpublishable(handle, err)
 		}
 		return report(cf, "completed "+handle)
@@ -110,12 +167,17 @@ func runComplete(args []string) error {
 func runAbandon(args []string) error {
 	fs := flag.NewFlagSet("abandon", flag.ContinueOnError)
 	cf := addClientFlags(fs)
+	sequence := fs.String("sequence", "", settleSequenceUsage+" (the handle names it)")
 	handle, err := parseHandle(fs, args)
 	if err != nil {
 		return err
 	}
+	seq, err := handleSequence(*sequence, handle)
+	if err != nil {
+		return err
+	}
 	return cf.with(func(ctx context.Context, c *client.Client) error {
-		fate, err := c.Abandon(ctx, handle)
+		fate, err := c.Sequence(seq).Abandon(ctx, handle)
 		if err != nil {
 			return err
 		}
@@ -133,6 +195,7 @@ func runExtend(args []string) error {
 	fs := flag.NewFlagSet("extend", flag.ContinueOnError)
 	cf := addClientFlags(fs)
 	ttl := fs.Duration("ttl", 0, "how long the reservation lives from now (0: the cluster's default, 30s)")
+	sequence := fs.String("sequence", "", settleSequenceUsage+" (the handle names it)")
 	handle, err := parseHandle(fs, args)
 	if err != nil {
 		return err
@@ -140,8 +203,12 @@ func runExtend(args []string) error {
 	if err := checkTTL(*ttl); err != nil {
 		return err
 	}
+	seq, err := handleSequence(*sequence, handle)
+	if err != nil {
+		return err
+	}
 	return cf.with(func(ctx context.Context, c *client.Client) error {
-		if err := c.Extend(ctx, handle, *ttl); err != nil {
+		if err := c.Sequence(seq).Extend(ctx, handle, *ttl); err != nil {
 			return unpublishable(handle, err)
 		}
 		return report(cf, "extended "+handle)
@@ -168,15 +235,20 @@ func runWatermark(args []string) error {
 	fs := flag.NewFlagSet("watermark", flag.ContinueOnError)
 	cf := addClientFlags(fs)
 	watch := fs.Bool("watch", false, "print the settled mark each time it moves, and every second while it does not, until interrupted (or --timeout, when given)")
+	sequence := fs.String("sequence", "", "the named sequence whose settled mark to show, in its own IDs (a dense sequence's values); the cluster's default sequence when left out")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	if err := noArgs(fs, "give --watch to follow the mark"); err != nil {
+	if err := noArgs(fs, "give --watch to follow the mark, --sequence to name a sequence"); err != nil {
+		return err
+	}
+	if err := checkSequenceFlag(*sequence); err != nil {
 		return err
 	}
 	return cf.with(func(ctx context.Context, c *client.Client) error {
+		s := c.Sequence(*sequence)
 		if !*watch {
-			m, err := c.Watermark(ctx)
+			m, err := s.Watermark(ctx)
 			if err != nil {
 				return err
 			}
@@ -188,7 +260,7 @@ func runWatermark(args []string) error {
 		ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 		defer stop()
 		printed := false
-		err := c.WatchWatermark(ctx, func(m client.Mark) error {
+		err := s.WatchWatermark(ctx, func(m client.Mark) error {
 			printed = true
 			return printMark(m, *cf.json)
 		})
