@@ -63,10 +63,10 @@ func (f *namedSettle) WatermarkOf(_ context.Context, seq string) (uint64, error)
 
 func (f *namedSettle) WatchOf(seq string) (uint64, <-chan struct{}) { return f.w, nil }
 
-// namedServer is node id's Server over st, its state at cluster version
+// reservingServer is node id's Server over st, its state at cluster version
 // version with sequences "books" (dense), "ev" (default layout, group
 // 5), "wide" (uuidv7) and "gone" (dropped).
-func namedServer(t *testing.T, id string, n Node, st Settle, version int) *Server {
+func reservingServer(t *testing.T, id string, n Node, st Settle, version int) *Server {
 	t.Helper()
 	state := fsm.New(nil, nil)
 	cmds := []fsm.Command{{Op: fsm.OpClusterVersion, ClusterVersion: version}}
@@ -105,8 +105,8 @@ func tctx(t *testing.T) context.Context {
 // the sequence, and the sequence echoed.
 func TestNamedReserve(t *testing.T) {
 	st := &namedSettle{first: 40}
-	leaderAddr := grpctest.Serve(t, namedServer(t, "n1", fakeNode{leader: true}, st, fsm.SequencesVersion).Register)
-	follower := serveSequencer(t, namedServer(t, "n2", fakeNode{addr: leaderAddr}, &namedSettle{err: sequencer.ErrNotLeader}, fsm.SequencesVersion))
+	leaderAddr := grpctest.Serve(t, reservingServer(t, "n1", fakeNode{leader: true}, st, fsm.SequencesVersion).Register)
+	follower := serveSequencer(t, reservingServer(t, "n2", fakeNode{addr: leaderAddr}, &namedSettle{err: sequencer.ErrNotLeader}, fsm.SequencesVersion))
 	ev := layout.MustPreset("default")
 	for _, c := range []struct {
 		name string
@@ -138,7 +138,7 @@ func TestNamedReserve(t *testing.T) {
 // width, a bad count.
 func TestNamedReserveRefusals(t *testing.T) {
 	st := &namedSettle{first: 40}
-	c := serveSequencer(t, namedServer(t, "n1", fakeNode{leader: true}, st, fsm.SequencesVersion))
+	c := serveSequencer(t, reservingServer(t, "n1", fakeNode{leader: true}, st, fsm.SequencesVersion))
 	for _, tt := range []struct {
 		name  string
 		ticks bool
@@ -172,9 +172,9 @@ func TestNamedReserveRefusals(t *testing.T) {
 // answer's W is the sequence's, as an ID of its kind.
 func TestNamedDecide(t *testing.T) {
 	st := &namedSettle{w: 77, fate: fsm.FateCompleted}
-	leaderAddr := grpctest.Serve(t, namedServer(t, "n1", fakeNode{leader: true}, st, fsm.SequencesVersion).Register)
+	leaderAddr := grpctest.Serve(t, reservingServer(t, "n1", fakeNode{leader: true}, st, fsm.SequencesVersion).Register)
 	leader := api.NewSequencerClient(grpctest.Dial(t, leaderAddr))
-	follower := serveSequencer(t, namedServer(t, "n2", fakeNode{addr: leaderAddr}, &namedSettle{err: sequencer.ErrNotLeader}, fsm.SequencesVersion))
+	follower := serveSequencer(t, reservingServer(t, "n2", fakeNode{addr: leaderAddr}, &namedSettle{err: sequencer.ErrNotLeader}, fsm.SequencesVersion))
 	for _, c := range []api.SequencerClient{leader, follower} {
 		resp, err := c.Complete(tctx(t), &api.HandleRequest{Handle: "s1.books.5.2", Sequence: "books"})
 		if err != nil || resp.Watermark != 77 || resp.WatermarkTick != 77 || resp.Fate != api.Fate_FATE_COMPLETED {
@@ -225,8 +225,8 @@ func TestNamedDecide(t *testing.T) {
 // and rendered in the sequence's kind; a malformed name is refused.
 func TestNamedWatermark(t *testing.T) {
 	st := &namedSettle{w: 12}
-	leaderAddr := grpctest.Serve(t, namedServer(t, "n1", fakeNode{leader: true}, st, fsm.SequencesVersion).Register)
-	follower := serveSequencer(t, namedServer(t, "n2", fakeNode{addr: leaderAddr}, &namedSettle{err: sequencer.ErrNotLeader}, fsm.SequencesVersion))
+	leaderAddr := grpctest.Serve(t, reservingServer(t, "n1", fakeNode{leader: true}, st, fsm.SequencesVersion).Register)
+	follower := serveSequencer(t, reservingServer(t, "n2", fakeNode{addr: leaderAddr}, &namedSettle{err: sequencer.ErrNotLeader}, fsm.SequencesVersion))
 	for _, c := range []api.SequencerClient{api.NewSequencerClient(grpctest.Dial(t, leaderAddr)), follower} {
 		resp, err := c.Watermark(tctx(t), &api.WatermarkRequest{Sequence: "wide"})
 		if err != nil || resp.Sequence != "wide" || resp.Watermark != 0 || resp.WatermarkTick != 12 {
@@ -261,8 +261,8 @@ func TestNamedWatermark(t *testing.T) {
 // it for the default sequence's): Unavailable, which clients retry.
 func TestNamedCallsNotForwardedBeforeVersion3(t *testing.T) {
 	st := &namedSettle{first: 40}
-	leaderAddr := grpctest.Serve(t, namedServer(t, "n1", fakeNode{leader: true}, st, fsm.SequencesVersion).Register)
-	c := serveSequencer(t, namedServer(t, "n2", fakeNode{addr: leaderAddr}, &namedSettle{}, fsm.SettleVersion))
+	leaderAddr := grpctest.Serve(t, reservingServer(t, "n1", fakeNode{leader: true}, st, fsm.SequencesVersion).Register)
+	c := serveSequencer(t, reservingServer(t, "n2", fakeNode{addr: leaderAddr}, &namedSettle{}, fsm.SettleVersion))
 	calls := map[string]func() error{
 		"reserve": func() error {
 			_, err := c.Reserve(tctx(t), &api.ReserveRequest{Count: 1, Sequence: "books"})
@@ -309,7 +309,7 @@ func (oldLeader) Watermark(context.Context, *api.WatermarkRequest) (*api.Waterma
 // sequence: the leader took it for the default sequence's.
 func TestNamedAnswerWithoutTheSequenceIsRefused(t *testing.T) {
 	leaderAddr := grpctest.Serve(t, func(g *grpc.Server) { api.RegisterSequencerServer(g, oldLeader{}) })
-	c := serveSequencer(t, namedServer(t, "n2", fakeNode{addr: leaderAddr}, &namedSettle{}, fsm.SequencesVersion))
+	c := serveSequencer(t, reservingServer(t, "n2", fakeNode{addr: leaderAddr}, &namedSettle{}, fsm.SequencesVersion))
 	if _, err := c.Reserve(tctx(t), &api.ReserveRequest{Count: 1, Sequence: "books"}); status.Code(err) != codes.Unavailable || !strings.Contains(err.Error(), "too old") {
 		t.Errorf("reserve: %v", err)
 	}

@@ -15,8 +15,8 @@ type request struct {
 	// reserve: count and ttl; a decision: track; IDs of a named
 	// sequence: alloc; none: a read of W.
 	count uint64
-	// seq is the named sequence of a reserve or a read of W ("" for the
-	// default sequence); a decision's track names its own.
+	// seq is the named sequence of a reserve, a read of W or a claim (""
+	// for the default sequence); a decision's track names its own.
 	seq string
 	ttl time.Duration
 	// key is a keyed reserve's, and anyTTL set when it named no TTL.
@@ -28,7 +28,6 @@ type request struct {
 	// named layout sequence seq, whose ticks (block, in term) came from
 	// its window.
 	claim *fsm.Keyed
-	seq   string
 	// window: the alloc raises this window's limit (windows.go).
 	window *window
 
