@@ -16,8 +16,10 @@ func TestReachTable(t *testing.T) {
 		{5, 1500, 1000, span - 500},       // a small need fits
 		{2000, 1500, 1000, 2000},          // a large need is met
 		{0, 1000 + span, 1000, span / 16}, // mark a span ahead: a sixteenth
-		{0, 1000 + 5*span, 1000, span / 16},
-		{7, 1000 + 5*span, 1000, span / 16},
+		{0, 1000 + 2*span - 10, 1000, 10}, // near two spans: up to them
+		{0, 1000 + 2*span, 1000, 1},       // at two spans: need alone
+		{0, 1000 + 5*span, 1000, 1},
+		{7, 1000 + 5*span, 1000, 7},
 		{0, 0, 0, span},
 	} {
 		if got := reach(tc.need, tc.mark, tc.now, span); got != tc.want {
@@ -45,5 +47,22 @@ func TestReachBoundsTheLeadAcrossLeaderChanges(t *testing.T) {
 			t.Fatalf("after %d leader changes the mark leads the clock by %d ticks, more than two spans (%d)", change+1, lead, 2*span)
 		}
 		now += span / 10
+	}
+}
+
+// Reservations decided at the mark between a window's calls (each one
+// lifts the cursor past the mark, so the next call needs a new window)
+// must not carry the mark away, however many come, as long as they ask
+// for fewer IDs than the clock makes (more than that, no sizing keeps up).
+func TestReachBoundsTheLeadUnderReservations(t *testing.T) {
+	const span, count = 1600, 3
+	mark, now := uint64(0), uint64(1000)
+	for i := 0; i < 100_000; i++ {
+		mark = max(mark, now) + count                     // a reservation at the mark
+		mark = max(mark, now) + reach(1, mark, now, span) // the next call's window
+		if lead := mark - now; lead > 2*span+count+1 {
+			t.Fatalf("after %d reservations the mark leads the clock by %d ticks, more than two spans (%d)", i+1, lead, 2*span)
+		}
+		now += 2 * (count + 1) // IDs asked for: half what the clock makes
 	}
 }

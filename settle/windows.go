@@ -237,17 +237,24 @@ func (s *Settler) waitRefill(ctx context.Context, r *request) error {
 
 // reach is how many ticks a window's Alloc asks for: up to span past the
 // clock (now), from mark, the sequence's mark as this leader last saw it,
-// where the Alloc will start unless the clock is past it; at least need,
-// and at least a sixteenth of a span, so a sequence whose mark leads the
-// clock (after leader changes, each of whose first window starts at the
-// mark) still gets windows that serve many calls, while its lead grows by
-// a sixteenth of a span a change at most, slower than the clock moves
-// between elections.
+// where the Alloc will start unless the clock is past it; at least need.
+// When the mark already leads the clock by a span or more (after leader
+// changes, each of whose first window starts at the mark; or reservations
+// and keyed allocs decided at the mark between the window's calls), a
+// sixteenth of a span, so its windows still serve many calls, but never
+// past two spans ahead of the clock: there, need alone, so nothing but
+// calls moves the mark and it stays far inside the FSM's lead bound.
 func reach(need, mark, now, span uint64) uint64 {
 	from := max(mark, now)
 	want := span / 16
 	if now+span > from {
 		want = max(want, now+span-from)
+	}
+	if capAt := now + 2*span; from+want > capAt {
+		want = 0
+		if capAt > from {
+			want = capAt - from
+		}
 	}
 	return max(need, want, 1)
 }

@@ -126,3 +126,28 @@ func TestKeyedCallsKeepTheMarkNearTheClock(t *testing.T) {
 		t.Fatalf("after 20 s of mixed calls the mark leads the clock by %d ticks, more than two windows (%d)", seq.Next-now, lead)
 	}
 }
+
+// Reservations of a named layout sequence (decided at its mark) mixed
+// with its plain calls at a steady pace keep the mark within the lead
+// bound: no call is refused, however long it goes on.
+func TestReservationsAndCallsKeepTheMarkNearTheClock(t *testing.T) {
+	r := start(t, testConfig(), fsm.SequencesVersion)
+	if res, err := r.log.Settle(fsm.Command{Op: fsm.OpCreateSequence, Sequence: "s", Kind: "default"}).Result(); err != nil || res.Err != nil {
+		t.Fatalf("create: %v, %v", err, res.Err)
+	}
+	r.s.Lead()
+	for i := range 400 {
+		if _, err := r.s.ReserveIn(ctx(t), "s", fsm.Keyed{}, 1, time.Hour); err != nil {
+			t.Fatalf("reservation %d: %v", i, err)
+		}
+		if _, err := r.s.Alloc(ctx(t), "s", 1, fsm.Keyed{}); err != nil {
+			t.Fatalf("call %d: %v", i, err)
+		}
+		r.clock.Advance(50 * time.Millisecond)
+	}
+	seq, _ := r.fsm.Sequence("s")
+	now := seq.Layout.TickAt(r.clock.Now())
+	if lead := seq.Layout.TicksIn(2*testConfig().Window + time.Millisecond); seq.Next > now+lead {
+		t.Fatalf("after 20 s of reservations and calls the mark leads the clock by %d ticks, more than two windows (%d)", seq.Next-now, lead)
+	}
+}
