@@ -140,7 +140,7 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 		var err error
 		for {
 			var wait *request
-			if first, term, wait = s.takeLocked(ctx, a, wall); first != 0 || wait == nil {
+			if first, term, wait = s.takeLocked(a, wall); first != 0 || wait == nil {
 				break
 			}
 			s.wmu.Unlock()
@@ -193,7 +193,7 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 // and returns the first and the term the window serves; or, when the
 // window cannot serve them, the refill to wait for (nil: this node does
 // not lead).
-func (s *Settler) takeLocked(ctx context.Context, a Ask, wall time.Time) (first, term uint64, wait *request) {
+func (s *Settler) takeLocked(a Ask, wall time.Time) (first, term uint64, wait *request) {
 	l := *a.Seq.Layout
 	span := l.TicksIn(s.cfg.Window)
 	w := s.windows[a.Name]
@@ -212,11 +212,11 @@ func (s *Settler) takeLocked(ctx context.Context, a Ask, wall time.Time) (first,
 			// leads the clock (a leader whose clock is behind) is used
 			// up by calls only, and asking ahead at every call would
 			// carry it away to the lead bound.
-			s.refillLocked(ctx, a.Name, w, reach(0, max(a.Seq.Next, w.limit), now, span))
+			s.refillLocked(a.Name, w, reach(0, max(a.Seq.Next, w.limit), now, span))
 		}
 		return first, s.windowTerm, nil
 	}
-	return 0, 0, s.refillLocked(ctx, a.Name, w, reach(a.Count, max(a.Seq.Next, w.limit), now, span))
+	return 0, 0, s.refillLocked(a.Name, w, reach(a.Count, max(a.Seq.Next, w.limit), now, span))
 }
 
 // waitRefill waits for a window's Alloc to apply: nil when it raised the
@@ -262,15 +262,15 @@ func reach(need, mark, now, span uint64) uint64 {
 // refillLocked starts an Alloc of n ticks that raises w's limit, unless
 // one is in flight, and returns the one in flight; nil when this node
 // does not lead. A refill is queued with the calls, so it shares their
-// entry; its first caller's context only queues it.
-func (s *Settler) refillLocked(ctx context.Context, name string, w *window, n uint64) *request {
+// entry; it holds no caller's context, which a window would keep.
+func (s *Settler) refillLocked(name string, w *window, n uint64) *request {
 	if w.refill != nil && !isDone(w.refill.done) {
 		return w.refill
 	}
 	if s.windowTerm == 0 {
 		return nil
 	}
-	r := &request{alloc: &fsm.Alloc{Seq: name, Count: n}, window: w, ctx: ctx, done: make(chan struct{})}
+	r := &request{alloc: &fsm.Alloc{Seq: name, Count: n}, window: w, ctx: context.Background(), done: make(chan struct{})}
 	select {
 	case s.queue <- r:
 	default:
@@ -300,6 +300,7 @@ func (s *Settler) installWindow(r *request, term uint64) {
 	w := r.window
 	w.next = max(w.next, a.First)
 	w.limit = max(w.limit, a.First+r.alloc.Count)
+	w.refill = nil // done: an idle window holds nothing but its marks
 }
 
 // passWindow lifts a window's cursor past IDs the log gave a call of its
