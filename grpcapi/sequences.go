@@ -13,11 +13,11 @@ import (
 	"slices"
 	"strings"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
-	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
 )
@@ -116,36 +116,14 @@ func (s *Server) NextInSequence(ctx context.Context, name string, count uint32) 
 // caller reads ticks (gRPC: api.TicksKey); nil: whatever the sequence's
 // width is (HTTP renders both).
 func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks *bool) (*api.NextResponse, error) {
-	if err := fsm.CheckSequenceName(req.Sequence); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
-	}
-	if err := s.checkCount(req.Count); err != nil {
-		return nil, err
-	}
-	if err := checkKey(req.IdempotencyKey); err != nil {
-		return nil, err
-	}
-	conn, fwd, err := s.forward(ctx)
+	r, err := s.routeNamed(ctx, req.Sequence, req.Count, req.IdempotencyKey, ticks)
 	if err != nil {
 		return nil, err
 	}
-	seq, known := s.State.Sequence(req.Sequence)
-	wide := known && seq.Layout != nil && seq.Layout.Wide()
-	if ticks == nil {
-		ticks = &wide
+	if r.conn != nil {
+		return api.NewSequencerClient(r.conn).Next(r.fctx, req)
 	}
-	if fwd {
-		if err := s.keysRead(); err != nil {
-			return nil, err
-		}
-		// The leader checks the width again with what the call says.
-		fctx := ForwardContext(ctx, s.Node.ClusterID(), *ticks)
-		if req.IdempotencyKey != "" {
-			fctx = metadata.AppendToOutgoingContext(fctx, api.CallerKey, idempotencyCaller(ctx))
-		}
-		return api.NewSequencerClient(conn).Next(fctx, req)
-	}
-	ask, err := s.askNamed(req.Sequence, req.Count, keyOf(ctx, req), *ticks)
+	ask, err := s.askNamed(req.Sequence, req.Count, keyOf(ctx, req), r.ticks)
 	if err != nil {
 		return nil, err
 	}
@@ -195,14 +173,60 @@ func (s *Server) askOf(name string, count uint32, key fsm.Keyed, ticks bool, def
 // named sequence name on the leader. Unary calls and streams share it.
 func (s *Server) askNamed(name string, count uint32, key fsm.Keyed, ticks bool) (settle.Ask, error) {
 	seq, known := s.State.Sequence(name)
-	if !known || seq.Dropped {
-		return settle.Ask{}, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, name)
-	}
-	if wide := seq.Layout != nil && seq.Layout.Wide(); ticks != wide {
-		return settle.Ask{}, fmt.Errorf("sequence %q is %s: a call for its IDs must %sname %s in its metadata: %w",
-			name, seq.Kind, map[bool]string{true: "", false: "not "}[wide], api.TicksKey, layout.ErrWrongWidth)
+	if err := checkNamed(name, seq, known, ticks); err != nil {
+		return settle.Ask{}, err
 	}
 	return settle.Ask{Name: name, Seq: seq, Count: uint64(count), Key: key}, nil
+}
+
+// namedRoute is where a named sequence's call is served: on the leader
+// through conn with fctx, when conn is set; else here, where the state
+// holds the sequence as seq (known: at all) and the call reads ticks.
+type namedRoute struct {
+	conn  *grpc.ClientConn
+	fctx  context.Context
+	seq   fsm.Sequence
+	known bool
+	ticks bool
+}
+
+// routeNamed is the start every call of a named sequence shares (Next,
+// Reserve): the name, count and key checked, then where it is served.
+// ticks is the width the caller reads (nil: the sequence's own, as HTTP
+// renders both). A follower forwards only once its state says every
+// voter reads named sequences and keys, with the caller's width and name
+// (the leader checks the sequence and width again).
+func (s *Server) routeNamed(ctx context.Context, name string, count uint32, key string, ticks *bool) (namedRoute, error) {
+	if err := fsm.CheckSequenceName(name); err != nil {
+		return namedRoute{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
+	}
+	if err := s.checkCount(count); err != nil {
+		return namedRoute{}, err
+	}
+	if err := checkKey(key); err != nil {
+		return namedRoute{}, err
+	}
+	conn, fwd, err := s.forward(ctx)
+	if err != nil {
+		return namedRoute{}, err
+	}
+	r := namedRoute{}
+	r.seq, r.known = s.State.Sequence(name)
+	r.ticks = r.known && r.seq.Layout != nil && r.seq.Layout.Wide()
+	if ticks != nil {
+		r.ticks = *ticks
+	}
+	if !fwd {
+		return r, nil
+	}
+	if err := s.keysRead(); err != nil {
+		return namedRoute{}, err
+	}
+	r.conn, r.fctx = conn, ForwardContext(ctx, s.Node.ClusterID(), r.ticks)
+	if key != "" {
+		r.fctx = metadata.AppendToOutgoingContext(r.fctx, api.CallerKey, idempotencyCaller(ctx))
+	}
+	return r, nil
 }
 
 // issueNamed renders a granted call's IDs from first, the first its

@@ -135,47 +135,25 @@ func (s *Server) reserve(ctx context.Context, req *api.ReserveRequest) (*api.Res
 	}, nil
 }
 
-// reserveNamed is the path of one Reserve of a named sequence: its
-// checks (the name, the count, the key, and on the leader the sequence
-// and its width: ticks says whether the caller reads ticks, nil whatever
-// the sequence's width is), one forward to the leader or the settler
-// here, and the reservation's handle (naming the sequence) and IDs,
-// rendered as the sequence's kind makes them.
+// reserveNamed is the path of one Reserve of a named sequence: its route
+// (routeNamed: checks, and a forward to the leader, whose answer must
+// name the sequence), or on the leader the sequence and width checked,
+// the settler, and the reservation's handle (naming the sequence) and
+// IDs, rendered as the sequence's kind makes them.
 func (s *Server) reserveNamed(ctx context.Context, req *api.ReserveRequest, ticks *bool) (*api.ReserveResponse, error) {
-	if err := fsm.CheckSequenceName(req.Sequence); err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrBadRequest, err)
-	}
-	if err := s.checkCount(req.Count); err != nil {
-		return nil, err
-	}
-	if err := checkKey(req.IdempotencyKey); err != nil {
-		return nil, err
-	}
-	conn, fwd, err := s.forward(ctx)
+	route, err := s.routeNamed(ctx, req.Sequence, req.Count, req.IdempotencyKey, ticks)
 	if err != nil {
 		return nil, err
 	}
-	seq, known := s.State.Sequence(req.Sequence)
-	wide := known && seq.Layout != nil && seq.Layout.Wide()
-	if ticks == nil {
-		ticks = &wide
-	}
-	if fwd {
-		if err := s.keysRead(); err != nil {
-			return nil, err
-		}
-		// The leader checks the sequence and its width again.
-		fctx := ForwardContext(ctx, s.Node.ClusterID(), *ticks)
-		if req.IdempotencyKey != "" {
-			fctx = metadata.AppendToOutgoingContext(fctx, api.CallerKey, idempotencyCaller(ctx))
-		}
-		resp, err := api.NewSequencerClient(conn).Reserve(fctx, req)
+	if route.conn != nil {
+		resp, err := api.NewSequencerClient(route.conn).Reserve(route.fctx, req)
 		if err == nil && resp.Sequence != req.Sequence {
 			return nil, fmt.Errorf("%w: the leader answered a reservation of %q for one of %q (an Ordo too old for named reservations)", settle.ErrClusterVersion, resp.Sequence, req.Sequence)
 		}
 		return resp, err
 	}
-	if err := checkNamed(req.Sequence, seq, known, *ticks); err != nil {
+	seq := route.seq
+	if err := checkNamed(req.Sequence, seq, route.known, route.ticks); err != nil {
 		return nil, err
 	}
 	r, err := s.Settle.ReserveIn(ctx, req.Sequence, keyed(ctx, req.IdempotencyKey), uint64(req.Count), ms(req.TtlMs))
