@@ -206,3 +206,35 @@ func TestNamedSequenceIDsCountedPerSequence(t *testing.T) {
 		t.Fatalf("counted %d in all and %v; want 9, a 7 and b 2", meter.issued, meter.in)
 	}
 }
+
+// Current: the fakes lead, caught up.
+func (allocSettle) Current() bool     { return true }
+func (*countingSettle) Current() bool { return true }
+func (*fakeSettle) Current() bool     { return true }
+func (*namedSettle) Current() bool    { return true }
+
+// staleSettle is a new leader that has not yet applied every entry of
+// earlier terms.
+type staleSettle struct{ allocSettle }
+
+func (staleSettle) Current() bool { return false }
+
+// A new leader that has not caught up cannot tell that a sequence its
+// state lacks does not exist (it may be in an entry not yet applied): it
+// answers Unavailable, which the client retries, never NotFound. A
+// sequence it holds is served.
+func TestStaleLeaderDoesNotSayNotFound(t *testing.T) {
+	state := sequencesState(t)
+	srv := NewServer(Config{ID: "n1", MaxCount: 100}, Parts{Node: fakeNode{leader: true}, State: state, Meter: &rateMeter{}, Settle: staleSettle{}})
+	ctx := t.Context()
+	if _, err := srv.NextInSequence(ctx, "zz", 1); status.Code(err) != codes.Unavailable {
+		t.Fatalf("unknown sequence on a leader not caught up: %v, want Unavailable", err)
+	}
+	if _, err := srv.NextInSequence(ctx, "a", 1); err != nil {
+		t.Fatalf("a sequence the stale state holds: %v", err)
+	}
+	caught := NewServer(Config{ID: "n1", MaxCount: 100}, Parts{Node: fakeNode{leader: true}, State: state, Meter: &rateMeter{}, Settle: allocSettle{}})
+	if _, err := caught.NextInSequence(ctx, "zz", 1); status.Code(err) != codes.NotFound {
+		t.Fatalf("unknown sequence on a leader caught up: %v, want NotFound", err)
+	}
+}

@@ -173,7 +173,7 @@ func (s *Server) askOf(name string, count uint32, key fsm.Keyed, ticks bool, def
 // named sequence name on the leader. Unary calls and streams share it.
 func (s *Server) askNamed(name string, count uint32, key fsm.Keyed, ticks bool) (settle.Ask, error) {
 	seq, known := s.State.Sequence(name)
-	if err := checkNamed(name, seq, known, ticks); err != nil {
+	if err := s.checkNamed(name, seq, known, ticks); err != nil {
 		return settle.Ask{}, err
 	}
 	return settle.Ask{Name: name, Seq: seq, Count: uint64(count), Key: key}, nil

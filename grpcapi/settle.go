@@ -39,6 +39,9 @@ type Settle interface {
 	// Claim commits count ticks of the default sequence under a key: a
 	// retry gets the first call's IDs.
 	Claim(ctx context.Context, key fsm.Keyed, count uint64) (uint64, error)
+	// Current reports whether this node's state answers for the
+	// cluster (settle.Settler.Current).
+	Current() bool
 	// Grants starts calls for IDs of named sequences and returns at once
 	// with what each waits for (a stream pipelines its calls). With a
 	// key, a retry gets the first call's IDs.
@@ -153,7 +156,7 @@ func (s *Server) reserveNamed(ctx context.Context, req *api.ReserveRequest, tick
 		return resp, err
 	}
 	seq := route.seq
-	if err := checkNamed(req.Sequence, seq, route.known, route.ticks); err != nil {
+	if err := s.checkNamed(req.Sequence, seq, route.known, route.ticks); err != nil {
 		return nil, err
 	}
 	r, err := s.Settle.ReserveIn(ctx, req.Sequence, keyed(ctx, req.IdempotencyKey), uint64(req.Count), ms(req.TtlMs))
@@ -169,11 +172,18 @@ func (s *Server) reserveNamed(ctx context.Context, req *api.ReserveRequest, tick
 	}, nil
 }
 
-// checkNamed refuses a Reserve of named sequence name, which the state
-// holds as seq (known: at all), before anything is committed: unknown or
-// dropped, or of another width than the caller reads (ticks).
-func checkNamed(name string, seq fsm.Sequence, known, ticks bool) error {
+// checkNamed refuses a call (IDs, a Reserve) of named sequence name,
+// which this leader's state holds as seq (known: at all), before anything
+// is committed: unknown or dropped (once the state answers for the
+// cluster; before, Unavailable), or of another width than the caller
+// reads (ticks).
+func (s *Server) checkNamed(name string, seq fsm.Sequence, known, ticks bool) error {
 	if !known || seq.Dropped {
+		if !s.Settle.Current() {
+			// A new leader not yet caught up: the sequence may be in an
+			// entry it has not applied. The client retries.
+			return fmt.Errorf("%w: this leader has not yet applied every entry of earlier terms, and cannot tell whether sequence %q exists", sequencer.ErrNotLeader, name)
+		}
 		return fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, name)
 	}
 	if wide := seq.Layout != nil && seq.Layout.Wide(); ticks != wide {

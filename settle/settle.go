@@ -38,6 +38,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -216,6 +217,10 @@ type Settler struct {
 	changed chan struct{}
 	stats   Stats
 
+	// current is the term Lead last ran in (0: stepped down): every entry
+	// committed before it was applied then.
+	current atomic.Uint64
+
 	// wmu guards the named sequences' windows, which serve windowTerm
 	// (0: none, not leading).
 	wmu        sync.Mutex
@@ -294,6 +299,7 @@ func (s *Settler) Lead() {
 		return
 	}
 	s.leading, s.term = true, term
+	s.current.Store(term)
 	s.clocks, s.due = map[resKey]deadline{}, nil
 	for first, o := range tk.Open {
 		s.setDeadlineLocked(deadline{at: now.Add(ms(o.TTLMs)), first: first, count: o.Count, ext: o.Ext})
@@ -307,9 +313,20 @@ func (s *Settler) Lead() {
 	s.wakeUp()
 }
 
+// Current reports whether this node's state answers for the cluster: it
+// leads, and Lead ran in the sequencer's term, so every entry committed
+// before the term is applied (and every one since, by this leader, before
+// it was answered). A new leader's state may lack what earlier terms did
+// until then: what it does not find there, it cannot tell is not so.
+func (s *Settler) Current() bool {
+	_, term := s.ids.Frontier()
+	return term != 0 && s.current.Load() == term
+}
+
 // StepDown stops serving: queued calls fail, and the deadlines are
 // forgotten (the next leader counts its own).
 func (s *Settler) StepDown() {
+	s.current.Store(0)
 	s.resetWindows(0)
 	s.mu.Lock()
 	defer s.mu.Unlock()

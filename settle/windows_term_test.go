@@ -151,3 +151,28 @@ func TestReservationsAndCallsKeepTheMarkNearTheClock(t *testing.T) {
 		t.Fatalf("after 20 s of reservations and calls the mark leads the clock by %d ticks, more than two windows (%d)", seq.Next-now, lead)
 	}
 }
+
+// Current holds from Lead in the sequencer's term until StepDown or a
+// new term: only then does the state answer for the cluster.
+func TestCurrentFollowsLeadAndTerm(t *testing.T) {
+	r := start(t, testConfig(), fsm.SequencesVersion)
+	if r.s.Current() {
+		t.Fatal("current before Lead")
+	}
+	r.s.Lead()
+	if !r.s.Current() {
+		t.Fatal("not current after Lead")
+	}
+	r.ids.setTerm(2)
+	if r.s.Current() {
+		t.Fatal("current in a term Lead did not run in")
+	}
+	r.s.Lead()
+	if !r.s.Current() {
+		t.Fatal("not current after Lead in the new term")
+	}
+	r.s.StepDown()
+	if r.s.Current() {
+		t.Fatal("current after StepDown")
+	}
+}

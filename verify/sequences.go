@@ -104,8 +104,15 @@ func (w *Workload) startSequences(cfg WorkloadConfig, opts []client.Option, id i
 		conns[i] = conn
 	}
 	var users sync.WaitGroup
-	for range max(cfg.Clients, 1) {
-		c, err := client.New(cfg.Addrs, append(opts, client.WithUnary())...)
+	for i := range max(cfg.Clients, 1) {
+		// Half the clients call layout sequences unary, half on the
+		// client's stream for named calls (windows' calls answered
+		// jointly, several sequences in one answer).
+		copts := opts
+		if i%2 == 0 {
+			copts = append(copts[:len(copts):len(copts)], client.WithUnary())
+		}
+		c, err := client.New(cfg.Addrs, copts...)
 		if err != nil {
 			return id, err
 		}
