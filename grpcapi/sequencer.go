@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -118,6 +119,8 @@ func (q *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *
 		_ = stream.SetHeader(metadata.Pairs(api.LeaderAddrKey, leaderAddr))
 	}
 	_ = stream.SendHeader(nil)
+	// refused is why a call may not be relayed (set before cancel).
+	var refused atomic.Pointer[error]
 	go func() {
 		for {
 			req, err := stream.Recv()
@@ -129,12 +132,34 @@ func (q *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *
 				cancel() // the client is gone: ends up.Recv below
 				return
 			}
+			if err := q.relayable(req); err != nil {
+				refused.Store(&err)
+				cancel()
+				return
+			}
 			if up.Send(req) != nil {
 				return // up.Recv below returns why
 			}
 		}
 	}()
-	return recv.Each(up.Recv, stream.Send)
+	err = recv.Each(up.Recv, stream.Send)
+	if r := refused.Load(); r != nil {
+		return *r
+	}
+	return err
+}
+
+// relayable refuses a message that holds a named or keyed call before
+// this node's state says the cluster reads them, as a unary call's
+// forward does (Server.keysRead): until then the leader may run an Ordo
+// that ignores the fields and answers from the default sequence.
+func (q *Sequencer) relayable(req *api.NextStreamRequest) error {
+	for _, c := range req.Calls {
+		if granted(c) {
+			return q.srv.keysRead()
+		}
+	}
+	return nil
 }
 
 // NextStream implements api.SequencerServer. One goroutine reads calls and

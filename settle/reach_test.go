@@ -22,11 +22,11 @@ func TestReachTable(t *testing.T) {
 		{7, 1000 + 5*span, 1000, 7},
 		{0, 0, 0, span},
 	} {
-		if got := reach(tc.need, tc.mark, tc.now, span); got != tc.want {
+		if got := reach(tc.need, tc.mark, tc.now, 0, span); got != tc.want {
 			t.Errorf("reach(need %d, mark %d, now %d, span %d) = %d, want %d", tc.need, tc.mark, tc.now, span, got, tc.want)
 		}
 	}
-	if got := reach(0, 10, 10, 1); got != 1 {
+	if got := reach(0, 10, 10, 0, 1); got != 1 {
 		t.Errorf("reach with a span of 1 tick = %d, want 1", got)
 	}
 }
@@ -42,7 +42,7 @@ func TestReachBoundsTheLeadAcrossLeaderChanges(t *testing.T) {
 	mark, now := uint64(0), uint64(1000)
 	for change := 0; change < 1000; change++ {
 		from := max(mark, now)
-		mark = from + reach(1, mark, now, span)
+		mark = from + reach(1, mark, now, now, span)
 		if lead := mark - now; lead > 2*span {
 			t.Fatalf("after %d leader changes the mark leads the clock by %d ticks, more than two spans (%d)", change+1, lead, 2*span)
 		}
@@ -58,11 +58,32 @@ func TestReachBoundsTheLeadUnderReservations(t *testing.T) {
 	const span, count = 1600, 3
 	mark, now := uint64(0), uint64(1000)
 	for i := 0; i < 100_000; i++ {
-		mark = max(mark, now) + count                     // a reservation at the mark
-		mark = max(mark, now) + reach(1, mark, now, span) // the next call's window
+		mark = max(mark, now) + count                          // a reservation at the mark
+		mark = max(mark, now) + reach(1, mark, now, now, span) // the next call's window
 		if lead := mark - now; lead > 2*span+count+1 {
 			t.Fatalf("after %d reservations the mark leads the clock by %d ticks, more than two spans (%d)", i+1, lead, 2*span)
 		}
 		now += 2 * (count + 1) // IDs asked for: half what the clock makes
+	}
+}
+
+// The cap counts from the highest clock reading the sequence has seen
+// when this leader's clock is behind it: the mark may lead this clock by
+// more than two spans and the windows still serve many calls, never past
+// two spans ahead of that reading.
+func TestReachCapCountsFromTheHighestReading(t *testing.T) {
+	const span = 1600
+	for _, tc := range []struct {
+		need, mark, now, seen, want uint64
+	}{
+		{0, 1000 + 3*span, 1000, 1000, 1},                  // seen is this clock: need alone
+		{0, 1000 + 3*span, 1000, 1000 + 2*span, span / 16}, // a clock behind the last leader's
+		{0, 1000 + 4*span - 10, 1000, 1000 + 2*span, 10},   // near two spans past seen
+		{0, 1000 + 4*span, 1000, 1000 + 2*span, 1},         // at two spans past seen: need alone
+		{0, 1000, 1000, 500, span},                         // seen behind the clock: the clock
+	} {
+		if got := reach(tc.need, tc.mark, tc.now, tc.seen, span); got != tc.want {
+			t.Errorf("reach(need %d, mark %d, now %d, seen %d, span %d) = %d, want %d", tc.need, tc.mark, tc.now, tc.seen, span, got, tc.want)
+		}
 	}
 }

@@ -212,11 +212,11 @@ func (s *Settler) takeLocked(a Ask, wall time.Time) (first, term uint64, wait *r
 			// leads the clock (a leader whose clock is behind) is used
 			// up by calls only, and asking ahead at every call would
 			// carry it away to the lead bound.
-			s.refillLocked(a.Name, w, reach(0, max(a.Seq.Next, w.limit), now, span))
+			s.refillLocked(a.Name, w, reach(0, max(a.Seq.Next, w.limit), now, a.Seq.ClockHigh, span))
 		}
 		return first, s.windowTerm, nil
 	}
-	return 0, 0, s.refillLocked(a.Name, w, reach(a.Count, max(a.Seq.Next, w.limit), now, span))
+	return 0, 0, s.refillLocked(a.Name, w, reach(a.Count, max(a.Seq.Next, w.limit), now, a.Seq.ClockHigh, span))
 }
 
 // waitRefill waits for a window's Alloc to apply: nil when it raised the
@@ -244,13 +244,19 @@ func (s *Settler) waitRefill(ctx context.Context, r *request) error {
 // sixteenth of a span, so its windows still serve many calls, but never
 // past two spans ahead of the clock: there, need alone, so nothing but
 // calls moves the mark and it stays far inside the FSM's lead bound.
-func reach(need, mark, now, span uint64) uint64 {
+// The clock of that cap is the later of now and seen, the highest
+// reading the sequence has seen (Sequence.ClockHigh), from which the FSM
+// counts its bound: a leader whose clock is behind an earlier leader's
+// (or stepped back) still gets windows that serve many calls, where
+// windows of one call's need would make every call wait for a commit of
+// its own until its clock caught up.
+func reach(need, mark, now, seen, span uint64) uint64 {
 	from := max(mark, now)
 	want := span / 16
 	if now+span > from {
 		want = max(want, now+span-from)
 	}
-	if capAt := now + 2*span; from+want > capAt {
+	if capAt := max(now, seen) + 2*span; from+want > capAt {
 		want = 0
 		if capAt > from {
 			want = capAt - from
