@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -196,9 +197,13 @@ func (c *streamConn) send(call *api.StreamCall) { c.queue.Add(call) }
 // that fails, or that flow control holds (a paused server), ends the
 // stream; the attempt timeout frees it.
 func (c *streamConn) sendLoop() {
-	if err := c.queue.Run(c.dead, c.st.Send); err != nil {
+	err := c.queue.Run(c.dead, c.st.Send)
+	if err != nil && !errors.Is(err, io.EOF) {
 		c.fail(err)
 	}
+	// io.EOF: the server ended the stream, and its status (which may
+	// say why: Unimplemented, a leader elsewhere) is the receiver's to
+	// read; failing with EOF would hide it.
 }
 
 // errStalled marks a stream given up for not answering in time; another

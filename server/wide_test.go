@@ -41,14 +41,19 @@ func TestWideLayoutCluster(t *testing.T) {
 		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), api.TicksKey) {
 			t.Fatalf("%s: Next without %s = %v, want FailedPrecondition naming it", n.ID(), api.TicksKey, err)
 		}
+		// A stream without ordo-ticks may carry 64-bit named sequences'
+		// calls; its first call of the default sequence ends it.
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
 		st, err := api.NewSequencerClient(conn).NextStream(ctx)
+		if err == nil {
+			err = st.Send(&api.NextStreamRequest{Calls: []*api.StreamCall{{Id: 1, Count: 1}}})
+		}
 		if err == nil {
 			_, err = st.Recv()
 		}
 		cancel()
 		if status.Code(err) != codes.FailedPrecondition {
-			t.Fatalf("%s: NextStream without %s = %v, want FailedPrecondition", n.ID(), api.TicksKey, err)
+			t.Fatalf("%s: a default call on NextStream without %s = %v, want FailedPrecondition", n.ID(), api.TicksKey, err)
 		}
 		ctx, cancel = context.WithTimeout(ticks, 10*time.Second)
 		st, err = api.NewSequencerClient(conn).NextStream(ctx)
