@@ -348,10 +348,13 @@ func (q *Sequencer) startNamed(ctx context.Context, calls []*api.StreamCall, joi
 			continue
 		}
 		asks = append(asks, ask)
-		named = append(named, namedCall{id: call.Id, ask: ask})
+		named = append(named, namedCall{id: call.Id})
 	}
-	for i, g := range q.srv.Settle.Grants(ctx, asks) {
-		named[i].grant = g
+	// The calls point into the message's asks and grants: one allocation
+	// each a message, not a copy a call.
+	grants := q.srv.Settle.Grants(ctx, asks)
+	for i := range named {
+		named[i].ask, named[i].grant = &asks[i], &grants[i]
 	}
 	// Calls whose grants end together (one round) make one answer.
 	for len(named) > 0 {

@@ -127,7 +127,7 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 	if err != nil {
 		return nil, err
 	}
-	call := namedCall{ask: ask, grant: s.Settle.Grants(ctx, []settle.Ask{ask})[0]}
+	call := namedCall{ask: &ask, grant: &s.Settle.Grants(ctx, []settle.Ask{ask})[0]}
 	select {
 	case <-call.grant.Done():
 	case <-ctx.Done():
@@ -145,8 +145,8 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 // namedCall is a call for a named sequence's IDs under way on the leader.
 type namedCall struct {
 	id    uint64 // a stream's call id
-	ask   settle.Ask
-	grant settle.Grant
+	ask   *settle.Ask
+	grant *settle.Grant
 }
 
 // askOf checks a stream's call for count IDs of named sequence name (""

@@ -111,9 +111,9 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 		}
 		return grants
 	}
-	var windowed []int // the asks served from windows, unkeyed
-	var terms []uint64 // the term of each one's window
-	var claimed []int  // the keyed ones
+	windowed := make([]int, 0, len(asks)) // the asks served from windows, unkeyed
+	terms := make([]uint64, 0, len(asks)) // the term of each one's window
+	var claimed []int                     // the keyed ones
 	var claims []*request
 	for i, a := range asks {
 		switch {
