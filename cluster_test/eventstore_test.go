@@ -814,7 +814,7 @@ func createDB(t *testing.T, pg *postgres, name string) {
 // pgDSN is the connection string of database db on pg, naming app as
 // the session's application_name (pg_stat_activity shows it).
 func pgDSN(pg *postgres, db, app string) string {
-	return fmt.Sprintf("host=%s port=%s user=postgres dbname=%s sslmode=disable connect_timeout=10 application_name=%s", pg.sockDir, pg.port, db, app)
+	return fmt.Sprintf("host=%s port=%s user=postgres dbname=%s sslmode=disable connect_timeout=30 application_name=%s", pg.sockDir, pg.port, db, app)
 }
 
 // pgPool opens a pool, closed (bounded) when the test ends.
