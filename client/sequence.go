@@ -24,9 +24,10 @@ const DenseKind = "dense"
 // Its calls keep the order promise of the client's own (see NextN) within
 // the sequence: a call returns only IDs above every ID of that sequence
 // returned by calls that completed before it started. Two sequences owe
-// each other no order, and may hand out equal values. Each call is one
-// unary request, with the client's failover and retries, whatever options
-// the client has (named sequences are not served on NextStream).
+// each other no order, and may hand out equal values. Unkeyed calls of
+// 64-bit IDs share a stream of their own (unary under WithUnary or
+// WithCoalescing, or against a node without NextStream); keyed and
+// 128-bit calls are unary; all with the client's failover and retries.
 type Sequence struct {
 	c    *Client
 	name string

@@ -238,3 +238,47 @@ func TestStaleLeaderDoesNotSayNotFound(t *testing.T) {
 		t.Fatalf("unknown sequence on a leader caught up: %v, want NotFound", err)
 	}
 }
+
+// checkNamed decides from the sequence as the state holds it (unknown,
+// dropped, 64-bit, 128-bit), whether this leader's state answers for the
+// cluster, and the width the caller reads: every combination.
+func TestCheckNamedEveryCombination(t *testing.T) {
+	narrow, wide := layout.MustPreset("twitter"), layout.MustPreset("uuidv7")
+	seqs := map[string]struct {
+		seq   fsm.Sequence
+		known bool
+	}{
+		"unknown": {fsm.Sequence{}, false},
+		"dropped": {fsm.Sequence{Kind: "twitter", Layout: &narrow, Dropped: true}, true},
+		"dense":   {fsm.Sequence{Kind: fsm.KindDense}, true},
+		"narrow":  {fsm.Sequence{Kind: "twitter", Layout: &narrow}, true},
+		"wide":    {fsm.Sequence{Kind: "uuidv7", Layout: &wide}, true},
+	}
+	for name, sq := range seqs {
+		for _, current := range []bool{false, true} {
+			for _, ticks := range []bool{false, true} {
+				var st Settle = staleSettle{}
+				if current {
+					st = allocSettle{}
+				}
+				srv := NewServer(Config{ID: "n1", MaxCount: 100}, Parts{Node: fakeNode{leader: true}, State: sequencesState(t), Meter: &rateMeter{}, Settle: st})
+				err := srv.checkNamed(name, sq.seq, sq.known, ticks)
+				var want codes.Code
+				switch {
+				case !sq.known || sq.seq.Dropped:
+					want = codes.NotFound
+					if !current {
+						want = codes.Unavailable // cannot tell: the client retries
+					}
+				case (name == "wide") != ticks:
+					want = codes.FailedPrecondition
+				default:
+					want = codes.OK
+				}
+				if got := status.Code(ToStatus(t.Context(), err, "")); got != want {
+					t.Errorf("%s, current %t, ticks %t: %v (%v), want %v", name, current, ticks, got, err, want)
+				}
+			}
+		}
+	}
+}

@@ -123,7 +123,7 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 	if r.conn != nil {
 		return api.NewSequencerClient(r.conn).Next(r.fctx, req)
 	}
-	ask, err := s.askNamed(req.Sequence, req.Count, keyOf(ctx, req), r.ticks)
+	ask, err := s.askNamed(req.Sequence, r.seq, r.known, req.Count, keyOf(ctx, req), r.ticks)
 	if err != nil {
 		return nil, err
 	}
@@ -166,13 +166,14 @@ func (s *Server) askOf(name string, count uint32, key fsm.Keyed, ticks bool, def
 	if err := fsm.CheckSequenceName(name); err != nil {
 		return settle.Ask{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	return s.askNamed(name, count, key, ticks)
+	seq, known := s.State.Sequence(name)
+	return s.askNamed(name, seq, known, count, key, ticks)
 }
 
 // askNamed checks a call for count IDs (ticks: the caller reads ticks) of
-// named sequence name on the leader. Unary calls and streams share it.
-func (s *Server) askNamed(name string, count uint32, key fsm.Keyed, ticks bool) (settle.Ask, error) {
-	seq, known := s.State.Sequence(name)
+// named sequence name, which this leader's state holds as seq (known: at
+// all). Unary calls and streams share it.
+func (s *Server) askNamed(name string, seq fsm.Sequence, known bool, count uint32, key fsm.Keyed, ticks bool) (settle.Ask, error) {
 	if err := s.checkNamed(name, seq, known, ticks); err != nil {
 		return settle.Ask{}, err
 	}

@@ -2,6 +2,7 @@ package verify
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -137,6 +138,34 @@ func TestCheckCrash(t *testing.T) {
 			if len(f) != 1 || f[0].Check != CheckCrashAnswer || !strings.Contains(f[0].Detail, "key k") {
 				t.Errorf("%s: findings %+v, want one naming the crashed key", tt.name, f)
 			}
+		}
+	}
+}
+
+// A run's named sequences and keyed clients are bounded, and a value out
+// of bounds is refused naming its flag, before anything starts.
+func TestConfigBoundsSequencesAndKeyed(t *testing.T) {
+	base := Config{Duration: time.Second, Clients: 1, MaxCount: 1, Addrs: []string{"127.0.0.1:1"}}
+	for _, tc := range []struct {
+		set  func(*Config)
+		want string // "" for valid
+	}{
+		{func(c *Config) {}, ""},
+		{func(c *Config) { c.Sequences = maxSequences }, ""},
+		{func(c *Config) { c.Keyed = maxKeyed }, ""},
+		{func(c *Config) { c.Sequences = -1 }, "--sequences"},
+		{func(c *Config) { c.Sequences = maxSequences + 1 }, "--sequences"},
+		{func(c *Config) { c.Keyed = -1 }, "--keyed"},
+		{func(c *Config) { c.Keyed = maxKeyed + 1 }, "--keyed"},
+	} {
+		cfg := base
+		tc.set(&cfg)
+		err := cfg.validate()
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("sequences %d, keyed %d: %v, want valid", cfg.Sequences, cfg.Keyed, err)
+		case tc.want != "" && (!errors.Is(err, ErrBadConfig) || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("sequences %d, keyed %d: %v, want ErrBadConfig naming %s", cfg.Sequences, cfg.Keyed, err, tc.want)
 		}
 	}
 }

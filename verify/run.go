@@ -341,18 +341,26 @@ func askLayout(ctx context.Context, addrs []string, tlsConfig *tls.Config) (layo
 	return l, group, nil
 }
 
+// Bounds of a run's named sequences and keyed clients: each sequence is
+// checked alone and each keyed client keeps its keys, so past these a run
+// measures the checker, not the cluster.
+const (
+	maxSequences = 1000
+	maxKeyed     = 256
+)
+
 func (cfg Config) validate() error {
 	switch {
 	case cfg.Duration <= 0:
 		return fmt.Errorf("%w: duration %s", ErrBadConfig, cfg.Duration)
 	case cfg.Clients < 0 || cfg.Streams < 0 || (cfg.Clients == 0 && cfg.Streams == 0 && !cfg.Pinned):
 		return fmt.Errorf("%w: no clients", ErrBadConfig)
-	case cfg.Sequences < 0:
-		return fmt.Errorf("%w: %d sequences", ErrBadConfig, cfg.Sequences)
+	case cfg.Sequences < 0 || cfg.Sequences > maxSequences:
+		return fmt.Errorf("%w: --sequences %d, want 0 to %d", ErrBadConfig, cfg.Sequences, maxSequences)
 	case cfg.Tracked < 0:
 		return fmt.Errorf("%w: %d tracked clients", ErrBadConfig, cfg.Tracked)
-	case cfg.Keyed < 0:
-		return fmt.Errorf("%w: %d keyed clients", ErrBadConfig, cfg.Keyed)
+	case cfg.Keyed < 0 || cfg.Keyed > maxKeyed:
+		return fmt.Errorf("%w: --keyed %d clients, want 0 to %d", ErrBadConfig, cfg.Keyed, maxKeyed)
 	case cfg.MaxCount < 1:
 		return fmt.Errorf("%w: max count %d", ErrBadConfig, cfg.MaxCount)
 	case len(cfg.Addrs) > 0 && len(cfg.Faults) > 0:
