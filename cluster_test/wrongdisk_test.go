@@ -270,6 +270,25 @@ func startPinned(t *testing.T, n *node, rec *history.Recorder, clientID int) *pi
 // served is how many calls the node has answered with IDs so far.
 func (p *pinnedCaller) served() int64 { return p.tally.Counts().OK }
 
+// servedSettled is served once some call has ended after it was asked,
+// the node being down: the caller makes one call at a time, so a call
+// answered before the node was killed and not yet counted when asked is
+// counted then, and cannot be taken for an answer of what comes after.
+func (p *pinnedCaller) servedSettled() int64 {
+	p.t.Helper()
+	ended := func(c history.Counts) int64 { return c.OK + c.Failed + c.Unknown + c.Bad }
+	before := ended(p.tally.Counts())
+	deadline := time.Now().Add(phaseTimeout)
+	for time.Now().Before(deadline) {
+		if c := p.tally.Counts(); ended(c) > before {
+			return c.OK
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	p.t.Fatalf("the pinned caller ended no call within %v", phaseTimeout)
+	return 0
+}
+
 // stop ends the calls; a malformed answer fails the test.
 func (p *pinnedCaller) stop() {
 	p.t.Helper()
@@ -399,7 +418,7 @@ func TestFounderWithOneEntryListLostDataDirIsRefused(t *testing.T) {
 	c.mustKill(n1)
 	mustWipe(t, n1)
 	watch.ledSince(n1.Name)
-	servedBefore := pinned.served()
+	servedBefore := pinned.servedSettled()
 	start := time.Now()
 	c.mustRestart(n1) // its usual line: --bootstrap n1=... --join n1,n2,n3
 	code, exited := n1.WaitExit(founderJoinTimeout + exitTimeout)
@@ -447,7 +466,7 @@ func TestFounderLostDataDirInWholeClusterCrashIsRefused(t *testing.T) {
 	c.mustKillAll()
 	mustWipe(t, n1)
 	watch.ledSince(n1.Name)
-	servedBefore := pinned.served()
+	servedBefore := pinned.servedSettled()
 	start := time.Now()
 	c.mustRestart(n1)
 	// n2 and n3 stay down until n1 has given up, or a while longer than
@@ -705,7 +724,7 @@ func TestForeignDataDirWithHigherTermIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	watch.ledSince(n3.Name)
-	servedBefore := pinned.served()
+	servedBefore := pinned.servedSettled()
 	start := time.Now()
 	c.mustRestart(n3) // its usual line, on x's data dir
 
