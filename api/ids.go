@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 
 	"google.golang.org/grpc/metadata"
 
@@ -54,8 +55,14 @@ var ErrBadRuns = errors.New("bad ID runs")
 // themselves, step 1: consecutive ticks differ by 1 across time units
 // too, so one run holds the block unless its count overflows the field.
 func Runs(l layout.Layout, group, first, count uint64) []*IDRun {
+	return AppendRuns(nil, l, group, first, count)
+}
+
+// AppendRuns appends Runs(l, group, first, count) to runs: the answer to
+// several calls renders them all into one slice.
+func AppendRuns(runs []*IDRun, l layout.Layout, group, first, count uint64) []*IDRun {
 	perUnit := uint64(1) << l.SeqBits
-	runs := make([]*IDRun, 0, 1+count/min(perUnit, math.MaxUint32))
+	runs = slices.Grow(runs, int(1+count/min(perUnit, math.MaxUint32)))
 	for t, left := first, count; left > 0; {
 		var run *IDRun
 		if l.Wide() {

@@ -420,6 +420,22 @@ func (f *FSM) Sequence(name string) (Sequence, bool) {
 	return s.clone(), true
 }
 
+// SequencesOf returns a copy of each sequence names name, in order, read
+// at one instant (one lock for a stream message's calls, not one a call);
+// a name the state does not hold gets the zero Sequence, whose Kind is
+// empty.
+func (f *FSM) SequencesOf(names []string) []Sequence {
+	out := make([]Sequence, len(names))
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	for i, name := range names {
+		if s, ok := f.state.Sequences[name]; ok {
+			out[i] = s.clone()
+		}
+	}
+	return out
+}
+
 // JumpSequences moves the named sequences' marks past what a lost or
 // backed-up cluster may have handed out (State.JumpSequences). Only for
 // a recovery's scratch FSM, never one that serves: it changes the state

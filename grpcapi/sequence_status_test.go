@@ -52,13 +52,15 @@ func (m *rateMeter) Issued(n uint64) {
 	m.issued += n
 }
 
-func (m *rateMeter) IssuedIn(name string, n uint64) {
+func (m *rateMeter) IssuedIn(names []string, counts []uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.in == nil {
 		m.in = map[string]uint64{}
 	}
-	m.in[name] += n
+	for i, name := range names {
+		m.in[name] += counts[i]
+	}
 }
 
 func (m *rateMeter) SequenceRate(name string) (uint64, float64) {

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/internal/recv"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
@@ -298,8 +299,8 @@ func (q *Sequencer) answerNamed(ctx context.Context, calls []namedCall) ([]*api.
 				a.Also = append(a.Also, c.id)
 			}
 			a.Counts[i] = uint32(c.ask.Count)
-			a.Runs = append(a.Runs, q.srv.issueNamed(c, firsts[i])...)
 		}
+		a.Runs = q.srv.issueNamed(calls, firsts)
 		return []*api.StreamAnswer{a}, nil
 	}
 	answers := make([]*api.StreamAnswer, len(calls))
@@ -311,7 +312,7 @@ func (q *Sequencer) answerNamed(ctx context.Context, calls []namedCall) ([]*api.
 				return nil, err
 			}
 		} else {
-			a.Runs = q.srv.issueNamed(c, firsts[i])
+			a.Runs = q.srv.issueNamed(calls[i:i+1], firsts[i:i+1])
 		}
 		answers[i] = a
 	}
@@ -335,14 +336,25 @@ func failedAlone(ctx context.Context, a *api.StreamAnswer, err error) (*api.Stre
 // Grants serves (named sequences' calls, keyed calls): one Grants, so the
 // calls served from windows share one round, and those (when the client
 // takes joint answers) one answer. A call that fails at once fails alone;
-// widthErr is why the stream may not take the default sequence's IDs.
-func (q *Sequencer) startNamed(ctx context.Context, calls []*api.StreamCall, joint bool, widthErr error) []streamCall {
-	ticks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
+// ticks is the stream's width, and widthErr why it may not take the
+// default sequence's IDs.
+func (q *Sequencer) startNamed(ctx context.Context, calls []*api.StreamCall, joint, ticks bool, widthErr error) []streamCall {
+	names := make([]string, 0, len(calls))
+	for _, call := range calls {
+		if call.Sequence != "" {
+			names = append(names, call.Sequence)
+		}
+	}
+	seqs := q.srv.State.SequencesOf(names)
 	out := make([]streamCall, 0, len(calls))
 	named := make([]namedCall, 0, len(calls))
 	asks := make([]settle.Ask, 0, len(calls))
 	for _, call := range calls {
-		ask, err := q.srv.askOf(call.Sequence, call.Count, keyed(ctx, call.IdempotencyKey), ticks, widthErr)
+		var seq fsm.Sequence
+		if call.Sequence != "" {
+			seq, seqs = seqs[0], seqs[1:]
+		}
+		ask, err := q.srv.askOf(call.Sequence, seq, call.Count, keyed(ctx, call.IdempotencyKey), ticks, widthErr)
 		if err != nil {
 			out = append(out, streamCall{id: call.Id, failed: err})
 			continue
@@ -385,6 +397,7 @@ func (q *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 	// A stream of the wrong width may still take named sequences' IDs:
 	// only its first call of the default sequence ends it.
 	widthErr := q.srv.checkWidth(ctx)
+	ticks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
 	return recv.Each(stream.Recv, func(req *api.NextStreamRequest) error {
 		for calls := req.Calls; len(calls) > 0; {
 			if granted(calls[0]) {
@@ -393,7 +406,7 @@ func (q *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 				for k < len(calls) && k < maxAnswersPerMessage && granted(calls[k]) {
 					k++
 				}
-				for _, c := range q.startNamed(ctx, calls[:k], req.Joint, widthErr) {
+				for _, c := range q.startNamed(ctx, calls[:k], req.Joint, ticks, widthErr) {
 					select {
 					case assigned <- c:
 					case <-ctx.Done():

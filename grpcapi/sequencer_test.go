@@ -44,7 +44,7 @@ type nopMeter struct{}
 
 func (nopMeter) Served(string, string, time.Duration)  {}
 func (nopMeter) Issued(uint64)                         {}
-func (nopMeter) IssuedIn(string, uint64)               {}
+func (nopMeter) IssuedIn([]string, []uint64)           {}
 func (nopMeter) SequenceRate(string) (uint64, float64) { return 0, 0 }
 func (nopMeter) RateWindow() time.Duration             { return 10 * time.Second }
 

@@ -139,7 +139,7 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 	if err != nil {
 		return nil, err
 	}
-	return &api.NextResponse{Runs: s.issueNamed(call, first), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Sequence: req.Sequence, Keyed: req.IdempotencyKey != ""}, nil
+	return &api.NextResponse{Runs: s.issueNamed([]namedCall{call}, []uint64{first}), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Sequence: req.Sequence, Keyed: req.IdempotencyKey != ""}, nil
 }
 
 // namedCall is a call for a named sequence's IDs under way on the leader.
@@ -150,10 +150,11 @@ type namedCall struct {
 }
 
 // askOf checks a stream's call for count IDs of named sequence name (""
-// the default sequence, whose calls Grants serves only keyed), with key
-// (the caller's) and ticks (the stream's width), on the leader;
-// defaultWidth is why the stream may not take the default sequence's IDs.
-func (s *Server) askOf(name string, count uint32, key fsm.Keyed, ticks bool, defaultWidth error) (settle.Ask, error) {
+// the default sequence, whose calls Grants serves only keyed), which this
+// leader's state holds as seq (no Kind: not at all), with key (the
+// caller's) and ticks (the stream's width), on the leader; defaultWidth
+// is why the stream may not take the default sequence's IDs.
+func (s *Server) askOf(name string, seq fsm.Sequence, count uint32, key fsm.Keyed, ticks bool, defaultWidth error) (settle.Ask, error) {
 	if err := s.checkCount(count); err != nil {
 		return settle.Ask{}, err
 	}
@@ -166,8 +167,7 @@ func (s *Server) askOf(name string, count uint32, key fsm.Keyed, ticks bool, def
 	if err := fsm.CheckSequenceName(name); err != nil {
 		return settle.Ask{}, fmt.Errorf("%w: %w", ErrBadRequest, err)
 	}
-	seq, known := s.State.Sequence(name)
-	return s.askNamed(name, seq, known, count, key, ticks)
+	return s.askNamed(name, seq, seq.Kind != "", count, key, ticks)
 }
 
 // askNamed checks a call for count IDs (ticks: the caller reads ticks) of
@@ -230,22 +230,40 @@ func (s *Server) routeNamed(ctx context.Context, name string, count uint32, key 
 	return r, nil
 }
 
-// issueNamed renders a granted call's IDs from first, the first its
-// grant got, and counts them as issued.
-func (s *Server) issueNamed(c namedCall, first uint64) []*api.IDRun {
-	if c.ask.Name == "" {
-		return s.issue(sequencer.Block{First: first, Count: c.ask.Count})
+// issueNamed renders granted calls' IDs, each from the first its grant
+// got (firsts[i]), in order into one slice of runs, and counts them as
+// issued: once for all the calls of an answer.
+func (s *Server) issueNamed(calls []namedCall, firsts []uint64) []*api.IDRun {
+	runs := make([]*api.IDRun, 0, len(calls))
+	names := make([]string, 0, len(calls))
+	counts := make([]uint64, 0, len(calls))
+	total := uint64(0)
+	for i, c := range calls {
+		total += c.ask.Count
+		if c.ask.Name == "" {
+			runs = api.AppendRuns(runs, s.cfg.Layout, s.cfg.Group, firsts[i], c.ask.Count)
+			continue
+		}
+		runs = appendSequenceRuns(runs, c.ask.Seq, firsts[i], c.ask.Count)
+		names, counts = append(names, c.ask.Name), append(counts, c.ask.Count)
 	}
-	s.Meter.Issued(c.ask.Count)
-	s.Meter.IssuedIn(c.ask.Name, c.ask.Count)
-	return sequenceRuns(c.ask.Seq, first, c.ask.Count)
+	s.Meter.Issued(total)
+	if len(names) > 0 {
+		s.Meter.IssuedIn(names, counts)
+	}
+	return runs
 }
 
 // sequenceRuns renders count IDs from first as seq's kind makes them: a
 // dense sequence's values are its IDs.
 func sequenceRuns(seq fsm.Sequence, first, count uint64) []*api.IDRun {
+	return appendSequenceRuns(nil, seq, first, count)
+}
+
+// appendSequenceRuns appends sequenceRuns(seq, first, count) to runs.
+func appendSequenceRuns(runs []*api.IDRun, seq fsm.Sequence, first, count uint64) []*api.IDRun {
 	if seq.Layout == nil {
-		return []*api.IDRun{{First: first, Count: uint32(count), Step: 1}}
+		return append(runs, &api.IDRun{First: first, Count: uint32(count), Step: 1})
 	}
-	return api.Runs(*seq.Layout, seq.Group, first, count)
+	return api.AppendRuns(runs, *seq.Layout, seq.Group, first, count)
 }

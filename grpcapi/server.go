@@ -90,6 +90,9 @@ type State interface {
 	ClusterVersion() int
 	Sequences() map[string]*fsm.Sequence
 	Sequence(name string) (fsm.Sequence, bool)
+	// SequencesOf is Sequence for several names at one instant; an
+	// unknown name's has no Kind.
+	SequencesOf(names []string) []fsm.Sequence
 }
 
 // IDs is where IDs come from: the leader's sequencer. *sequencer.Sequencer
@@ -113,9 +116,9 @@ type Meter interface {
 	Served(method, code string, d time.Duration)
 	// Issued counts IDs handed out.
 	Issued(count uint64)
-	// IssuedIn counts IDs handed out of named sequence name; Issued
-	// counts them too.
-	IssuedIn(name string, count uint64)
+	// IssuedIn counts counts[i] IDs handed out of named sequence
+	// names[i], for each i; Issued counts them too.
+	IssuedIn(names []string, counts []uint64)
 	// SequenceRate is how many IDs of named sequence name this node
 	// handed out as leader, and how many a second over about the last
 	// RateWindow.

@@ -164,7 +164,7 @@ func (s *Server) reserveNamed(ctx context.Context, req *api.ReserveRequest, tick
 		return nil, err
 	}
 	s.Meter.Issued(r.Count)
-	s.Meter.IssuedIn(req.Sequence, r.Count)
+	s.Meter.IssuedIn([]string{req.Sequence}, []uint64{r.Count})
 	return &api.ReserveResponse{
 		Handle: api.Handle{First: r.First, Count: r.Count, Seq: req.Sequence}.String(), Runs: sequenceRuns(seq, r.First, r.Count),
 		TtlMs: uint32(r.TTL.Milliseconds()), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr,

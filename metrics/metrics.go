@@ -209,9 +209,9 @@ func (m *Metrics) Served(method, code string, d time.Duration) {
 // Issued counts n IDs handed out.
 func (m *Metrics) Issued(n uint64) { m.ids.Add(float64(n)) }
 
-// IssuedIn counts n IDs handed out of named sequence name (Issued counts
-// them too).
-func (m *Metrics) IssuedIn(name string, n uint64) { m.sequences.Add(name, n) }
+// IssuedIn counts counts[i] IDs handed out of named sequence names[i],
+// for each i (Issued counts them too).
+func (m *Metrics) IssuedIn(names []string, counts []uint64) { m.sequences.Add(names, counts) }
 
 // SequenceRate is how many IDs of named sequence name this node handed
 // out as leader, and how many a second over about the last RateWindow.

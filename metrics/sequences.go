@@ -76,23 +76,27 @@ func (c *SequenceCounts) window(t time.Time) (int64, float64) {
 	return w, float64(d-time.Duration(w)*RateWindow) / float64(RateWindow)
 }
 
-// Add counts n IDs of sequence name.
-func (c *SequenceCounts) Add(name string, n uint64) {
+// Add counts counts[i] IDs of sequence names[i], for each i, at one
+// clock reading and under one lock: an answer's calls are counted
+// together.
+func (c *SequenceCounts) Add(names []string, counts []uint64) {
 	w, _ := c.window(c.now())
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	s := c.seqs[name]
-	if s == nil {
-		s = &seqCount{window: w}
-		c.seqs[name] = s
+	for i, name := range names {
+		s := c.seqs[name]
+		if s == nil {
+			s = &seqCount{window: w}
+			c.seqs[name] = s
+		}
+		if s.window != w {
+			s.prev, s.cur = s.windowed(w)
+			s.window = w
+		}
+		s.cur += counts[i]
+		s.total += counts[i]
+		c.all += counts[i]
 	}
-	if s.window != w {
-		s.prev, s.cur = s.windowed(w)
-		s.window = w
-	}
-	s.cur += n
-	s.total += n
-	c.all += n
 }
 
 // windowed is s's prev and cur as of window w (at or after s.window).

@@ -48,10 +48,8 @@ func TestSequenceRate(t *testing.T) {
 	c := NewSequenceCounts(clock.now)
 	for k := range 30 { // 100 IDs at 0.5 s, 1.5 s, ... 29.5 s
 		clock.at(start, time.Duration(k)*time.Second+500*time.Millisecond)
-		c.Add("a", 60)
-		c.Add("a", 40)
-		c.Add("b", 1)
-		if k == 3 { // 4 s in: 400 IDs over 4 s
+		c.Add([]string{"a", "b", "a"}, []uint64{60, 1, 40}) // one name twice in a batch counts twice
+		if k == 3 {                                         // 4 s in: 400 IDs over 4 s
 			clock.at(start, 4*time.Second)
 			if got := c.Count("a"); !near(got.Rate, 100) || got.Issued != 400 {
 				t.Fatalf("4 s in: %+v, want 400 IDs at 100/s", got)
@@ -81,7 +79,7 @@ func TestSequenceRate(t *testing.T) {
 	}
 	// A first ID a moment after the start is not read as a burst.
 	c = NewSequenceCounts(clock.now)
-	c.Add("a", 1)
+	c.Add([]string{"a"}, []uint64{1})
 	if got := c.Count("a"); got.Rate != 1 {
 		t.Errorf("one ID at the start: %g/s, want 1 (over at least a second)", got.Rate)
 	}
@@ -146,7 +144,7 @@ func TestSequenceSeriesBounded(t *testing.T) {
 	var total uint64
 	for i := range 10_000 {
 		n := uint64(i % 5000) // s-04999 and s-09999 are the busiest
-		c.Add(fmt.Sprintf("s-%05d", i), n)
+		c.Add([]string{fmt.Sprintf("s-%05d", i)}, []uint64{n})
 		total += n
 	}
 	clock.at(start, 20*time.Second) // half into the second window: n IDs count n/10 a second
@@ -188,10 +186,10 @@ func TestSequenceSeriesBounded(t *testing.T) {
 func TestSequenceSeriesScraped(t *testing.T) {
 	m := newFake(fakeRaft{state: raft.Leader})
 	for i := range 10_000 {
-		m.IssuedIn(fmt.Sprintf("s-%05d", i), 1)
+		m.IssuedIn([]string{fmt.Sprintf("s-%05d", i)}, []uint64{1})
 	}
 	for range 3 {
-		m.IssuedIn("busy", 1000)
+		m.IssuedIn([]string{"busy"}, []uint64{1000})
 	}
 	m.Issued(5)
 	text := scrape(t, m)

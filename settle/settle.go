@@ -226,6 +226,9 @@ type Settler struct {
 	wmu        sync.Mutex
 	windows    map[string]*window
 	windowTerm uint64
+	// soon holds the windows calls found within three quarters of a
+	// window of the clock since their last refill (windows.go).
+	soon []soonWindow
 }
 
 // Stats counts what the Settler decided while leading.

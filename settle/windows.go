@@ -47,6 +47,16 @@ type window struct {
 	// refill is the Alloc in flight that raises limit; nil, or finished,
 	// when none is.
 	refill *request
+	// soon: the window is in Settler.soon.
+	soon bool
+}
+
+// soonWindow is a window that calls use and that will soon need a
+// refill, with its sequence as its last call read it.
+type soonWindow struct {
+	name string
+	w    *window
+	seq  fsm.Sequence
 }
 
 // Ask is one call for IDs of a named sequence, or a keyed call of the
@@ -115,7 +125,8 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 	terms := make([]uint64, 0, len(asks)) // the term of each one's window
 	var claimed []int                     // the keyed ones
 	var claims []*request
-	for i, a := range asks {
+	for i := range asks {
+		a := &asks[i]
 		switch {
 		case a.Name == "":
 			// A keyed call of the default sequence: Claim's.
@@ -128,47 +139,50 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 			continue
 		}
 	}
-	// Every window's call under one lock and one clock reading, but for
-	// the waits for windows to commit.
-	wall := s.wall()
-	s.wmu.Lock()
-	for i, a := range asks {
-		if a.Name == "" || a.Seq.Layout == nil {
-			continue
-		}
-		var first, term uint64
-		var err error
-		for {
-			var wait *request
-			if first, term, wait = s.takeLocked(a, wall); first != 0 || wait == nil {
-				break
-			}
-			s.wmu.Unlock()
-			err = s.waitRefill(ctx, wait)
-			wall = s.wall()
-			s.wmu.Lock()
-			if err != nil {
-				break
-			}
-		}
-		switch {
-		case err != nil:
-			grants[i].err = err
-		case first == 0:
-			grants[i].err = sequencer.ErrNotLeader
-		case a.Key.Key != "":
-			// Keyed: its window's ticks are claimed under the key in the
-			// log, as the default sequence's are, and answered once that
-			// commits in the window's term (no round: the commit proves
-			// this leader; under the lease, the vouch).
-			claimed = append(claimed, i)
-			claims = append(claims, &request{claim: &a.Key, seq: a.Name, count: a.Count, block: sequencer.Block{First: first, Count: a.Count}, term: term})
-		default:
-			grants[i].first = first
-			windowed, terms = append(windowed, i), append(terms, term)
+	// Every window's call under one lock and one clock reading. The calls
+	// whose windows must commit first wait for all those refills at once,
+	// which share an entry (a burst on many cold sequences costs one
+	// commit, not one each), and take again.
+	var waiting []int
+	for i := range asks {
+		if asks[i].Name != "" && asks[i].Seq.Layout != nil {
+			waiting = append(waiting, i)
 		}
 	}
-	s.wmu.Unlock()
+	for len(waiting) > 0 {
+		wall := s.wall()
+		again, refills := waiting[:0], []*request(nil)
+		s.wmu.Lock()
+		for _, i := range waiting {
+			a := &asks[i]
+			first, term, wait := s.takeLocked(a, wall)
+			switch {
+			case wait != nil:
+				again, refills = append(again, i), append(refills, wait)
+			case first == 0:
+				grants[i].err = sequencer.ErrNotLeader
+			case a.Key.Key != "":
+				// Keyed: its window's ticks are claimed under the key in
+				// the log, as the default sequence's are, and answered
+				// once that commits in the window's term (no round: the
+				// commit proves this leader; under the lease, the vouch).
+				claimed = append(claimed, i)
+				claims = append(claims, &request{claim: &a.Key, seq: a.Name, count: a.Count, block: sequencer.Block{First: first, Count: a.Count}, term: term})
+			default:
+				grants[i].first = first
+				windowed, terms = append(windowed, i), append(terms, term)
+			}
+		}
+		s.wmu.Unlock()
+		waiting = again[:0]
+		for k, i := range again {
+			if err := s.waitRefill(ctx, refills[k]); err != nil {
+				grants[i].err = err
+				continue
+			}
+			waiting = append(waiting, i)
+		}
+	}
 	for k, i := range claimed {
 		grants[i] = Grant{req: claims[k], err: s.enqueue(ctx, claims[k])}
 	}
@@ -193,8 +207,8 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 // and returns the first and the term the window serves; or, when the
 // window cannot serve them, the refill to wait for (nil: this node does
 // not lead).
-func (s *Settler) takeLocked(a Ask, wall time.Time) (first, term uint64, wait *request) {
-	l := *a.Seq.Layout
+func (s *Settler) takeLocked(a *Ask, wall time.Time) (first, term uint64, wait *request) {
+	l := a.Seq.Layout
 	span := l.TicksIn(s.cfg.Window)
 	w := s.windows[a.Name]
 	if w == nil {
@@ -206,18 +220,44 @@ func (s *Settler) takeLocked(a Ask, wall time.Time) (first, term uint64, wait *r
 	end := first + a.Count
 	if end > first && end <= w.limit {
 		w.next = end
-		if w.limit < now+span/2 {
+		switch {
+		case w.limit < now+span/2:
 			// Less than half a window of clock is left: ask for the next
 			// ahead. On the clock, not on the ticks left: a mark that
 			// leads the clock (a leader whose clock is behind) is used
 			// up by calls only, and asking ahead at every call would
-			// carry it away to the lead bound.
+			// carry it away to the lead bound. Every window that will
+			// soon need one gets it in the same entry.
 			s.refillLocked(a.Name, w, reach(0, max(a.Seq.Next, w.limit), now, a.Seq.ClockHigh, span))
+			s.refillSoonLocked(wall)
+		case w.limit < now+3*span/4 && !w.soon && !refilling(w):
+			w.soon = true
+			s.soon = append(s.soon, soonWindow{name: a.Name, w: w, seq: a.Seq})
 		}
 		return first, s.windowTerm, nil
 	}
 	return 0, 0, s.refillLocked(a.Name, w, reach(a.Count, max(a.Seq.Next, w.limit), now, a.Seq.ClockHigh, span))
 }
+
+// refillSoonLocked refills, ahead of need, every window that calls found
+// within three quarters of a window of the clock since its last refill:
+// busy sequences, whose windows would each be due at another moment,
+// share one entry every fraction of a window instead of one entry each
+// (at a thousand busy sequences, hundreds a second). A window nobody
+// calls is never among them.
+func (s *Settler) refillSoonLocked(wall time.Time) {
+	for _, sw := range s.soon {
+		sw.w.soon = false
+		l := sw.seq.Layout
+		now, span := l.TickAt(wall), l.TicksIn(s.cfg.Window)
+		s.refillLocked(sw.name, sw.w, reach(0, max(sw.seq.Next, sw.w.limit), now, sw.seq.ClockHigh, span))
+	}
+	clear(s.soon)
+	s.soon = s.soon[:0]
+}
+
+// refilling reports whether w's refill is in flight.
+func refilling(w *window) bool { return w.refill != nil && !isDone(w.refill.done) }
 
 // waitRefill waits for a window's Alloc to apply: nil when it raised the
 // window, else why not.
@@ -270,7 +310,7 @@ func reach(need, mark, now, seen, span uint64) uint64 {
 // does not lead. A refill is queued with the calls, so it shares their
 // entry; it holds no caller's context, which a window would keep.
 func (s *Settler) refillLocked(name string, w *window, n uint64) *request {
-	if w.refill != nil && !isDone(w.refill.done) {
+	if refilling(w) {
 		return w.refill
 	}
 	if s.windowTerm == 0 {
@@ -329,7 +369,7 @@ func (s *Settler) resetWindows(term uint64) {
 	if term == s.windowTerm && term != 0 {
 		return
 	}
-	s.windows, s.windowTerm = map[string]*window{}, term
+	s.windows, s.windowTerm, s.soon = map[string]*window{}, term, nil
 }
 
 func isDone(c <-chan struct{}) bool {

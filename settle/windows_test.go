@@ -258,6 +258,84 @@ func TestWindowBurstSharesRefills(t *testing.T) {
 	}
 }
 
+// One Grants on many cold sequences asks for all their windows at once:
+// every refill is proposed before any commits (so they can share an
+// entry), where waiting for each in turn would cost a commit a sequence.
+// Held, the log commits nothing, so the test sees what is proposed while
+// the first refill is still in flight.
+func TestWindowColdSequencesRefillTogether(t *testing.T) {
+	names := []string{"c0", "c1", "c2", "c3", "c4", "c5", "c6", "c7"}
+	r := seqRig(t, names)
+	r.log.Hold()
+	asks := make([]Ask, len(names))
+	for i, name := range names {
+		asks[i] = Ask{Name: name, Count: 3}
+	}
+	done := make(chan []Grant, 1)
+	go func() { done <- r.grants(asks...) }()
+	eventually(t, "a refill proposed for every cold sequence while none committed", func() bool {
+		asked := map[string]bool{}
+		for _, c := range r.log.Proposed() {
+			for _, a := range c.Allocs {
+				asked[a.Seq] = true
+			}
+		}
+		return len(asked) == len(names)
+	})
+	r.log.Release()
+	for i, g := range within(t, "the grants", done) {
+		if _, err := g.Result(); err != nil {
+			t.Fatalf("grant of %s: %v", names[i], err)
+		}
+	}
+}
+
+// A busy sequence's refill ahead of need takes along every other window
+// that calls found close to its end (within three quarters of a window
+// of the clock): a thousand busy sequences then share an entry every
+// fraction of a window, not one each. A sequence not called since its
+// last refill is left alone: an idle sequence commits nothing.
+func TestWindowRefillAheadTakesTheOthersDueSoon(t *testing.T) {
+	busy := []string{"b0", "b1", "b2", "b3", "b4"}
+	r := seqRig(t, append(slices.Clone(busy), "idle"))
+	for _, name := range append(slices.Clone(busy), "idle") {
+		r.alloc(name, 1, "")
+	}
+	r.loopBarrier()
+	r.barrier()
+	before, entries := len(r.log.Proposed()), r.allocEntries()
+	// 0.3 of a window later: each busy window has 0.7 left, under three
+	// quarters, and its call marks it; none is due yet.
+	r.advance(DefaultWindow * 3 / 10)
+	for _, name := range busy {
+		r.alloc(name, 1, "")
+	}
+	r.loopBarrier()
+	if n := r.allocEntries(); n != entries {
+		t.Fatalf("%d alloc entries before any window was due, want still the %d of the first windows", n, entries)
+	}
+	// 0.25 later, 0.45 left: b0's call finds its window due, and every
+	// marked one is refilled with it, before anyone calls them again.
+	r.advance(DefaultWindow / 4)
+	r.alloc(busy[0], 1, "")
+	r.loopBarrier()
+	r.barrier()
+	refilled := map[string]bool{}
+	for _, c := range r.log.Proposed()[before:] {
+		for _, a := range c.Allocs {
+			refilled[a.Seq] = true
+		}
+	}
+	for _, name := range busy {
+		if !refilled[name] {
+			t.Errorf("busy sequence %s was not refilled with b0's (refilled: %v)", name, refilled)
+		}
+	}
+	if refilled["idle"] {
+		t.Errorf("the sequence nobody called since its first window was refilled")
+	}
+}
+
 // Every call of one Grants served from windows, whatever its sequence,
 // shares one confirmation round (one Enroll); calls decided in the log
 // (keyed, dense) enroll nothing.
