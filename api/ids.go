@@ -55,28 +55,53 @@ var ErrBadRuns = errors.New("bad ID runs")
 // themselves, step 1: consecutive ticks differ by 1 across time units
 // too, so one run holds the block unless its count overflows the field.
 func Runs(l layout.Layout, group, first, count uint64) []*IDRun {
-	return AppendRuns(nil, l, group, first, count)
+	var b RunBuilder
+	b.Add(l, group, first, count)
+	return b.Runs
 }
 
-// AppendRuns appends Runs(l, group, first, count) to runs: the answer to
-// several calls renders them all into one slice.
-func AppendRuns(runs []*IDRun, l layout.Layout, group, first, count uint64) []*IDRun {
+// RunBuilder renders the runs of several blocks, in order, into Runs,
+// taking the runs from one allocation: an answer to many calls holds a
+// run or more a call. The zero value is ready for use.
+type RunBuilder struct {
+	Runs  []*IDRun
+	spare []IDRun
+}
+
+// NewRunBuilder is a RunBuilder with room for n runs.
+func NewRunBuilder(n int) *RunBuilder {
+	return &RunBuilder{Runs: make([]*IDRun, 0, n), spare: make([]IDRun, n)}
+}
+
+// Add appends Runs(l, group, first, count).
+func (b *RunBuilder) Add(l layout.Layout, group, first, count uint64) {
 	perUnit := uint64(1) << l.SeqBits
-	runs = slices.Grow(runs, int(1+count/min(perUnit, math.MaxUint32)))
+	b.Runs = slices.Grow(b.Runs, int(1+count/min(perUnit, math.MaxUint32)))
 	for t, left := first, count; left > 0; {
-		var run *IDRun
+		var n uint64
 		if l.Wide() {
 			// Only the count field's width ends a run of ticks.
-			run = &IDRun{First: t, Count: uint32(min(left, math.MaxUint32)), Step: 1}
+			n = min(left, math.MaxUint32)
+			b.AddRun(t, n, 1)
 		} else {
-			run = &IDRun{First: l.ID(t, group), Count: uint32(min(left, perUnit-t%perUnit)), Step: l.Step()}
+			n = min(left, perUnit-t%perUnit)
+			b.AddRun(l.ID(t, group), n, l.Step())
 		}
-		inRun := uint64(run.Count)
-		runs = append(runs, run)
-		t += inRun
-		left -= inRun
+		t += n
+		left -= n
 	}
-	return runs
+}
+
+// AddRun appends the run of count IDs from first, step apart (count fits
+// the run's field).
+func (b *RunBuilder) AddRun(first, count, step uint64) {
+	if len(b.spare) == 0 {
+		b.spare = make([]IDRun, max(4, cap(b.Runs)-len(b.Runs)))
+	}
+	r := &b.spare[0]
+	b.spare = b.spare[1:]
+	r.First, r.Count, r.Step = first, uint32(count), step
+	b.Runs = append(b.Runs, r)
 }
 
 // ExpandRuns returns the n IDs that runs hold, in order, or ErrBadRuns if

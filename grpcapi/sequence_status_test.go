@@ -195,12 +195,12 @@ func TestNamedSequenceIDsCountedPerSequence(t *testing.T) {
 		seq   string
 		count uint32
 	}{{"a", 3}, {"b", 2}, {"a", 4}} {
-		if _, err := srv.NextInSequence(ctx, call.seq, call.count); err != nil {
+		if _, err := srv.NextInSequence(ctx, call.seq, call.count, false); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, seq := range []string{"full", "d", "zz"} {
-		if _, err := srv.NextInSequence(ctx, seq, 5); err == nil {
+		if _, err := srv.NextInSequence(ctx, seq, 5, false); err == nil {
 			t.Fatalf("%s: no error", seq)
 		}
 	}
@@ -229,14 +229,14 @@ func TestStaleLeaderDoesNotSayNotFound(t *testing.T) {
 	state := sequencesState(t)
 	srv := NewServer(Config{ID: "n1", MaxCount: 100}, Parts{Node: fakeNode{leader: true}, State: state, Meter: &rateMeter{}, Settle: staleSettle{}})
 	ctx := t.Context()
-	if _, err := srv.NextInSequence(ctx, "zz", 1); status.Code(err) != codes.Unavailable {
+	if _, err := srv.NextInSequence(ctx, "zz", 1, false); status.Code(err) != codes.Unavailable {
 		t.Fatalf("unknown sequence on a leader not caught up: %v, want Unavailable", err)
 	}
-	if _, err := srv.NextInSequence(ctx, "a", 1); err != nil {
+	if _, err := srv.NextInSequence(ctx, "a", 1, false); err != nil {
 		t.Fatalf("a sequence the stale state holds: %v", err)
 	}
 	caught := NewServer(Config{ID: "n1", MaxCount: 100}, Parts{Node: fakeNode{leader: true}, State: state, Meter: &rateMeter{}, Settle: allocSettle{}})
-	if _, err := caught.NextInSequence(ctx, "zz", 1); status.Code(err) != codes.NotFound {
+	if _, err := caught.NextInSequence(ctx, "zz", 1, false); status.Code(err) != codes.NotFound {
 		t.Fatalf("unknown sequence on a leader caught up: %v, want NotFound", err)
 	}
 }

@@ -285,12 +285,12 @@ func (q *Sequencer) answer(ctx context.Context, c *streamCall) ([]*api.StreamAns
 // answerNamed answers named calls whose grants are done: jointly when
 // there are several and every one got its IDs, else each alone.
 func (q *Sequencer) answerNamed(ctx context.Context, calls []namedCall) ([]*api.StreamAnswer, error) {
-	firsts := make([]uint64, len(calls))
-	errs := make([]error, len(calls))
 	failed := false
-	for i, c := range calls {
-		firsts[i], errs[i] = c.grant.Result()
-		failed = failed || errs[i] != nil
+	for _, c := range calls {
+		if _, err := c.grant.Result(); err != nil {
+			failed = true
+			break
+		}
 	}
 	if len(calls) > 1 && !failed {
 		a := &api.StreamAnswer{Id: calls[0].id, Named: true, Keyed: calls[0].ask.Key.Key != "", Counts: make([]uint32, len(calls)), Also: make([]uint64, 0, len(calls)-1)}
@@ -300,19 +300,18 @@ func (q *Sequencer) answerNamed(ctx context.Context, calls []namedCall) ([]*api.
 			}
 			a.Counts[i] = uint32(c.ask.Count)
 		}
-		a.Runs = q.srv.issueNamed(calls, firsts)
+		a.Runs = q.srv.issueNamed(calls)
 		return []*api.StreamAnswer{a}, nil
 	}
 	answers := make([]*api.StreamAnswer, len(calls))
 	for i, c := range calls {
 		a := &api.StreamAnswer{Id: c.id, Named: c.ask.Name != "", Keyed: c.ask.Key.Key != ""}
-		if errs[i] != nil {
-			var err error
-			if a, err = failedAlone(ctx, a, errs[i]); err != nil {
+		if _, err := c.grant.Result(); err != nil {
+			if a, err = failedAlone(ctx, a, err); err != nil {
 				return nil, err
 			}
 		} else {
-			a.Runs = q.srv.issueNamed(calls[i:i+1], firsts[i:i+1])
+			a.Runs = q.srv.issueNamed(calls[i : i+1])
 		}
 		answers[i] = a
 	}
@@ -346,13 +345,13 @@ func (q *Sequencer) startNamed(ctx context.Context, calls []*api.StreamCall, joi
 		}
 	}
 	seqs := q.srv.State.SequencesOf(names)
-	out := make([]streamCall, 0, len(calls))
+	var out []streamCall // usually one joint call: grown as needed
 	named := make([]namedCall, 0, len(calls))
 	asks := make([]settle.Ask, 0, len(calls))
 	for _, call := range calls {
-		var seq fsm.Sequence
+		var seq *fsm.Sequence
 		if call.Sequence != "" {
-			seq, seqs = seqs[0], seqs[1:]
+			seq, seqs = &seqs[0], seqs[1:]
 		}
 		ask, err := q.srv.askOf(call.Sequence, seq, call.Count, keyed(ctx, call.IdempotencyKey), ticks, widthErr)
 		if err != nil {

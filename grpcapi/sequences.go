@@ -59,7 +59,11 @@ func (s *Server) defineSequence(ctx context.Context, name string, local func() e
 	if err := local(); err != nil {
 		return nil, err
 	}
-	return s.sequenceInfo(name)
+	seq, ok := s.State.Sequence(name)
+	if !ok {
+		return nil, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, name)
+	}
+	return info(name, &seq), nil
 }
 
 // ListSequences implements api.AdminServer, from this node's state.
@@ -74,39 +78,49 @@ func (a *Admin) ListSequences(ctx context.Context, _ *api.ListSequencesRequest) 
 	return resp, nil
 }
 
-// DescribeSequence implements api.AdminServer, from this node's state.
+// DescribeSequence implements api.AdminServer, from this node's state, or
+// the leader's for a name that state lacks.
 func (a *Admin) DescribeSequence(ctx context.Context, req *api.SequenceRequest) (*api.SequenceInfo, error) {
 	resp, err := a.srv.DescribeSequence(ctx, req.Name)
 	return resp, a.srv.status(ctx, err)
 }
 
 // DescribeSequence is the sequence name as this node's state holds it,
-// which gRPC and HTTP share. Its errors are statuses.
+// which gRPC and HTTP share. A name the state does not hold may have been
+// created after this node last applied: a follower asks the leader, and a
+// leader that has not applied every earlier term's entry cannot tell
+// (Unavailable), so a sequence just created is found on every node. Its
+// errors are statuses.
 func (s *Server) DescribeSequence(ctx context.Context, name string) (*api.SequenceInfo, error) {
 	if err := fsm.CheckSequenceName(name); err != nil {
 		return nil, s.status(ctx, fmt.Errorf("%w: %w", ErrBadRequest, err))
 	}
-	info, err := s.sequenceInfo(name)
-	return info, s.status(ctx, err)
-}
-
-func (s *Server) sequenceInfo(name string) (*api.SequenceInfo, error) {
-	seq, ok := s.State.Sequence(name)
-	if !ok {
-		return nil, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, name)
+	if seq, ok := s.State.Sequence(name); ok {
+		return info(name, &seq), nil
 	}
-	return info(name, &seq), nil
+	conn, fwd, err := s.forward(ctx)
+	switch {
+	case err != nil:
+		return nil, s.status(ctx, fmt.Errorf("sequence %q is not in this node's state, and the leader cannot be asked: %w", name, err))
+	case fwd:
+		return api.NewAdminClient(conn).DescribeSequence(s.forwardContext(ctx), &api.SequenceRequest{Name: name})
+	case !s.Settle.Current():
+		return nil, s.status(ctx, fmt.Errorf("%w: this leader has not yet applied every entry of earlier terms, and cannot tell whether sequence %q exists", sequencer.ErrNotLeader, name))
+	}
+	return nil, s.status(ctx, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, name))
 }
 
 func info(name string, seq *fsm.Sequence) *api.SequenceInfo {
 	return &api.SequenceInfo{Name: name, Kind: seq.Kind, Group: seq.Group, Start: seq.Start, Next: seq.Next, Dropped: seq.Dropped}
 }
 
-// NextInSequence is the path of one HTTP call for a named sequence's IDs:
-// HTTP renders whatever the runs carry, so a 128-bit sequence's ticks too.
-// Its errors are statuses.
-func (s *Server) NextInSequence(ctx context.Context, name string, count uint32) (*api.NextResponse, error) {
-	resp, err := s.nextInSequence(ctx, &api.NextRequest{Count: count, Sequence: name}, nil)
+// NextInSequence is the path of one HTTP call for a named sequence's IDs,
+// of a 128-bit layout when ticks is set (HTTP read it with
+// DescribeSequence, which a node that has not applied the sequence's
+// creation asks the leader): HTTP renders whatever the runs carry. Its
+// errors are statuses.
+func (s *Server) NextInSequence(ctx context.Context, name string, count uint32, ticks bool) (*api.NextResponse, error) {
+	resp, err := s.nextInSequence(ctx, &api.NextRequest{Count: count, Sequence: name}, &ticks)
 	return resp, s.status(ctx, err)
 }
 
@@ -123,7 +137,7 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 	if r.conn != nil {
 		return api.NewSequencerClient(r.conn).Next(r.fctx, req)
 	}
-	ask, err := s.askNamed(req.Sequence, r.seq, r.known, req.Count, keyOf(ctx, req), r.ticks)
+	ask, err := s.askNamed(req.Sequence, &r.seq, r.known, req.Count, keyOf(ctx, req), r.ticks)
 	if err != nil {
 		return nil, err
 	}
@@ -135,11 +149,10 @@ func (s *Server) nextInSequence(ctx context.Context, req *api.NextRequest, ticks
 	case <-s.Stop:
 		return nil, sequencer.ErrNotLeader
 	}
-	first, err := call.grant.Result()
-	if err != nil {
+	if _, err := call.grant.Result(); err != nil {
 		return nil, err
 	}
-	return &api.NextResponse{Runs: s.issueNamed([]namedCall{call}, []uint64{first}), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Sequence: req.Sequence, Keyed: req.IdempotencyKey != ""}, nil
+	return &api.NextResponse{Runs: s.issueNamed([]namedCall{call}), LeaderId: s.cfg.ID, LeaderAddr: s.cfg.GRPCAddr, Sequence: req.Sequence, Keyed: req.IdempotencyKey != ""}, nil
 }
 
 // namedCall is a call for a named sequence's IDs under way on the leader.
@@ -154,7 +167,7 @@ type namedCall struct {
 // leader's state holds as seq (no Kind: not at all), with key (the
 // caller's) and ticks (the stream's width), on the leader; defaultWidth
 // is why the stream may not take the default sequence's IDs.
-func (s *Server) askOf(name string, seq fsm.Sequence, count uint32, key fsm.Keyed, ticks bool, defaultWidth error) (settle.Ask, error) {
+func (s *Server) askOf(name string, seq *fsm.Sequence, count uint32, key fsm.Keyed, ticks bool, defaultWidth error) (settle.Ask, error) {
 	if err := s.checkCount(count); err != nil {
 		return settle.Ask{}, err
 	}
@@ -173,8 +186,8 @@ func (s *Server) askOf(name string, seq fsm.Sequence, count uint32, key fsm.Keye
 // askNamed checks a call for count IDs (ticks: the caller reads ticks) of
 // named sequence name, which this leader's state holds as seq (known: at
 // all). Unary calls and streams share it.
-func (s *Server) askNamed(name string, seq fsm.Sequence, known bool, count uint32, key fsm.Keyed, ticks bool) (settle.Ask, error) {
-	if err := s.checkNamed(name, seq, known, ticks); err != nil {
+func (s *Server) askNamed(name string, seq *fsm.Sequence, known bool, count uint32, key fsm.Keyed, ticks bool) (settle.Ask, error) {
+	if err := s.checkNamed(name, *seq, known, ticks); err != nil {
 		return settle.Ask{}, err
 	}
 	return settle.Ask{Name: name, Seq: seq, Count: uint64(count), Key: key}, nil
@@ -230,40 +243,44 @@ func (s *Server) routeNamed(ctx context.Context, name string, count uint32, key 
 	return r, nil
 }
 
-// issueNamed renders granted calls' IDs, each from the first its grant
-// got (firsts[i]), in order into one slice of runs, and counts them as
-// issued: once for all the calls of an answer.
-func (s *Server) issueNamed(calls []namedCall, firsts []uint64) []*api.IDRun {
-	runs := make([]*api.IDRun, 0, len(calls))
+// issueNamed renders calls' IDs, each from the first its grant got (none
+// failed), in order into one slice of runs, and counts them as issued:
+// once for all the calls of an answer.
+func (s *Server) issueNamed(calls []namedCall) []*api.IDRun {
+	runs := api.NewRunBuilder(len(calls))
 	names := make([]string, 0, len(calls))
 	counts := make([]uint64, 0, len(calls))
 	total := uint64(0)
-	for i, c := range calls {
+	for _, c := range calls {
+		first, _ := c.grant.Result()
 		total += c.ask.Count
 		if c.ask.Name == "" {
-			runs = api.AppendRuns(runs, s.cfg.Layout, s.cfg.Group, firsts[i], c.ask.Count)
+			runs.Add(s.cfg.Layout, s.cfg.Group, first, c.ask.Count)
 			continue
 		}
-		runs = appendSequenceRuns(runs, c.ask.Seq, firsts[i], c.ask.Count)
+		addSequenceRuns(runs, c.ask.Seq, first, c.ask.Count)
 		names, counts = append(names, c.ask.Name), append(counts, c.ask.Count)
 	}
 	s.Meter.Issued(total)
 	if len(names) > 0 {
 		s.Meter.IssuedIn(names, counts)
 	}
-	return runs
+	return runs.Runs
 }
 
 // sequenceRuns renders count IDs from first as seq's kind makes them: a
 // dense sequence's values are its IDs.
 func sequenceRuns(seq fsm.Sequence, first, count uint64) []*api.IDRun {
-	return appendSequenceRuns(nil, seq, first, count)
+	var b api.RunBuilder
+	addSequenceRuns(&b, &seq, first, count)
+	return b.Runs
 }
 
-// appendSequenceRuns appends sequenceRuns(seq, first, count) to runs.
-func appendSequenceRuns(runs []*api.IDRun, seq fsm.Sequence, first, count uint64) []*api.IDRun {
+// addSequenceRuns adds sequenceRuns(seq, first, count) to b.
+func addSequenceRuns(b *api.RunBuilder, seq *fsm.Sequence, first, count uint64) {
 	if seq.Layout == nil {
-		return append(runs, &api.IDRun{First: first, Count: uint32(count), Step: 1})
+		b.AddRun(first, count, 1)
+		return
 	}
-	return api.AppendRuns(runs, *seq.Layout, seq.Group, first, count)
+	b.Add(*seq.Layout, seq.Group, first, count)
 }

@@ -66,13 +66,15 @@ type Node interface {
 	// same path as gRPC Watermark.
 	Watermark(ctx context.Context, seq string) (*api.WatermarkResponse, error)
 	// NextInSequence hands out count IDs of the named sequence name
-	// through the same path as gRPC Next with NextRequest.sequence: under
-	// a 128-bit layout the runs carry ticks, which the handler renders
-	// with the group DescribeSequence names.
-	NextInSequence(ctx context.Context, name string, count uint32) (*api.NextResponse, error)
+	// through the same path as gRPC Next with NextRequest.sequence; ticks
+	// says the sequence is of a 128-bit layout, whose runs then carry
+	// ticks, which the handler renders with the group DescribeSequence
+	// names.
+	NextInSequence(ctx context.Context, name string, count uint32, ticks bool) (*api.NextResponse, error)
 	// DescribeSequence reports the named sequence name, as gRPC
 	// Admin/DescribeSequence answers it (a dropped one with Dropped set):
-	// its kind says how to render its IDs. None is NotFound.
+	// its kind says how to render its IDs. None is NotFound; one just
+	// created is found on every node.
 	DescribeSequence(ctx context.Context, name string) (*api.SequenceInfo, error)
 }
 

@@ -68,7 +68,7 @@ func (f *fakeNode) DescribeSequence(ctx context.Context, name string) (*api.Sequ
 	return nil, status.Errorf(codes.NotFound, "no sequence %q: create it with ordo sequence create", name)
 }
 
-func (f *fakeNode) NextInSequence(ctx context.Context, name string, count uint32) (*api.NextResponse, error) {
+func (f *fakeNode) NextInSequence(ctx context.Context, name string, count uint32, ticks bool) (*api.NextResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.seqAsked = append(f.seqAsked, fmt.Sprintf("%s %d", name, count))

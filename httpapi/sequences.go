@@ -92,7 +92,7 @@ func (h *handler) sequenceIDs(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	resp, err := h.node.NextInSequence(ctx, name, count)
+	resp, err := h.node.NextInSequence(ctx, name, count, l.Wide())
 	if err != nil {
 		h.fail(w, r, err)
 		return

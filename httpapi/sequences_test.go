@@ -144,7 +144,7 @@ func TestSequenceIDsBadInput(t *testing.T) {
 // answers NotFound for their IDs: dropped after the description.
 type droppedMeanwhile struct{ *fakeNode }
 
-func (d *droppedMeanwhile) NextInSequence(ctx context.Context, name string, count uint32) (*api.NextResponse, error) {
+func (d *droppedMeanwhile) NextInSequence(ctx context.Context, name string, count uint32, ticks bool) (*api.NextResponse, error) {
 	return nil, status.Errorf(codes.NotFound, "no sequence %q: create it with ordo sequence create", name)
 }
 

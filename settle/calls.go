@@ -219,7 +219,7 @@ func (s *Settler) Alloc(ctx context.Context, seq string, count uint64, key fsm.K
 	if !ok || def.Dropped {
 		def = fsm.Sequence{} // the log refuses it
 	}
-	return s.wait(ctx, s.Grants(ctx, []Ask{{Name: seq, Seq: def, Count: count, Key: key}})[0])
+	return s.wait(ctx, s.Grants(ctx, []Ask{{Name: seq, Seq: &def, Count: count, Key: key}})[0])
 }
 
 // wait waits for g's result.

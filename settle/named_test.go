@@ -252,7 +252,7 @@ func TestNamedReserveLiftsTheWindow(t *testing.T) {
 	def, _ := r.fsm.Sequence("b")
 	grant := func() uint64 {
 		t.Helper()
-		g := r.s.Grants(ctx(t), []Ask{{Name: "b", Seq: def, Count: 3}})[0]
+		g := r.s.Grants(ctx(t), []Ask{{Name: "b", Seq: &def, Count: 3}})[0]
 		<-g.Done()
 		first, err := g.Result()
 		if err != nil {

@@ -63,8 +63,9 @@ type soonWindow struct {
 // default sequence (Name empty).
 type Ask struct {
 	Name string
-	// Seq is the sequence's definition as the caller read it, live.
-	Seq   fsm.Sequence
+	// Seq is the sequence's definition as the caller read it, live (a
+	// stream message's calls point into one read of the state).
+	Seq   *fsm.Sequence
 	Count uint64
 	Key   fsm.Keyed
 }
@@ -72,9 +73,10 @@ type Ask struct {
 // Grant is what an Ask got: IDs of its sequence from the first, once Done
 // is closed and Result's error is nil.
 type Grant struct {
-	// From a window: the first tick and the round it waits for.
-	first  uint64
-	ticket sequencer.Ticket
+	// From a window: the first tick, the term the window served, and
+	// the round it waits for.
+	first, term uint64
+	ticket      sequencer.Ticket
 	// Committed: the call the log decides.
 	req *request
 	// err: refused before it began.
@@ -121,9 +123,8 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 		}
 		return grants
 	}
-	windowed := make([]int, 0, len(asks)) // the asks served from windows, unkeyed
-	terms := make([]uint64, 0, len(asks)) // the term of each one's window
-	var claimed []int                     // the keyed ones
+	windowed := false // whether any ask is served from a window, unkeyed
+	var claimed []int // the keyed ones
 	var claims []*request
 	for i := range asks {
 		a := &asks[i]
@@ -169,8 +170,8 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 				claimed = append(claimed, i)
 				claims = append(claims, &request{claim: &a.Key, seq: a.Name, count: a.Count, block: sequencer.Block{First: first, Count: a.Count}, term: term})
 			default:
-				grants[i].first = first
-				windowed, terms = append(windowed, i), append(terms, term)
+				grants[i].first, grants[i].term = first, term
+				windowed = true
 			}
 		}
 		s.wmu.Unlock()
@@ -186,18 +187,21 @@ func (s *Settler) Grants(ctx context.Context, asks []Ask) []Grant {
 	for k, i := range claimed {
 		grants[i] = Grant{req: claims[k], err: s.enqueue(ctx, claims[k])}
 	}
-	if len(windowed) == 0 {
+	if !windowed {
 		return grants
 	}
 	// After every assignment: the round, or the lease check, proves this
 	// node led in the term it confirms after the ticks were assigned.
 	t, now := s.ids.Enroll()
-	for k, i := range windowed {
+	for i := range grants {
+		if grants[i].term == 0 {
+			continue // not from a window, or failed
+		}
 		grants[i].ticket = t
-		if terms[k] != now {
+		if grants[i].term != now {
 			// A window of another term: nothing proves no newer leader
 			// answered from above it meanwhile. Its ticks are a gap.
-			grants[i].err = fmt.Errorf("%w: the window of %q serves term %d, this node serves term %d", sequencer.ErrNotLeader, asks[i].Name, terms[k], now)
+			grants[i].err = fmt.Errorf("%w: the window of %q serves term %d, this node serves term %d", sequencer.ErrNotLeader, asks[i].Name, grants[i].term, now)
 		}
 	}
 	return grants
@@ -232,7 +236,7 @@ func (s *Settler) takeLocked(a *Ask, wall time.Time) (first, term uint64, wait *
 			s.refillSoonLocked(wall)
 		case w.limit < now+3*span/4 && !w.soon && !refilling(w):
 			w.soon = true
-			s.soon = append(s.soon, soonWindow{name: a.Name, w: w, seq: a.Seq})
+			s.soon = append(s.soon, soonWindow{name: a.Name, w: w, seq: *a.Seq})
 		}
 		return first, s.windowTerm, nil
 	}

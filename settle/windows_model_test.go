@@ -141,7 +141,7 @@ func (m *model) begin(client int) call {
 	seq, count, key := m.key(m.seq(), m.count())
 	def, _ := m.r.fsm.Sequence(seq)
 	return call{
-		ask: Ask{Name: seq, Seq: def, Count: count, Key: keyed(key)},
+		ask: Ask{Name: seq, Seq: &def, Count: count, Key: keyed(key)},
 		rec: m.recs[seq].BeginKeyed(client, int(count), key),
 	}
 }

@@ -108,7 +108,8 @@ func keyed(key string) fsm.Keyed {
 func (r *rig) grants(asks ...Ask) []Grant {
 	r.t.Helper()
 	for i := range asks {
-		asks[i].Seq, _ = r.fsm.Sequence(asks[i].Name)
+		seq, _ := r.fsm.Sequence(asks[i].Name)
+		asks[i].Seq = &seq
 	}
 	gs := r.s.Grants(ctx(r.t), asks)
 	for i, g := range gs {
@@ -155,7 +156,8 @@ func TestWindowTicksOfAnEarlierTermAreNotAnswered(t *testing.T) {
 	go func() {
 		asks := []Ask{{Name: "a", Count: 1}, {Name: "b", Count: 1}}
 		for i := range asks {
-			asks[i].Seq, _ = r.fsm.Sequence(asks[i].Name)
+			seq, _ := r.fsm.Sequence(asks[i].Name)
+			asks[i].Seq = &seq
 		}
 		done <- r.s.Grants(ctx(t), asks)
 	}()
