@@ -312,9 +312,11 @@ type State struct {
 	ClusterID string `json:"cluster_id,omitempty"`
 	// Nodes maps a node ID to its gRPC address.
 	Nodes map[string]string `json:"nodes"`
-	// ClockHigh is the highest clock reading, in ticks, any reservation
-	// carried: a lower bound of the cluster's time that a new leader
-	// measures its lead from, whatever its own clock says.
+	// ClockHigh is the highest reading, in ticks, any reservation
+	// carried: its leader's lead ceiling less the least lead bound
+	// (sequencer.leadCeiling), which a new leader may reach whatever its
+	// own clock and window say; versions before the ceiling carried the
+	// clock itself, which reads the same under the default window.
 	ClockHigh uint64 `json:"clock_high,omitempty"`
 	// MarkClock is the reading the reservation that last raised HighWater
 	// carried; 0 when it carried none (written by an older version), and

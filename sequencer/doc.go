@@ -42,8 +42,11 @@
 // succession push the time field ahead by what each reserves beyond it.
 // So the stretch starts small, at the slack (a 64th of the window), and
 // grows only with demand: four times the ticks handed out since the last
-// renewal, at most a window. Every reservation also records its leader's
-// clock reading, and the lead bound (MaxLeadTicks) is measured from the
-// highest one any leader recorded, so no run of elections can carry the
-// time field further than that; a request past it fails with ErrAhead.
+// renewal, at most a window. A leader hands out no tick past its lead
+// ceiling (leadCeiling): its lead bound (MaxLeadTicks) past the highest
+// clock reading it has seen, or the ceiling an earlier leader recorded
+// with its reservations, if later. So no run of elections can carry the
+// time field further than some leader's own bound from its own clock, and
+// a leader restarted with a shorter window serves a mark reserved under
+// a longer one; a request past the ceiling fails with ErrAhead.
 package sequencer

@@ -111,9 +111,12 @@ type Sequencer struct {
 	// so IDs keep meaning their time. maxLead is two reserve windows (a
 	// new leader starts up to one ahead, and nodes' clocks differ), at
 	// least minMaxLead. Measuring from the highest reading, not the
-	// current one, keeps a clock that steps back from refusing anything;
-	// Lead also counts the highest reading any earlier leader recorded.
+	// current one, keeps a clock that steps back from refusing anything.
 	clockHigh, maxLead uint64
+	// inherited is the ceiling earlier leaders recorded (see
+	// leadCeiling): a leader of a longer window, or whose clock ran
+	// ahead, may have handed out up to it, so this one may too.
+	inherited uint64
 	// stretch is how far past what it had to cover the last reservation
 	// reached; handed counts the ticks handed out since it was asked for.
 	stretch, handed uint64
@@ -162,6 +165,25 @@ const minMaxLead = 10 * time.Second
 // request, are measured with it too.
 func MaxLeadTicks(l layout.Layout, window time.Duration) uint64 {
 	return max(2*l.TicksIn(window), l.TicksIn(minMaxLead))
+}
+
+// leadCeiling is the last tick a leader may hand out: its own bound,
+// maxLead past the highest clock reading it has seen (clockHigh), or the
+// ceiling earlier leaders recorded (inherited), whichever is later.
+//
+// Each reservation records its leader's ceiling in the log, as a clock
+// reading minLead below it (the log keeps the highest; minLead is the
+// least bound any leader has), and a new leader inherits the highest. So
+// a leader restarted with a shorter --reserve-window, whose own bound
+// would be below a mark an earlier leader reserved under a longer one,
+// serves at once, up to the ceiling that leader could reach anyway.
+// Recording does not ratchet: a leader records max(own, inherited), and
+// its own grows only with its clock, so the ceiling after any run of
+// elections is at most the highest clockHigh+maxLead any leader had.
+// Readings recorded by versions before the ceiling count alike (reading
+// + minLead), as a leader of the default window counted them.
+func leadCeiling(clockHigh, maxLead, inherited uint64) uint64 {
+	return max(clockHigh+maxLead, inherited)
 }
 
 // renewRetryDelay spaces out reservation attempts that fail while this
@@ -215,7 +237,10 @@ func (s *Sequencer) Close() {
 // out ticks from what that reservation found below it.
 func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	now := s.layout.TickAt(s.clock())
-	res, err := s.log.Reserve(ctx, s.reach(highWater, now, s.slack), now)
+	s.mu.Lock()
+	reading := s.recordedLocked(now)
+	s.mu.Unlock()
+	res, err := s.log.Reserve(ctx, s.reach(highWater, now, s.slack), reading)
 	if err != nil {
 		return fmt.Errorf("commit first reservation: %w", err)
 	}
@@ -228,16 +253,49 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	s.term, s.next, s.limit = res.Term, max(res.Prev, 1), res.HighWater
 	s.stretch, s.handed = s.slack, 0
 	s.leaseEnded = false
-	// Earlier leaders' readings count as seen, so a clock behind theirs
-	// (skew, a step back across a restart) does not make this one refuse.
-	s.clockHigh = max(s.clockHigh, now, res.ClockHigh)
+	// Earlier leaders' ceilings hold, so a clock behind theirs (skew, a
+	// step back across a restart) or a shorter window does not make this
+	// one refuse.
+	s.clockHigh = max(s.clockHigh, now)
+	if res.ClockHigh > 0 {
+		s.inherited = max(s.inherited, res.ClockHigh+s.minLead())
+	}
 	if res.PrevClock == 0 {
 		// The mark was set by a version that recorded no reading: count
 		// it, as that version did, as a reading a window old.
 		s.clockHigh = max(s.clockHigh, res.Prev-min(res.Prev, s.window))
 	}
 	s.logger.Info("serving", "term", res.Term, "from_tick", res.Prev, "reserved_to", res.HighWater, "clock_high", s.clockHigh)
+	s.warnAheadLocked(now)
 	return nil
+}
+
+// minLead is minMaxLead in ticks: the least bound any leader has.
+func (s *Sequencer) minLead() uint64 { return s.layout.TicksIn(minMaxLead) }
+
+// recordedLocked is the reading a reservation made now records: this
+// leader's ceiling, minLead below it (leadCeiling).
+func (s *Sequencer) recordedLocked(now uint64) uint64 {
+	return leadCeiling(max(s.clockHigh, now), s.maxLead, s.inherited) - s.minLead()
+}
+
+// warnAheadLocked says, when a new leader inherits a mark past its own
+// lead bound, what it does about it: serve up to the ceiling an earlier
+// leader recorded, or wait for the clock. Never a silent outage.
+func (s *Sequencer) warnAheadLocked(now uint64) {
+	own := s.clockHigh + s.maxLead
+	if s.next <= own {
+		return
+	}
+	ceiling := leadCeiling(s.clockHigh, s.maxLead, s.inherited)
+	ahead, bound := s.span(s.next-min(s.next, now)), s.span(s.maxLead)
+	if s.next <= ceiling {
+		s.logger.Warn("the cluster's mark leads this node's clock by more than its lead bound (a longer --reserve-window, or a leader whose clock ran ahead, reserved it): serving up to the ceiling the cluster recorded until the clock catches up",
+			"mark_ahead", ahead, "lead_bound", bound, "ceiling_ahead", s.span(ceiling-min(ceiling, now)))
+		return
+	}
+	s.logger.Error("the cluster's mark leads this node's clock past every lead bound the cluster recorded: calls are refused (ResourceExhausted) until the clock reaches it; restart the nodes with a longer --reserve-window to serve now",
+		"mark_ahead", ahead, "lead_bound", bound)
 }
 
 // StepDown stops serving at once.
@@ -448,10 +506,10 @@ func (s *Sequencer) assign(ctx context.Context, n uint64, confirm bool) (Ticket,
 		// The request's last tick, not its first, is bounded: so no
 		// request, however large, carries the time field past the bound
 		// that a restore's margin counts on.
-		if end-1 > s.clockHigh+s.maxLead {
+		if ceiling := leadCeiling(s.clockHigh, s.maxLead, s.inherited); end-1 > ceiling {
+			err := s.aheadErrLocked(start, end, ceiling)
 			s.mu.Unlock()
-			return Ticket{}, 0, fmt.Errorf("%w: the last ID asked for is %s ahead of this leader's clock, the most allowed is %s; more IDs are asked for than the layout's %d per second",
-				ErrAhead, s.span(end-1-s.clockHigh), s.span(s.maxLead), s.layout.TicksIn(time.Second))
+			return Ticket{}, 0, err
 		}
 		if end <= s.limit {
 			s.next = end
@@ -483,6 +541,19 @@ func (s *Sequencer) assign(ctx context.Context, n uint64, confirm bool) (Ticket,
 		}
 		s.mu.Lock()
 	}
+}
+
+// aheadErrLocked is why a request for ticks [start, end) is refused past
+// ceiling: the mark it starts from is already past it (inherited from a
+// leader of a longer window, or one whose clock ran ahead), or the calls
+// ask for more IDs than the layout hands out in time.
+func (s *Sequencer) aheadErrLocked(start, end, ceiling uint64) error {
+	if start > ceiling {
+		return fmt.Errorf("%w: the cluster's mark is %s ahead of this leader's clock, past its lead bound of %s: it was reserved under a longer --reserve-window, or by a leader whose clock ran ahead; IDs resume when the clock catches up, or at once after a restart with a longer --reserve-window",
+			ErrAhead, s.span(start-min(start, s.clockHigh)), s.span(ceiling-min(ceiling, s.clockHigh)))
+	}
+	return fmt.Errorf("%w: the last ID asked for is %s ahead of this leader's clock, the most allowed is %s; more IDs are asked for than the layout's %d per second",
+		ErrAhead, s.span(end-1-s.clockHigh), s.span(ceiling-min(ceiling, s.clockHigh)), s.layout.TicksIn(time.Second))
 }
 
 // TimestampLead is how far the time field of the last tick handed out is
@@ -526,7 +597,7 @@ type State struct {
 func (s *Sequencer) State() State {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return State{Next: s.next, ClockHigh: s.clockHigh, MaxLead: s.maxLead}
+	return State{Next: s.next, ClockHigh: s.clockHigh, MaxLead: leadCeiling(s.clockHigh, s.maxLead, s.inherited) - s.clockHigh}
 }
 
 // span is the time ticks cover, to the layout's time unit.
@@ -576,10 +647,11 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 	s.stretch = min(max(s.slack, 4*s.handed), s.window)
 	s.handed = 0
 	upTo := s.reach(max(need, s.next), now, s.stretch)
+	reading := s.recordedLocked(now)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		res, err := s.log.Reserve(context.Background(), upTo, now)
+		res, err := s.log.Reserve(context.Background(), upTo, reading)
 		if err != nil {
 			s.logger.Warn("reservation failed", "up_to", upTo, "error", err)
 			time.Sleep(renewRetryDelay)

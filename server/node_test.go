@@ -239,6 +239,29 @@ func TestSingleNodeRestartContinuesAbove(t *testing.T) {
 	mustIncrease(t, last, mustNext(t, n.GRPCAddr(), 100))
 }
 
+// A node restarted with a shorter --reserve-window than the one its
+// cluster's mark was reserved under serves at once (it was refused for
+// about the old window, blamed on demand): the ceiling the earlier
+// leader recorded holds until the clock catches up.
+func TestRestartWithShorterReserveWindowServesAtOnce(t *testing.T) {
+	cfg := testConfig(t, "n1", t.TempDir())
+	cfg.ReserveWindow = 2 * time.Minute
+	n := mustBootstrap(t, cfg)
+	last := mustIncrease(t, 0, mustNext(t, n.GRPCAddr(), 10))
+	if hw, now := n.fsm.State().HighWater, n.cfg.Layout.TickAt(time.Now()); hw < now+n.cfg.Layout.TicksIn(time.Minute) {
+		t.Fatalf("the mark leads the clock by less than a minute: the test needs the 2 min window's")
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	cfg.ReserveWindow = 0 // the default, 3 s
+	n = mustOpen(t, cfg)
+	if err := n.BootstrapSingle(); err != nil { // ignored: state exists
+		t.Fatal(err)
+	}
+	mustIncrease(t, last, mustNext(t, n.GRPCAddr(), 10))
+}
+
 func TestThreeNodesForwardAndFailover(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
