@@ -29,7 +29,7 @@ func (n *Node) checkLayout(l layout.Layout, group uint64) {
 func (n *Node) refuse(err error) {
 	n.fatalOnce.Do(func() {
 		if errors.Is(err, ErrRemoved) {
-			n.logger.Info("this node was removed from the cluster; stopping")
+			n.logger.Info("this node was removed from the cluster; stopping. To serve in it again, empty its data dir and start it with --join (or add it with ordo join)")
 		} else {
 			n.logger.Error("refusing to serve", "error", err)
 		}

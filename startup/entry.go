@@ -361,10 +361,21 @@ func checkNoneHolds(ctx context.Context, self string, e Entry, t *secure.TLS) er
 	return nil
 }
 
+// reason is err as an operator reads it: an address that cannot be
+// reached says so, without gRPC's transport wording.
+func reason(err error) string {
+	st := status.Convert(err)
+	msg := st.Message()
+	if i := strings.LastIndex(msg, ": "); st.Code() == codes.Unavailable && strings.Contains(msg, "dial") && i >= 0 {
+		return "cannot connect (" + strings.Trim(msg[i+2:], `"`) + ")"
+	}
+	return err.Error()
+}
+
 // unheard says why answer a from addr proves nothing.
 func unheard(a NodeAnswer, addr string) string {
 	if a.Err != nil {
-		return a.Err.Error()
+		return reason(a.Err)
 	}
 	return fmt.Sprintf("the node at %s is %q", addr, a.Info.Id)
 }
@@ -378,7 +389,8 @@ func unheard(a NodeAnswer, addr string) string {
 func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS, logger hclog.Logger, hint string) error {
 	ask := NewAsker(t)
 	defer ask.Close()
-	var last error
+	var last string
+	begun := time.Now()
 	waiting := waitLog{logger: logger}
 	for {
 		answers := make([]*api.StatusResponse, len(addrs))
@@ -388,7 +400,7 @@ func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS, 
 				err = errors.New("no leader known")
 			}
 			if err != nil {
-				last = fmt.Errorf("%s: %w", addr, err)
+				last = addr + ": " + reason(err)
 				continue
 			}
 			answers[i] = st
@@ -404,8 +416,8 @@ func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS, 
 		waiting.log("waiting for a leader to say whether this node is already a member", "addrs", strings.Join(addrs, ","), "last_error", last)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%w: cannot ask the cluster whether %q is already a member, so it must not start with an empty data dir (last error: %v)%s",
-				ErrClusterUnknown, self, last, hint)
+			return fmt.Errorf("%w: %s, for %s: no leader said whether %q is already a member, so it must not start with an empty data dir; check that --join names running members (--join-timeout waits longer)%s",
+				ErrClusterUnknown, last, time.Since(begun).Round(time.Second), self, hint)
 		case <-time.After(startPoll):
 		}
 	}
