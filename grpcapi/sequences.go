@@ -18,6 +18,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
 )
@@ -86,26 +87,31 @@ func (a *Admin) DescribeSequence(ctx context.Context, req *api.SequenceRequest) 
 }
 
 // DescribeSequence is the sequence name as this node's state holds it,
-// which gRPC and HTTP share. A name the state does not hold may have been
-// created after this node last applied: a follower asks the leader, and a
-// leader that has not applied every earlier term's entry cannot tell
-// (Unavailable), so a sequence just created is found on every node. Its
-// errors are statuses.
+// which gRPC and HTTP share. A name the state does not hold, or holds
+// dropped, may have been created (again) after this node last applied:
+// a follower asks the leader, and a leader that has not applied every
+// earlier term's entry cannot tell (Unavailable), so a sequence just
+// created is found on every node. Its errors are statuses.
 func (s *Server) DescribeSequence(ctx context.Context, name string) (*api.SequenceInfo, error) {
 	if err := fsm.CheckSequenceName(name); err != nil {
 		return nil, s.status(ctx, fmt.Errorf("%w: %w", ErrBadRequest, err))
 	}
-	if seq, ok := s.State.Sequence(name); ok {
+	seq, ok := s.State.Sequence(name)
+	if ok && !seq.Dropped {
 		return info(name, &seq), nil
 	}
+	// Not here, or dropped here (as checkNamed reads it): it may have
+	// been created (again) since this node last applied.
 	conn, fwd, err := s.forward(ctx)
 	switch {
 	case err != nil:
-		return nil, s.status(ctx, fmt.Errorf("sequence %q is not in this node's state, and the leader cannot be asked: %w", name, err))
+		return nil, s.status(ctx, fmt.Errorf("sequence %q is not in this node's state, or dropped there, and the leader cannot be asked: %w", name, err))
 	case fwd:
 		return api.NewAdminClient(conn).DescribeSequence(s.forwardContext(ctx), &api.SequenceRequest{Name: name})
 	case !s.Settle.Current():
 		return nil, s.status(ctx, fmt.Errorf("%w: this leader has not yet applied every entry of earlier terms, and cannot tell whether sequence %q exists", sequencer.ErrNotLeader, name))
+	case ok:
+		return info(name, &seq), nil // dropped, as the leader's state holds it
 	}
 	return nil, s.status(ctx, fmt.Errorf("%w: %q: create it with ordo sequence create", fsm.ErrNoSequence, name))
 }
@@ -235,6 +241,18 @@ func (s *Server) routeNamed(ctx context.Context, name string, count uint32, key 
 	}
 	if err := s.keysRead(); err != nil {
 		return namedRoute{}, err
+	}
+	if ticks == nil && !r.known {
+		// The caller renders either width (HTTP's Reserve), and this
+		// node has not applied the sequence's creation: the leader's
+		// state says which width to ask in (else a 128-bit sequence's
+		// call is refused for its width). Unknown there too, the
+		// forwarded call says so.
+		info, err := api.NewAdminClient(conn).DescribeSequence(s.forwardContext(ctx), &api.SequenceRequest{Name: name})
+		if err == nil && info.Kind != fsm.KindDense {
+			l, err := layout.Parse(info.Kind)
+			r.ticks = err == nil && l.Wide()
+		}
 	}
 	r.conn, r.fctx = conn, ForwardContext(ctx, s.Node.ClusterID(), r.ticks)
 	if key != "" {

@@ -11,7 +11,9 @@ package settle
 //   - Unique: everything handed out is below the mark the log holds. A
 //     window's cursor starts at or above the first tick its own Alloc got,
 //     and that Alloc started at or above the mark, so above everything
-//     any leader handed out before it.
+//     any leader handed out before it. A refill that starts where the
+//     window ends extends it (the ticks left below are still its own);
+//     one that starts above lifts the cursor to its first.
 //   - Ordered within a leader: the cursor only rises, and a committed
 //     Alloc of the sequence (a keyed call, which the log decides) lifts
 //     it past its IDs before that call is answered.
@@ -254,6 +256,11 @@ func (s *Settler) refillSoonLocked(wall time.Time) {
 		sw.w.soon = false
 		l := sw.seq.Layout
 		now, span := l.TickAt(wall), l.TicksIn(s.cfg.Window)
+		if sw.w.limit >= now+3*span/4 {
+			// Refilled since (a call that did not fit): no call found
+			// it close to its end since its last refill.
+			continue
+		}
 		s.refillLocked(sw.name, sw.w, reach(0, max(sw.seq.Next, sw.w.limit), now, sw.seq.ClockHigh, span))
 	}
 	clear(s.soon)
@@ -348,7 +355,13 @@ func (s *Settler) installWindow(r *request, term uint64) {
 		return
 	}
 	w := r.window
-	w.next = max(w.next, a.First)
+	if a.First != w.limit {
+		// Not where the window ends: the ticks between are not the
+		// window's (the first window, or the mark moved past its limit
+		// meanwhile). Else the Alloc extends the window, and what is
+		// left below the limit is still the window's.
+		w.next = max(w.next, a.First)
+	}
 	w.limit = max(w.limit, a.First+r.alloc.Count)
 	w.refill = nil // done: an idle window holds nothing but its marks
 }
