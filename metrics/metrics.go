@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/seed-e8569b35/ordo/internal/buildinfo"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
@@ -129,6 +130,7 @@ func New(r Raft, f FSM, seq Sequencer, st Settler, l layout.Layout, sequenceSeri
 			return l.TickTime(last).Sub(l.TickTime(w)).Seconds()
 		}),
 	)
+	m.reg.MustRegister(buildInfo(buildinfo.Read()))
 	for role, state := range roles {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "ordo_raft_role", Help: "1 for this node's Raft role, 0 for the others.", ConstLabels: prometheus.Labels{"role": role},
@@ -140,6 +142,18 @@ func New(r Raft, f FSM, seq Sequencer, st Settler, l layout.Layout, sequenceSeri
 		}))
 	}
 	return m
+}
+
+// buildInfo is ordo_build_info: always 1, its labels the build b of the
+// node's binary, so that a query can tell which nodes run what.
+func buildInfo(b buildinfo.Info) prometheus.Collector {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "ordo_build_info",
+		Help:        "Always 1: the labels name this node's build, its module version, VCS revision and Go version.",
+		ConstLabels: prometheus.Labels{"version": b.Version, "revision": b.Revision, "goversion": b.GoVersion},
+	})
+	g.Set(1)
+	return g
 }
 
 // roles are ordo_raft_role's labels, the names node status gives Raft's

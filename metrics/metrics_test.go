@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	gometrics "github.com/armon/go-metrics"
 	"github.com/hashicorp/raft"
 
+	"github.com/seed-e8569b35/ordo/internal/buildinfo"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
@@ -106,6 +108,16 @@ func TestMetricsReport(t *testing.T) {
 		if !hasLine(text, want) {
 			t.Errorf("metrics lack the line %q", want)
 		}
+	}
+}
+
+// TestMetricsBuildInfo: ordo_build_info is 1, labelled with the build
+// the binary records (a test binary's: buildinfo.Read, whatever it has).
+func TestMetricsBuildInfo(t *testing.T) {
+	b := buildinfo.Read()
+	want := fmt.Sprintf(`ordo_build_info{goversion=%q,revision=%q,version=%q} 1`, b.GoVersion, b.Revision, b.Version)
+	if text := scrape(t, newFake(fakeRaft{state: raft.Follower})); !hasLine(text, want) {
+		t.Errorf("metrics lack the line %q:\n%s", want, grepLines(text, "build"))
 	}
 }
 

@@ -10,7 +10,13 @@
 # with PAUSE seconds between (default 0.5), then prints how far the time
 # field of a fresh ID is ahead of this host's clock. Data goes to a
 # temporary directory, removed at the end.
+#
+# The nodes and calls are the script's own: no ORDO_ variable of the
+# caller's environment reaches them (ordo serve would read every one, the
+# default layout is what ordo decode assumes, and transfer-leader without
+# --id must mean any voter).
 set -euo pipefail
+while read -r v; do unset "$v"; done < <(compgen -e | grep '^ORDO_' || true)
 root=$(cd "$(dirname "$0")/.." && pwd)
 bin=${1:-$root/bin/ordo}
 transfers=${2:-30}

@@ -322,6 +322,9 @@ func decodeID(a string, l layout.Layout, explicit bool) (layout.Parts, error) {
 	if !l.Wide() {
 		id, err := strconv.ParseUint(a, 10, 64)
 		if err == nil {
+			if err := checkFits(id, l); err != nil {
+				return layout.Parts{}, err
+			}
 			return l.Decode(id), nil
 		}
 		if a != "" && strings.Trim(a, "0123456789") == "" {
@@ -340,6 +343,20 @@ func decodeID(a string, l layout.Layout, explicit bool) (layout.Parts, error) {
 		return layout.Parts{}, err
 	}
 	return l.DecodeWide(id)
+}
+
+// checkFits refuses a 64-bit id with a bit set above l's fields: the
+// sign bit under a layout whose fields fill 63 bits (every one but discord
+// and instagram, whose time field owns it), which such a layout never
+// sets, so that decoding it would print a time, group and sequence the
+// layout never made.
+func checkFits(id uint64, l layout.Layout) error {
+	width := l.TimeBits + l.GroupBits + l.SeqBits
+	if width >= 64 || id>>width == 0 {
+		return nil
+	}
+	return fmt.Errorf("%d is not an ID of layout %s: bit 63 (the sign bit) is set, but this layout's fields fill only the low %d bits (its time field runs out at %s without reaching it); if another layout made the ID, give that one with --layout",
+		id, l, width, l.TickTime(l.MaxTick()).Format(time.RFC3339))
 }
 
 func runJoin(args []string) error {
@@ -364,12 +381,19 @@ func runJoin(args []string) error {
 func runRemove(args []string) error {
 	fs := flag.NewFlagSet("remove", flag.ContinueOnError)
 	cf := addClientFlags(fs)
-	id := fs.String("id", "", "id of the node to remove (required)")
+	id := fs.String("id", "", "id of the node to remove (required, on the command line)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
+	if err := noArgs(fs, "name the node with --id"); err != nil {
+		return err
+	}
 	if *id == "" {
-		return fmt.Errorf("%w: --id is required", errUsage)
+		msg := "--id is required: name the node to remove, as in ordo remove --id n3"
+		if v, ok := os.LookupEnv(envName("id")); ok {
+			msg += fmt.Sprintf(" ($%s=%q is a node's own setting, which ordo remove does not read)", envName("id"), v)
+		}
+		return fmt.Errorf("%w: %s", errUsage, msg)
 	}
 	return cf.with(func(ctx context.Context, c *client.Client) error {
 		if err := c.Remove(ctx, *id); err != nil {
@@ -385,6 +409,22 @@ func runTransferLeader(args []string) error {
 	id := fs.String("id", "", "id of the node to hand leadership to (default: any up-to-date voter)")
 	if err := parseFlags(fs, args); err != nil {
 		return err
+	}
+	if err := noArgs(fs, "name the node with --id"); err != nil {
+		return err
+	}
+	if *id != "" {
+		// Naming the leader changes nothing: say so rather than report a
+		// transfer.
+		st, err := askAdmin(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (*api.StatusResponse, error) {
+			return a.Status(ctx, &api.StatusRequest{}, opts...)
+		})
+		if err != nil {
+			return err
+		}
+		if st.LeaderId == *id {
+			return report(cf, *id+" already leads")
+		}
 	}
 	return adminCall(cf, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (*api.TransferLeaderResponse, error) {
 		return a.TransferLeader(ctx, &api.TransferLeaderRequest{Id: *id}, opts...)

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/seed-e8569b35/ordo/layout"
@@ -67,5 +68,28 @@ func TestDecodeID(t *testing.T) {
 		if _, err := decodeID(arg, wide, true); err != nil {
 			t.Errorf("decodeID(%q) under --layout %s: %v", arg, spec, err)
 		}
+	}
+}
+
+// TestDecodeRefusesTheSignBit: a 64-bit layout whose fields fill 63 bits
+// never sets bit 63, so an ID with it set is refused, naming the bit and
+// --layout; the largest ID such a layout makes decodes, and so does the
+// same number under discord, whose time field owns the sign bit.
+func TestDecodeRefusesTheSignBit(t *testing.T) {
+	def := layout.MustPreset("default")
+	for _, arg := range []string{"18446744073709551615", "9223372036854775808"} {
+		_, err := decodeID(arg, def, false)
+		if err == nil || !strings.Contains(err.Error(), "not an ID of layout default") || !strings.Contains(err.Error(), "sign bit") || !strings.Contains(err.Error(), "--layout") {
+			t.Errorf("decodeID(%s, default) = %v; want a refusal naming the sign bit and --layout", arg, err)
+		}
+	}
+	if err := runDecode([]string{"18446744073709551615"}); !errors.Is(err, errUsage) {
+		t.Errorf("ordo decode 18446744073709551615: %v, want a usage error (exit 2)", err)
+	}
+	if p, err := decodeID("9223372036854775807", def, false); err != nil || p.Time.Year() != 2093 {
+		t.Errorf("decodeID(2^63-1, default) = %+v, %v; want the last unit, in 2093", p, err)
+	}
+	if p, err := decodeID("18446744073709551615", layout.MustPreset("discord"), true); err != nil || p.Time.Year() != 2154 {
+		t.Errorf("decodeID(2^64-1, discord) = %+v, %v; want the last unit, in 2154", p, err)
 	}
 }

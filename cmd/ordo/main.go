@@ -1,7 +1,11 @@
 // Command ordo runs an Ordo node and talks to an Ordo cluster.
 //
-// Every flag can also be set with an environment variable: --data-dir is
-// ORDO_DATA_DIR, and so on. A flag given on the command line wins.
+// Every flag of ordo serve can also be set with an environment variable:
+// --data-dir is ORDO_DATA_DIR, and so on. The other commands read only
+// how to reach and call the cluster from the environment (ORDO_ADDRS,
+// ORDO_TIMEOUT, ORDO_TLS_CA, ORDO_TLS_CERT, ORDO_TLS_KEY,
+// ORDO_ADMIN_TOKEN_FILE, ORDO_CALLER: clientEnv). A flag given on the
+// command line wins.
 package main
 
 import (
@@ -12,7 +16,7 @@ import (
 	"strings"
 )
 
-const usage = `ordo: a Raft-replicated sequencer of strictly ordered 64-bit IDs.
+const usage = `ordo: a Raft-replicated sequencer of strictly ordered IDs: 64-bit snowflakes, UUIDv7s or ULIDs.
 
 Usage: ordo <command> [flags]
 
@@ -34,6 +38,7 @@ Commands:
   restore          build the first node of a new cluster from a backup (offline)
   verify           run clients and faults against a cluster and check the order
   bench            measure throughput and latency against a cluster
+  version          print this build's version, VCS revision and Go version
 
 Run 'ordo <command> -h' for a command's flags.
 `
@@ -64,6 +69,7 @@ func main() {
 		"restore":         runRestore,
 		"verify":          runVerify,
 		"bench":           runBench,
+		"version":         runVersion,
 	}
 	name, args := os.Args[1], os.Args[2:]
 	run, ok := commands[name]
@@ -133,12 +139,43 @@ func envName(flagName string) string {
 	return "ORDO_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// clientEnv are the flags that every command but serve reads from the
+// environment too: how to reach and call the cluster, which mean the same
+// to every command that has them.
+var clientEnv = map[string]bool{
+	"addrs": true, "timeout": true, "tls-ca": true, "tls-cert": true, "tls-key": true,
+	"admin-token-file": true, "caller": true,
+}
+
+// fromEnv reports whether command reads flag name from its ORDO_
+// variable. ordo serve reads every flag so: the variables are a node's
+// settings (ordo.env, a container's environment). Any other command reads
+// only clientEnv, so that neither a node's own settings (ORDO_ID=n3 would
+// move leadership to n3 with ordo transfer-leader, or remove n3 with ordo
+// remove) nor a variable set for one command (ORDO_SEQUENCES for ordo
+// bench, a number, against ordo status's switch) steer or break another.
+// bench and verify do not read ORDO_ADDRS: bench's --addrs may be etcd's,
+// and verify's switches it from its own cluster to a running one.
+func fromEnv(command, name string) bool {
+	switch {
+	case command == "serve":
+		return true
+	case name == "addrs":
+		return command != "bench" && command != "verify"
+	}
+	return clientEnv[name]
+}
+
 // parseFlags parses args, then fills every flag not given on the command
-// line from its ORDO_ environment variable, and then, for a command with a
-// --config flag, from that file: the command line wins, then the
-// environment, then the file.
+// line from its ORDO_ environment variable (the flags fromEnv names), and
+// then, for a command with a --config flag, from that file: the command
+// line wins, then the environment, then the file.
 func parseFlags(fs *flag.FlagSet, args []string) error {
-	fs.VisitAll(func(f *flag.Flag) { f.Usage += " [$" + envName(f.Name) + "]" })
+	fs.VisitAll(func(f *flag.Flag) {
+		if fromEnv(fs.Name(), f.Name) {
+			f.Usage += " [$" + envName(f.Name) + "]"
+		}
+	})
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
@@ -149,6 +186,9 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
+		if !fromEnv(fs.Name(), f.Name) {
+			return
+		}
 		v, ok := os.LookupEnv(envName(f.Name))
 		if set[f.Name] || !ok || err != nil {
 			return

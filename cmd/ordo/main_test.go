@@ -13,7 +13,7 @@ import (
 
 func TestParseFlagsReadsEnvironment(t *testing.T) {
 	newFlags := func() (*flag.FlagSet, *string, *time.Duration) {
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		return fs, fs.String("data-dir", "", ""), fs.Duration("reserve-window", time.Second, "")
 	}
 	t.Setenv("ORDO_DATA_DIR", "/from/env")
@@ -39,6 +39,53 @@ func TestParseFlagsReadsEnvironment(t *testing.T) {
 	fs, _, _ = newFlags()
 	if err := parseFlags(fs, nil); !errors.Is(err, errUsage) {
 		t.Fatalf("a bad environment value: %v, want a usage error", err)
+	}
+}
+
+// TestOnlyServeReadsEveryVariable: a command other than serve reads only
+// the client variables (how to reach and call the cluster) from the
+// environment, so a node's own settings (ORDO_ID, ORDO_LAYOUT) and a
+// variable meant for another command's flag of the same name
+// (ORDO_SEQUENCES, a number for bench, against status's switch) neither
+// steer it nor break it; its help names only the variables it reads.
+func TestOnlyServeReadsEveryVariable(t *testing.T) {
+	t.Setenv("ORDO_ID", "n3")
+	t.Setenv("ORDO_LAYOUT", "ulid")
+	t.Setenv("ORDO_SEQUENCES", "5")
+	t.Setenv("ORDO_ADDRS", "127.0.0.1:7009")
+	t.Setenv("ORDO_TLS_CA", "/ca.pem")
+	for _, command := range []string{"remove", "transfer-leader", "status", "decode", "join", "restore"} {
+		fs := flag.NewFlagSet(command, flag.ContinueOnError)
+		id, spec := fs.String("id", "", ""), fs.String("layout", "default", "")
+		sequences := fs.Bool("sequences", false, "")
+		addrs, ca := fs.String("addrs", "", ""), fs.String("tls-ca", "", "")
+		if err := parseFlags(fs, nil); err != nil {
+			t.Errorf("%s: %v", command, err)
+			continue
+		}
+		if *id != "" || *spec != "default" || *sequences {
+			t.Errorf("%s read a node's or another command's variable: --id %q --layout %q --sequences %v", command, *id, *spec, *sequences)
+		}
+		if *addrs != "127.0.0.1:7009" || *ca != "/ca.pem" {
+			t.Errorf("%s did not read the client variables: --addrs %q --tls-ca %q", command, *addrs, *ca)
+		}
+		if u := fs.Lookup("id").Usage; strings.Contains(u, "ORDO_ID") {
+			t.Errorf("%s --id's help names $ORDO_ID: %q", command, u)
+		}
+	}
+	// bench's --addrs may be etcd's, and verify's switches it away from
+	// its own cluster: ORDO_ADDRS does neither.
+	for _, command := range []string{"bench", "verify"} {
+		fs := flag.NewFlagSet(command, flag.ContinueOnError)
+		addrs := fs.String("addrs", "", "")
+		if err := parseFlags(fs, nil); err != nil || *addrs != "" {
+			t.Errorf("%s: --addrs %q, %v; want it left empty", command, *addrs, err)
+		}
+	}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	id := fs.String("id", "", "")
+	if err := parseFlags(fs, nil); err != nil || *id != "n3" {
+		t.Errorf("serve: --id %q, %v; want n3 from $ORDO_ID", *id, err)
 	}
 }
 
@@ -84,7 +131,7 @@ func TestConfigFile(t *testing.T) {
 		return p
 	}
 	newFlags := func() (*flag.FlagSet, map[string]*string) {
-		fs := flag.NewFlagSet("test", flag.ContinueOnError)
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		fs.String("config", "", "")
 		v := map[string]*string{}
 		for _, name := range []string{"id", "data-dir", "grpc-addr", "raft-addr"} {
@@ -160,7 +207,7 @@ func TestRecoverOnlyFromTheCommandLine(t *testing.T) {
 }
 
 func TestFlagSet(t *testing.T) {
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.Duration("duration", time.Second, "")
 	fs.Int("rounds", 0, "")
 	fs.String("from-env", "", "")

@@ -189,7 +189,7 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		recoverAlone:   fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see docs/operations.md)"),
 		denseSkip:      fs.Uint64("dense-skip", 0, "with --recover: how far every dense sequence moves past its recorded mark, at least what the lost nodes may have handed out that this node's log lacks (a gap of that many values); required when the cluster has a dense sequence"),
 		recoverJump:    fs.Duration("recover-jump", backup.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out"),
-		layoutSpec:     fs.String("layout", "default", "ID layout: default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]"),
+		layoutSpec:     fs.String("layout", "default", "ID layout: 64-bit default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]; 128-bit uuidv7 or ulid"),
 		group:          fs.Uint64("group", 0, "group field of every ID (names this cluster)"),
 		window:         fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches"),
 		maxCount:       fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for"),
