@@ -32,8 +32,9 @@ import (
 var (
 	// ErrNoAddrs means New was given no addresses.
 	ErrNoAddrs = errors.New("no server addresses")
-	// ErrBadCount means NextN was asked for fewer than one ID.
-	ErrBadCount = errors.New("count must be at least 1")
+	// ErrBadCount means a call was asked for a count no request can
+	// carry: fewer than one ID, or more than 32 bits hold.
+	ErrBadCount = errors.New("count out of range")
 	// ErrBadResponse means a server answered with IDs that break the
 	// guarantee (wrong count, not increasing, not above IDs already
 	// returned). The IDs are withheld; this is a server bug.
@@ -262,7 +263,7 @@ func one(ids []uint64, err error) (uint64, error) {
 // checkCount refuses a count no request can carry.
 func checkCount(n int) error {
 	if n < 1 || uint64(n) > math.MaxUint32 {
-		return fmt.Errorf("%w: %d", ErrBadCount, n)
+		return fmt.Errorf("%w: %d, want 1 to %d", ErrBadCount, n, uint32(math.MaxUint32))
 	}
 	return nil
 }

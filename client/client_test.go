@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -35,6 +36,10 @@ func TestNextNBadCount(t *testing.T) {
 		ids, err := c.NextN(ctx, n)
 		if !errors.Is(err, ErrBadCount) || ids != nil {
 			t.Errorf("NextN(%d) = %v, %v; want nil, ErrBadCount", n, ids, err)
+		}
+		// The range, not "at least 1" for a count too large.
+		if err == nil || !strings.Contains(err.Error(), "want 1 to 4294967295") {
+			t.Errorf("NextN(%d): %v, want the range named", n, err)
 		}
 	}
 	if got := f.nextCalls.Load(); got != 0 {

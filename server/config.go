@@ -1,7 +1,6 @@
 package server
 
 import (
-	"fmt"
 	"net"
 	"strings"
 	"time"
@@ -9,11 +8,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
-	"github.com/seed-e8569b35/ordo/grpcapi"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/metrics"
 	"github.com/seed-e8569b35/ordo/secure"
-	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
 	"github.com/seed-e8569b35/ordo/startup"
 )
@@ -72,9 +69,11 @@ type Config struct {
 	// cluster's, which the first leader records.
 	Layout layout.Layout
 	Group  uint64
-	// ReserveWindow is how far ahead of now a reservation reaches.
+	// ReserveWindow is how far ahead of now a reservation reaches: one
+	// time unit of the layout to MaxReserveWindow.
 	ReserveWindow time.Duration
-	// MaxCount is the largest count per Next request.
+	// MaxCount is the largest count per Next request: at most what the
+	// layout hands out in the lead bound (sequencer.MaxLeadTicks).
 	MaxCount uint64
 	// MetricsSequences is how many named sequences, the busiest, the
 	// per-sequence metrics name (0: metrics.DefaultSequenceSeries; at
@@ -84,19 +83,21 @@ type Config struct {
 	// default TTL, the largest TTL, and the most open at once. Zero
 	// fields take settle's defaults.
 	Reservations settle.Config
-	// ApplyTimeout bounds Raft commits made by this node.
+	// ApplyTimeout bounds Raft commits made by this node: MinTimeout to
+	// MaxApplyTimeout.
 	ApplyTimeout time.Duration
-	// MaxConnsPerHost bounds the gRPC connections from one remote host;
-	// a negative value means no limit.
+	// MaxConnsPerHost bounds the gRPC connections from one remote host:
+	// 1 to ConnsLimit, or -1 for no limit.
 	MaxConnsPerHost int
-	// RPCTimeout bounds every unary call.
+	// RPCTimeout bounds every unary call: MinTimeout to MaxRPCTimeout.
 	RPCTimeout time.Duration
 	// Lease, when not 0, turns the lease on (see package leadership):
 	// the leader answers from memory while a majority's promises hold,
 	// one round trip instead of two, on the assumption that clocks run at
 	// nearly the same rate. This node then also promises, and after a restart
 	// confirms no leader until the longest lease it may have promised has
-	// passed. It must be shorter than Raft's heartbeat timeout. 0: off.
+	// passed. It must be at least MinLease and shorter than Raft's
+	// heartbeat timeout. 0: off.
 	Lease time.Duration
 	// Raft tunes Raft's timers; LocalID, Logger and NotifyCh are set by
 	// Open. Nil means raft.DefaultConfig().
@@ -133,13 +134,17 @@ type Config struct {
 	Logger hclog.Logger
 }
 
-// withDefaults fills zero fields.
+// withDefaults fills zero fields with their defaults, and wires what
+// Open sets (wired).
 func (c Config) withDefaults() Config {
 	if c.ReserveWindow == 0 {
 		c.ReserveWindow = DefaultReserveWindow
 	}
 	if c.MaxCount == 0 {
 		c.MaxCount = DefaultMaxCount
+	}
+	if c.MetricsSequences == 0 {
+		c.MetricsSequences = metrics.DefaultSequenceSeries
 	}
 	c.Reservations = c.Reservations.WithDefaults()
 	if c.ApplyTimeout == 0 {
@@ -151,11 +156,21 @@ func (c Config) withDefaults() Config {
 	if c.RPCTimeout == 0 {
 		c.RPCTimeout = DefaultRPCTimeout
 	}
+	return c.wired()
+}
+
+// wired fills what no setting gives: Raft (a copy, raft.DefaultConfig()
+// when nil), the clock, the logger, Reservations.Window, and what Open
+// sets in Raft's configuration.
+func (c Config) wired() Config {
 	if c.Raft == nil {
 		c.Raft = raft.DefaultConfig()
 	} else {
 		rc := *c.Raft
 		c.Raft = &rc
+	}
+	if c.Reservations.Window == 0 {
+		c.Reservations.Window = settle.DefaultWindow
 	}
 	if c.Clock == nil {
 		c.Clock = time.Now
@@ -169,71 +184,12 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports the first invalid field, after defaults are applied.
+// Validate reports the first field out of its bounds (see the Min and
+// Max constants), after zero fields took their defaults: a *FieldError
+// naming the field when one field is at fault. Every error wraps
+// startup.ErrBadConfig.
 func (c Config) Validate() error {
-	c = c.withDefaults()
-	switch {
-	case grpcapi.CheckNodeID(c.ID) != nil:
-		return fmt.Errorf("%w: %w", startup.ErrBadConfig, grpcapi.CheckNodeID(c.ID))
-	case c.DataDir == "":
-		return fmt.Errorf("%w: data dir is empty", startup.ErrBadConfig)
-	case c.RaftAddr == "":
-		return fmt.Errorf("%w: raft address is empty", startup.ErrBadConfig)
-	case c.GRPCAddr == "":
-		return fmt.Errorf("%w: gRPC address is empty", startup.ErrBadConfig)
-	case c.ReserveWindow < 0:
-		return fmt.Errorf("%w: reserve window %s is negative", startup.ErrBadConfig, c.ReserveWindow)
-	case c.ApplyTimeout < 0:
-		return fmt.Errorf("%w: apply timeout %s is negative", startup.ErrBadConfig, c.ApplyTimeout)
-	case c.RPCTimeout < 0:
-		return fmt.Errorf("%w: RPC timeout %s is negative", startup.ErrBadConfig, c.RPCTimeout)
-	case c.Lease < 0:
-		return fmt.Errorf("%w: lease %s is negative", startup.ErrBadConfig, c.Lease)
-	case c.Lease > 0 && c.Lease < 10*time.Millisecond:
-		return fmt.Errorf("%w: lease %s is shorter than 10ms, less than a round takes", startup.ErrBadConfig, c.Lease)
-	case c.Lease >= c.Raft.HeartbeatTimeout:
-		// A follower stands for election once it has heard nothing for
-		// the heartbeat timeout: a shorter lease has run out by then.
-		return fmt.Errorf("%w: lease %s is not shorter than the heartbeat timeout %s: after a leader crash the next one would wait out its lease", startup.ErrBadConfig, c.Lease, c.Raft.HeartbeatTimeout)
-	case c.MaxCount > c.Layout.MaxTick():
-		return fmt.Errorf("%w: max count %d exceeds the layout's capacity", startup.ErrBadConfig, c.MaxCount)
-	case c.MetricsSequences < 0 || c.MetricsSequences > metrics.MaxSequenceSeries:
-		return fmt.Errorf("%w: metrics sequences %d: want 1 to %d (0 for the default, %d)", startup.ErrBadConfig,
-			c.MetricsSequences, metrics.MaxSequenceSeries, metrics.DefaultSequenceSeries)
-	}
-	if c.ReserveWindow < time.Duration(c.Layout.UnitMs)*time.Millisecond {
-		return fmt.Errorf("%w: reserve window %s is shorter than one time unit (%d ms)", startup.ErrBadConfig, c.ReserveWindow, c.Layout.UnitMs)
-	}
-	// A request's last ID may be at most the lead bound ahead of the
-	// clock, so a larger count could never be served.
-	if lead := sequencer.MaxLeadTicks(c.Layout, c.ReserveWindow); c.MaxCount > lead+1 {
-		return fmt.Errorf("%w: max count %d is more IDs than the layout hands out in the lead bound (%d, %s of its capacity); lower --max-count or widen --reserve-window",
-			startup.ErrBadConfig, c.MaxCount, lead+1, time.Duration(lead>>c.Layout.SeqBits)*time.Duration(c.Layout.UnitMs)*time.Millisecond)
-	}
-	if err := c.Reservations.Validate(); err != nil {
-		return fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
-	}
-	if err := c.Layout.Validate(c.Clock()); err != nil {
-		return fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
-	}
-	if err := c.Layout.CheckGroup(c.Group); err != nil {
-		return fmt.Errorf("%w: %w", startup.ErrBadConfig, err)
-	}
-	if err := raft.ValidateConfig(c.Raft); err != nil {
-		return fmt.Errorf("%w: raft: %w", startup.ErrBadConfig, err)
-	}
-	if c.TLS != nil {
-		if leaf := c.TLS.Leaf(); leaf == nil || !secure.IsNode(leaf) {
-			return fmt.Errorf("%w: a node needs a node certificate (with the serverAuth usage) to serve TLS", startup.ErrBadConfig)
-		}
-	} else if !c.Insecure {
-		for _, a := range []string{c.RaftAddr, c.GRPCAddr, c.HTTPAddr} {
-			if a != "" && !isLoopback(a) {
-				return fmt.Errorf("%w: %q is not a loopback address and TLS is off: give a certificate (--tls-cert, --tls-key, --tls-ca), or --insecure to serve plaintext anyway", startup.ErrBadConfig, a)
-			}
-		}
-	}
-	return nil
+	return c.withDefaults().check()
 }
 
 // isLoopback reports whether the bind address addr (host:port) listens on

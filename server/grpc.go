@@ -31,7 +31,7 @@ func (n *Node) openGRPC() error {
 		n.grpcAddr = n.cfg.GRPCAdvertise
 	} else if lis.Addr().(*net.TCPAddr).IP.IsUnspecified() {
 		lis.Close()
-		return fmt.Errorf("%w: gRPC address %q binds every interface; give an advertise address peers and clients can reach", startup.ErrBadConfig, n.cfg.GRPCAddr)
+		return badField("GRPCAddr", "%q binds every interface: give {GRPCAdvertise}, the address peers and clients reach this node at", n.cfg.GRPCAddr)
 	}
 	n.api = grpcapi.NewServer(grpcapi.Config{
 		ID: n.cfg.ID, RaftAddr: n.RaftAddr(), GRPCAddr: n.grpcAddr,

@@ -13,7 +13,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/seed-e8569b35/ordo/grpcapi"
-	"github.com/seed-e8569b35/ordo/startup"
 )
 
 // streamLayer is Raft's TCP stream layer. Unlike raft's own, it dials
@@ -240,7 +239,11 @@ func newStreamLayer(bind, advertise string) (*streamLayer, error) {
 		a, err := net.ResolveTCPAddr("tcp", advertise)
 		if err != nil || a.IP == nil || a.IP.IsUnspecified() || a.Port == 0 {
 			lis.Close()
-			return nil, fmt.Errorf("%w: raft advertise address %q must be a reachable ip:port", startup.ErrBadConfig, advertise)
+			why := "a wildcard IP or port 0"
+			if err != nil {
+				why = err.Error()
+			}
+			return nil, badField("RaftAdvertise", "%q does not resolve to an IP and port peers can dial (%s)", advertise, why)
 		}
 		// Advertised as given: a name (a pod's stable DNS name) must
 		// stay a name in the Raft configuration, so peers follow it when
@@ -250,7 +253,7 @@ func newStreamLayer(bind, advertise string) (*streamLayer, error) {
 	if ip := lis.Addr().(*net.TCPAddr).IP; ip.IsUnspecified() {
 		if advertise == "" {
 			lis.Close()
-			return nil, fmt.Errorf("%w: raft address %q binds every interface; give an advertise address peers can reach", startup.ErrBadConfig, bind)
+			return nil, badField("RaftAddr", "%q binds every interface: give {RaftAdvertise}, the address peers reach this node at", bind)
 		}
 	} else {
 		l.dialer.LocalAddr = &net.TCPAddr{IP: ip}

@@ -128,6 +128,12 @@ const (
 	DefaultTTL     = 30 * time.Second
 	DefaultMaxTTL  = time.Hour
 	DefaultMaxOpen = 100_000
+	// MinTTL and TTLLimit bound DefaultTTL and MaxTTL: a writer that
+	// vanished holds the settled mark back for its TTL.
+	MinTTL   = time.Millisecond
+	TTLLimit = 24 * time.Hour
+	// OpenLimit bounds MaxOpen.
+	OpenLimit = 10_000_000
 	// inFlight bounds the settle entries proposed and not yet applied:
 	// while one commits, the next gathers the calls that arrive.
 	inFlight = 2
@@ -167,12 +173,12 @@ func (s *Settler) wall() time.Time {
 // Validate checks the bounds of a Config with its defaults filled.
 func (c Config) Validate() error {
 	switch {
-	case c.DefaultTTL < time.Millisecond || c.DefaultTTL > c.MaxTTL:
-		return fmt.Errorf("default reservation TTL %s: want 1ms to the maximum TTL %s", c.DefaultTTL, c.MaxTTL)
-	case c.MaxTTL > 24*time.Hour:
-		return fmt.Errorf("maximum reservation TTL %s: want at most 24h (an abandoned writer holds the settled mark back that long)", c.MaxTTL)
-	case c.MaxOpen < 1 || c.MaxOpen > 10_000_000:
-		return fmt.Errorf("maximum open reservations %d: want 1 to 10000000", c.MaxOpen)
+	case c.MaxTTL < MinTTL || c.MaxTTL > TTLLimit:
+		return fmt.Errorf("maximum reservation TTL %s: want %s to %s (an abandoned writer holds the settled mark back that long)", c.MaxTTL, MinTTL, TTLLimit)
+	case c.DefaultTTL < MinTTL || c.DefaultTTL > c.MaxTTL:
+		return fmt.Errorf("default reservation TTL %s: want %s to the maximum TTL %s", c.DefaultTTL, MinTTL, c.MaxTTL)
+	case c.MaxOpen < 1 || c.MaxOpen > OpenLimit:
+		return fmt.Errorf("maximum open reservations %d: want 1 to %d", c.MaxOpen, OpenLimit)
 	case c.Window < time.Millisecond || c.Window > maxWindow:
 		// A window reaches from the mark, which may itself lead the
 		// clock by one window: two stay within the FSM's lead bound.

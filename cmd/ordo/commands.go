@@ -119,8 +119,8 @@ func runNext(args []string) error {
 	if err := noArgs(fs, "give the count with --count and the sequence with --sequence"); err != nil {
 		return err
 	}
-	if *count < 1 {
-		return fmt.Errorf("%w: --count %d: want at least 1", errUsage, *count)
+	if err := checkCount(*count); err != nil {
+		return err
 	}
 	if len(*key) > client.MaxKeyLen {
 		return fmt.Errorf("%w: --idempotency-key of %d bytes: want at most %d", errUsage, len(*key), client.MaxKeyLen)

@@ -10,6 +10,7 @@ import (
 
 // leaseFlag is --lease: off by default; bare (or "true") turns it on at
 // server.DefaultLease; a duration sets it; "false" or 0 turns it off.
+// "--lease 2s" is "--lease=2s" (TakesValue).
 type leaseFlag struct{ d time.Duration }
 
 func (f *leaseFlag) String() string {
@@ -29,7 +30,7 @@ func (f *leaseFlag) Set(v string) error {
 	}
 	d, err := time.ParseDuration(v)
 	if err != nil || d < 0 {
-		return fmt.Errorf("want true, false or a duration such as 500ms, got %q", v)
+		return fmt.Errorf("want true, false, or a duration such as 500ms (0: off)")
 	}
 	f.d = d
 	return nil
@@ -37,3 +38,13 @@ func (f *leaseFlag) Set(v string) error {
 
 // IsBoolFlag lets --lease stand alone.
 func (f *leaseFlag) IsBoolFlag() bool { return true }
+
+// TakesValue takes the argument after a bare --lease for its value when
+// it is one: a duration or a bool.
+func (f *leaseFlag) TakesValue(arg string) bool {
+	if _, err := strconv.ParseBool(arg); err == nil {
+		return true
+	}
+	_, err := time.ParseDuration(arg)
+	return err == nil
+}

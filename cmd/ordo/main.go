@@ -13,7 +13,10 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
+	"strconv"
 	"strings"
+	"time"
 )
 
 const usage = `ordo: a Raft-replicated sequencer of strictly ordered IDs: 64-bit snowflakes, UUIDv7s or ULIDs.
@@ -169,18 +172,17 @@ func fromEnv(command, name string) bool {
 // parseFlags parses args, then fills every flag not given on the command
 // line from its ORDO_ environment variable (the flags fromEnv names), and
 // then, for a command with a --config flag, from that file: the command
-// line wins, then the environment, then the file.
+// line wins, then the environment, then the file. A bad value is a usage
+// error that names the flag, where the value came from, and what the flag
+// takes.
 func parseFlags(fs *flag.FlagSet, args []string) error {
 	fs.VisitAll(func(f *flag.Flag) {
 		if fromEnv(fs.Name(), f.Name) {
 			f.Usage += " [$" + envName(f.Name) + "]"
 		}
 	})
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+	if err := parseCommandLine(fs, args); err != nil {
+		return err
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -194,7 +196,7 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 			return
 		}
 		if e := fs.Set(f.Name, v); e != nil {
-			err = fmt.Errorf("%w: $%s=%q: %v", errUsage, envName(f.Name), v, e)
+			err = badFlagValue(f, v, " (from $"+envName(f.Name)+")", e.Error())
 		}
 		set[f.Name] = true
 	})
@@ -205,6 +207,111 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return applyConfigFile(fs, c.Value.String(), set)
 	}
 	return nil
+}
+
+// optionalValue is a flag that stands alone, as a bool does, or takes a
+// value: --lease, --lease=2s. TakesValue says whether the argument after
+// it is its value, so that "--lease 2s" means "--lease=2s" rather than a
+// stray argument "2s".
+type optionalValue interface {
+	flag.Value
+	TakesValue(arg string) bool
+}
+
+// parseCommandLine parses the command line args into fs, giving an
+// optionalValue flag the argument after it when it takes it.
+func parseCommandLine(fs *flag.FlagSet, args []string) error {
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return err
+			}
+			return explainParseError(fs, err)
+		}
+		rest := fs.Args()
+		if len(rest) == 0 || len(rest) == len(args) {
+			return nil
+		}
+		last := args[len(args)-len(rest)-1]
+		f := fs.Lookup(strings.TrimLeft(last, "-"))
+		if !strings.HasPrefix(last, "-") || strings.Contains(last, "=") || f == nil {
+			return nil
+		}
+		v, ok := f.Value.(optionalValue)
+		if !ok || !v.TakesValue(rest[0]) {
+			return nil
+		}
+		if err := v.Set(rest[0]); err != nil {
+			return badFlagValue(f, rest[0], "", err.Error())
+		}
+		args = rest[1:]
+	}
+}
+
+// The flag package's messages for a bad command line, which name a flag
+// with one dash and say only "parse error" of a bad value.
+var (
+	flagBadValue = regexp.MustCompile(`^invalid (?:boolean )?value ("(?:[^"\\]|\\.)*") for (?:flag )?-(\S+): (.*)$`)
+	flagNoValue  = regexp.MustCompile(`^flag needs an argument: -(\S+)$`)
+	flagUnknown  = regexp.MustCompile(`^flag provided but not defined: -(\S+)$`)
+)
+
+// explainParseError is err, from fs.Parse, as a usage error that names
+// the flag as --name and says what it takes.
+func explainParseError(fs *flag.FlagSet, err error) error {
+	msg := err.Error()
+	if m := flagBadValue.FindStringSubmatch(msg); m != nil {
+		if f := fs.Lookup(m[2]); f != nil {
+			value, uerr := strconv.Unquote(m[1])
+			if uerr != nil {
+				value = m[1]
+			}
+			return badFlagValue(f, value, "", m[3])
+		}
+	}
+	if m := flagNoValue.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%w: --%s needs a value: --%s VALUE or --%s=VALUE", errUsage, m[1], m[1], m[1])
+	}
+	if m := flagUnknown.FindStringSubmatch(msg); m != nil {
+		return fmt.Errorf("%w: unknown flag --%s ('ordo %s -h' lists the flags)", errUsage, m[1], fs.Name())
+	}
+	return fmt.Errorf("%w: %v", errUsage, err)
+}
+
+// badFlagValue is the usage error of value, refused by flag f with the
+// reason why; from says where the value came from ("" for the command
+// line). A flag of a plain type says what it takes: its own reason is
+// only the flag package's "parse error".
+func badFlagValue(f *flag.Flag, value, from, why string) error {
+	if want := flagTakes(f); want != "" {
+		if why == "parse error" {
+			why = "want " + want
+		} else {
+			why = "want " + want + " (" + why + ")"
+		}
+	}
+	return fmt.Errorf("%w: --%s %q%s: %s", errUsage, f.Name, value, from, why)
+}
+
+// flagTakes says what a flag of a plain type takes; "" for any other.
+func flagTakes(f *flag.Flag) string {
+	g, ok := f.Value.(flag.Getter)
+	if !ok {
+		return ""
+	}
+	switch g.Get().(type) {
+	case time.Duration:
+		return "a duration such as 500ms, 3s or 1m"
+	case bool:
+		return "true or false"
+	case int, int64:
+		return "a whole number"
+	case uint, uint64:
+		return "a whole number, 0 or more"
+	case float64:
+		return "a number"
+	}
+	return ""
 }
 
 // applyConfigFile sets, from file, every flag not in set. The file holds
@@ -238,7 +345,7 @@ func applyConfigFile(fs *flag.FlagSet, file string, set map[string]bool) error {
 			continue // the command line or the environment wins
 		}
 		if err := fs.Set(name, value); err != nil {
-			return fmt.Errorf("%w: %s: %s = %q: %v", errUsage, where, name, value, err)
+			return badFlagValue(fs.Lookup(name), value, " (from "+where+")", err.Error())
 		}
 	}
 	return nil

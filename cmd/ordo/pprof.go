@@ -15,12 +15,8 @@ import (
 // loopback address is taken: profiles show the process's internals and
 // cost CPU, so they are for whoever is logged in to the machine.
 func servePprof(addr string, logger hclog.Logger) (bound string, stop func(), err error) {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return "", nil, fmt.Errorf("%w: --pprof-addr %q: %v", errUsage, addr, err)
-	}
-	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return "", nil, fmt.Errorf("%w: --pprof-addr %q: only a loopback address is served (127.0.0.1:PORT)", errUsage, addr)
+	if err := checkPprofAddr(addr); err != nil {
+		return "", nil, err
 	}
 	lis, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -40,4 +36,16 @@ func servePprof(addr string, logger hclog.Logger) (bound string, stop func(), er
 	}()
 	logger.Info("serving the profiler", "addr", lis.Addr().String())
 	return lis.Addr().String(), func() { srv.Close() }, nil
+}
+
+// checkPprofAddr refuses a --pprof-addr that is not a loopback host:port.
+func checkPprofAddr(addr string) error {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%w: --pprof-addr %q: want a loopback host:port, such as 127.0.0.1:6060 (%v)", errUsage, addr, err)
+	}
+	if ip := net.ParseIP(host); host != "localhost" && (ip == nil || !ip.IsLoopback()) {
+		return fmt.Errorf("%w: --pprof-addr %q: only a loopback address is served (127.0.0.1:PORT)", errUsage, addr)
+	}
+	return nil
 }

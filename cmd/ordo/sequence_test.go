@@ -38,9 +38,9 @@ func TestSequenceCommandsRefuseBadInput(t *testing.T) {
 		{[]string{"create", "books", "--kind", "dense", "--group", "3"}, "a dense sequence has no group"},
 		{[]string{"create", "events", "--kind", "uuidv7", "--start", "5"}, "--start is for dense sequences"},
 		{[]string{"create", "flakes", "--kind", "sonyflake", "--group", "70000"}, "--group: group 70000 does not fit"},
-		{[]string{"create", "books", "--kind", "dense", "--start", "-1"}, "invalid value"},
+		{[]string{"create", "books", "--kind", "dense", "--start", "-1"}, `--start "-1": want a whole number, 0 or more`},
 		{[]string{"create", "books", "--kind", "dense", "--distinct-group"}, "--distinct-group: a dense sequence has no group"},
-		{[]string{"create", "books", "--kind", "twitter", "--distinct-group=maybe"}, "invalid boolean value"},
+		{[]string{"create", "books", "--kind", "twitter", "--distinct-group=maybe"}, `--distinct-group "maybe": want true or false`},
 		{[]string{"list", "books"}, "ordo sequence describe NAME shows one"},
 		{[]string{"describe"}, "ordo sequence describe NAME"},
 		{[]string{"describe", "a/b"}, "bad sequence name"},
@@ -62,7 +62,7 @@ func TestSequenceCommandsRefuseBadInput(t *testing.T) {
 		wantIn string
 	}{
 		{[]string{"--sequence", "Books"}, "--sequence: bad sequence name"},
-		{[]string{"--sequence", "books", "--count", "0"}, "--count 0: want at least 1"},
+		{[]string{"--sequence", "books", "--count", "0"}, "--count 0: want 1 to 4294967295"},
 		{[]string{"books", "--count", "3"}, "give the count with --count and the sequence with --sequence"},
 	} {
 		err := runNext(append(append([]string(nil), addrs...), tt.args...))

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -59,24 +60,11 @@ const nodeGCPercent = 400
 
 func runServe(args []string) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	f := newServeFlags(fs)
-	if err := parseFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected arguments %q", errUsage, fs.Args())
-	}
-	l, err := layout.Parse(*f.layoutSpec)
-	if err != nil {
-		return fmt.Errorf("%w: --layout: %v", errUsage, err)
-	}
-	logger := hclog.New(&hclog.LoggerOptions{
-		Name: "ordo", Level: hclog.LevelFromString(*f.logLevel), JSONFormat: *f.logJSON, Output: os.Stderr,
-	})
-	cfg, err := f.config(l, logger)
+	f, cfg, peers, err := parseServe(fs, args)
 	if err != nil {
 		return err
 	}
+	logger := cfg.Logger
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(nodeGCPercent)
 	}
@@ -97,17 +85,8 @@ func runServe(args []string) error {
 		logger.Warn("TEST CRASH ENABLED: a file can end this node between a keyed call's commit and its answer; never use this in production", "file", *f.crashFile)
 		cfg.TestHooks.AfterKeyedCommit = crashBeforeKeyedAnswer(*f.crashFile, logger)
 	}
-	if err := cfg.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	var peers []server.Peer
-	if *f.bootstrap != "" {
-		if peers, err = parsePeers(*f.bootstrap); err != nil {
-			return fmt.Errorf("%w: --bootstrap: %v", errUsage, err)
-		}
-	}
 	if *f.recoverAlone {
-		return recoverAlone(args, f, cfg, logger)
+		return namingFlags(recoverAlone(args, f, cfg, logger), fs, args)
 	}
 	entry, err := f.entry(args, peers)
 	if err != nil {
@@ -115,10 +94,29 @@ func runServe(args []string) error {
 	}
 	node, start, err := enter(cfg, entry, *f.joinTimeout, logger)
 	if err != nil {
-		return err
+		return namingFlags(err, fs, args)
 	}
-	logger.Info("serving", "start", start.String(), "id", cfg.ID, "grpc_addr", node.GRPCAddr(), "raft_addr", node.RaftAddr(), "http_addr", node.HTTPAddr(), "layout", l.String(), "group", cfg.Group)
+	logger.Info("serving", "start", start.String(), "id", cfg.ID, "grpc_addr", node.GRPCAddr(), "raft_addr", node.RaftAddr(), "http_addr", node.HTTPAddr(), "layout", cfg.Layout.String(), "group", cfg.Group)
 	return serveUntilStopped(node, logger)
+}
+
+// parseServe parses ordo serve's command line args into fs, with the
+// ORDO_ variables and the --config file, and checks every setting: it
+// returns the flags, the node they describe and the --bootstrap list.
+// Nothing starts.
+func parseServe(fs *flag.FlagSet, args []string) (*serveFlags, server.Config, []server.Peer, error) {
+	f := newServeFlags(fs)
+	if err := parseFlags(fs, args); err != nil {
+		return nil, server.Config{}, nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, server.Config{}, nil, fmt.Errorf("%w: unexpected arguments %q: ordo serve takes flags only (a flag's value goes after it, or after =)", errUsage, fs.Args())
+	}
+	cfg, peers, err := f.config(fs, args)
+	if err != nil {
+		return nil, server.Config{}, nil, err
+	}
+	return f, cfg, peers, nil
 }
 
 // serveFlags are ordo serve's flags.
@@ -144,6 +142,7 @@ type serveFlags struct {
 	metricsSeqs    *int
 	maxConns       *int
 	rpcTimeout     *time.Duration
+	applyTimeout   *time.Duration
 	heartbeat      *time.Duration
 	election       *time.Duration
 	raftLease      *time.Duration
@@ -184,42 +183,43 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		httpAddr:       fs.String("http-addr", "", "HTTP/JSON address for health probes (/healthz, /readyz), IDs (/v1/ids) and status (/v1/status); empty: no HTTP. HTTPS with the TLS flags"),
 		bootstrap:      fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state; with --join, a node it does not name joins)"),
 		join:           fs.String("join", "", "join the cluster on first start through these gRPC addresses (members or a service in front of them; comma-separated, tried in turn)"),
-		joinTimeout:    fs.Duration("join-timeout", time.Minute, "how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join"),
+		joinTimeout:    fs.Duration("join-timeout", time.Minute, fmt.Sprintf("how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join (%s to %s)", minJoinTimeout, durationText(maxJoinTimeout))),
 		forceBootstrap: fs.Bool("force-bootstrap", false, "ONE-SHOT, command line only: with an empty data dir, bootstrap the --bootstrap list without asking anyone whether its cluster exists: the first start of a list of this node alone, or disaster recovery when no listed node ever held the cluster's state or it is gone for good; never on a node's usual command line (see docs/operations.md)"),
 		recoverAlone:   fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see docs/operations.md)"),
-		denseSkip:      fs.Uint64("dense-skip", 0, "with --recover: how far every dense sequence moves past its recorded mark, at least what the lost nodes may have handed out that this node's log lacks (a gap of that many values); required when the cluster has a dense sequence"),
-		recoverJump:    fs.Duration("recover-jump", backup.DefaultRecoverJump, "with --recover: how far past the later of the recorded mark and the clock the mark moves, to stay above what the lost nodes may have handed out"),
+		denseSkip:      fs.Uint64("dense-skip", 0, "with --recover: how far every dense sequence moves past its recorded mark, at least what the lost nodes may have handed out that this node's log lacks (a gap of that many values); required when the cluster has a dense sequence (0, no skip, only when it has none)"),
+		recoverJump:    fs.Duration("recover-jump", backup.DefaultRecoverJump, fmt.Sprintf("with --recover: how far the mark moves past the later of the recorded mark and the clock, beyond one window and the lead bound, to stay above what the lost nodes may have handed out (0 to %s; 0: no further)", durationText(maxRecoverJump))),
 		layoutSpec:     fs.String("layout", "default", "ID layout: 64-bit default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]; 128-bit uuidv7 or ulid"),
-		group:          fs.Uint64("group", 0, "group field of every ID (names this cluster)"),
-		window:         fs.Duration("reserve-window", server.DefaultReserveWindow, "how far ahead of the wall clock one reservation reaches"),
-		maxCount:       fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for"),
+		group:          fs.Uint64("group", 0, "group field of every ID (names this cluster): 0 to the largest the layout's group bits hold"),
+		window:         fs.Duration("reserve-window", server.DefaultReserveWindow, fmt.Sprintf("how far ahead of the wall clock one reservation reaches (one time unit of the layout, 1ms by default, to %s): longer commits less often when idle, shorter lets a new leader's first IDs run less far ahead", durationText(server.MaxReserveWindow))),
+		maxCount:       fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for (1 to what the layout hands out in the lead bound, the larger of twice --reserve-window and 10s)"),
 		metricsSeqs:    fs.Int("metrics-sequences", metrics.DefaultSequenceSeries, fmt.Sprintf("how many named sequences, the busiest, the per-sequence metrics name (1 to %d; the others are summed)", metrics.MaxSequenceSeries)),
-		resTTL:         fs.Duration("reservation-ttl", settle.DefaultTTL, "how long a tracked reservation lives when Reserve names no TTL (see docs/event-stores.md)"),
-		resMaxTTL:      fs.Duration("max-reservation-ttl", settle.DefaultMaxTTL, "longest TTL a Reserve or Extend may ask for (at most 24h): a writer that vanished holds the settled mark back this long"),
-		resMaxOpen:     fs.Int("max-open-reservations", settle.DefaultMaxOpen, "most tracked reservations open at once; past it Reserve answers ResourceExhausted"),
-		maxConns:       fs.Int("max-conns-per-host", server.DefaultMaxConnsPerHost, "gRPC connections one remote host may hold open (-1: no limit)"),
-		rpcTimeout:     fs.Duration("rpc-timeout", server.DefaultRPCTimeout, "longest any unary call may run, whatever deadline the caller gave"),
-		heartbeat:      fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, "raft heartbeat timeout"),
-		election:       fs.Duration("election-timeout", defaults.ElectionTimeout, "raft election timeout"),
-		raftLease:      fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, "raft leader lease timeout"),
-		snapThreshold:  fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, "log entries between snapshots"),
-		snapInterval:   fs.Duration("snapshot-interval", defaults.SnapshotInterval, "how often to check whether a snapshot is due"),
-		trailingLogs:   fs.Uint64("trailing-logs", defaults.TrailingLogs, "log entries kept after a snapshot, so a slow follower can catch up without one"),
-		clusterID:      fs.String("cluster-id", "", "refuse to start on a data dir of any other cluster (the id 'ordo status' shows); without it a node still refuses when its recorded peers report another cluster"),
+		resTTL:         fs.Duration("reservation-ttl", settle.DefaultTTL, fmt.Sprintf("how long a tracked reservation lives when Reserve names no TTL (%s to --max-reservation-ttl; see docs/event-stores.md)", settle.MinTTL)),
+		resMaxTTL:      fs.Duration("max-reservation-ttl", settle.DefaultMaxTTL, fmt.Sprintf("longest TTL a Reserve or Extend may ask for (%s to %s): a writer that vanished holds the settled mark back this long", settle.MinTTL, durationText(settle.TTLLimit))),
+		resMaxOpen:     fs.Int("max-open-reservations", settle.DefaultMaxOpen, fmt.Sprintf("most tracked reservations open at once (1 to %d); past it Reserve answers ResourceExhausted", settle.OpenLimit)),
+		maxConns:       fs.Int("max-conns-per-host", server.DefaultMaxConnsPerHost, fmt.Sprintf("gRPC connections one remote host may hold open (1 to %d, or -1: no limit)", server.ConnsLimit)),
+		rpcTimeout:     fs.Duration("rpc-timeout", server.DefaultRPCTimeout, fmt.Sprintf("longest any unary call may run, whatever deadline the caller gave (%s to %s)", server.MinTimeout, durationText(server.MaxRPCTimeout))),
+		applyTimeout:   fs.Duration("apply-timeout", server.DefaultApplyTimeout, fmt.Sprintf("longest one Raft commit this node makes may take: a reservation, a confirmation, a membership change (%s to %s)", server.MinTimeout, durationText(server.MaxApplyTimeout))),
+		heartbeat:      fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, fmt.Sprintf("raft heartbeat timeout: a follower that hears nothing from the leader this long stands for election (%s to %s)", server.MinRaftTimeout, durationText(server.MaxRaftTimeout))),
+		election:       fs.Duration("election-timeout", defaults.ElectionTimeout, fmt.Sprintf("raft election timeout (--heartbeat-timeout to %s)", durationText(server.MaxRaftTimeout))),
+		raftLease:      fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, fmt.Sprintf("raft leader lease timeout: a leader that has heard from no majority this long steps down (%s to --heartbeat-timeout)", server.MinRaftTimeout)),
+		snapThreshold:  fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, fmt.Sprintf("log entries between snapshots (1 to %d)", server.RaftEntriesLimit)),
+		snapInterval:   fs.Duration("snapshot-interval", defaults.SnapshotInterval, fmt.Sprintf("how often to check whether a snapshot is due (%s to %s)", server.MinSnapshotInterval, durationText(server.MaxSnapshotInterval))),
+		trailingLogs:   fs.Uint64("trailing-logs", defaults.TrailingLogs, fmt.Sprintf("log entries kept after a snapshot, so a slow follower can catch up without one (0 to %d; 0: none, a follower behind by any entry is sent the whole snapshot)", server.RaftEntriesLimit)),
+		clusterID:      fs.String("cluster-id", "", "refuse to start on a data dir of any other cluster (the id 'ordo status' shows: 32 hex digits); without it a node still refuses when its recorded peers report another cluster"),
 		tlsFiles:       addTLSFlags(fs, "this node's"),
 		insecure:       fs.Bool("insecure", false, "serve plaintext even on addresses that are not loopback (anyone who reaches the raft port can then rewrite the cluster)"),
 		adminSubjects:  fs.String("admin-subject", "", "certificate subjects allowed to call admin RPCs (join, remove, transfer-leader), as Go prints them (CN=ordo-admin,O=Example); several are separated by ';'"),
 		adminToken:     fs.String("admin-token-file", "", "file holding a token that grants admin RPCs to whoever presents it (compared in constant time)"),
 		lease:          &leaseFlag{},
 		pprofAddr:      fs.String("pprof-addr", "", "serve Go's profiler (net/http/pprof) on this loopback address, for profiling a running node; empty: off"),
-		logLevel:       fs.String("log-level", "info", "trace, debug, info, warn or error"),
+		logLevel:       fs.String("log-level", "info", "one of "+strings.Join(logLevels, ", ")),
 		logJSON:        fs.Bool("log-json", false, "log as JSON"),
 		unsafeTrust:    fs.Bool("test-unsafe-trust-reservation", false, "TESTS ONLY: hand out IDs from the reservation without confirming leadership, even after losing it; breaks the order on purpose so tests can show the checker catches it"),
 		settleEarly:    fs.Bool("test-unsafe-settle-early", false, "TESTS ONLY: answer reads of the settled mark past open reservations; breaks the settled order on purpose so tests can show the checker catches it"),
 		clockFile:      fs.String("test-clock-offset-file", "", "TESTS ONLY: read a clock offset (a Go duration such as -1h) from this file and add it to the wall clock"),
 		crashFile:      fs.String("test-crash-before-keyed-answer", "", "TESTS ONLY: while this file holds 'arm', the next keyed call committed on this node as the leader ends the process before it is answered, writing what was committed over the file (ordo verify's kill-leader-before-answer)"),
 	}
-	fs.Var(f.lease, "lease", fmt.Sprintf("answer from memory while a majority has promised, for this long, to confirm no other leader: one round trip per request instead of two, assuming clocks run at nearly the same rate (see docs/design.md); bare --lease means %s; must be shorter than --heartbeat-timeout. Off by default", server.DefaultLease))
+	fs.Var(f.lease, "lease", fmt.Sprintf("answer from memory while a majority has promised, for this long, to confirm no other leader: one round trip per request instead of two, assuming clocks run at nearly the same rate (see docs/design.md); bare --lease means %s, --lease 300ms or --lease=300ms sets it (%s to below --heartbeat-timeout; 0 or false: off). Off by default", server.DefaultLease, server.MinLease))
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), serveUsage)
 		fs.PrintDefaults()
@@ -227,25 +227,51 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 	return f
 }
 
-// config is the node the flags describe, of layout l, logging to logger;
-// it reads the TLS files and the admin token the flags name.
-func (f *serveFlags) config(l layout.Layout, logger hclog.Logger) (server.Config, error) {
-	if n := *f.metricsSeqs; n < 1 || n > metrics.MaxSequenceSeries {
-		return server.Config{}, fmt.Errorf("%w: --metrics-sequences %d: want 1 to %d", errUsage, n, metrics.MaxSequenceSeries)
+// Bounds of the flags that only ordo serve reads (server.Config bounds
+// the others).
+const (
+	minJoinTimeout = time.Second
+	maxJoinTimeout = 24 * time.Hour
+	maxRecoverJump = 24 * time.Hour
+)
+
+// logLevels are the levels --log-level takes.
+var logLevels = []string{"trace", "debug", "info", "warn", "error"}
+
+// config is the node the flags of fs describe, parsed from args, and the
+// --bootstrap list: every flag is checked here, before anything starts,
+// and a bad one is a usage error naming it and what it takes. It reads
+// the TLS files and the admin token the flags name; the node logs to
+// cfg.Logger.
+func (f *serveFlags) config(fs *flag.FlagSet, args []string) (server.Config, []server.Peer, error) {
+	if err := f.checkOwn(); err != nil {
+		return server.Config{}, nil, err
 	}
+	l, err := layout.Parse(*f.layoutSpec)
+	if err != nil {
+		return server.Config{}, nil, fmt.Errorf("%w: --layout %q: %v", errUsage, *f.layoutSpec, err)
+	}
+	var peers []server.Peer
+	if *f.bootstrap != "" {
+		if peers, err = parsePeers(*f.bootstrap); err != nil {
+			return server.Config{}, nil, fmt.Errorf("%w: --bootstrap: %v", errUsage, err)
+		}
+	}
+	logger := hclog.New(&hclog.LoggerOptions{
+		Name: "ordo", Level: hclog.LevelFromString(*f.logLevel), JSONFormat: *f.logJSON, Output: os.Stderr,
+	})
 	rc := raft.DefaultConfig()
 	rc.HeartbeatTimeout, rc.ElectionTimeout, rc.LeaderLeaseTimeout = *f.heartbeat, *f.election, *f.raftLease
 	rc.SnapshotThreshold, rc.SnapshotInterval, rc.TrailingLogs = *f.snapThreshold, *f.snapInterval, *f.trailingLogs
 	cfg := server.Config{
 		ID: *f.id, DataDir: *f.dataDir, RaftAddr: *f.raftAddr, RaftAdvertise: *f.raftAdvertise, GRPCAddr: *f.grpcAddr, GRPCAdvertise: *f.grpcAdvertise, HTTPAddr: *f.httpAddr,
-		Layout: l, Group: *f.group, ReserveWindow: *f.window, MaxCount: *f.maxCount, MetricsSequences: *f.metricsSeqs, MaxConnsPerHost: *f.maxConns, RPCTimeout: *f.rpcTimeout,
-		Lease: f.lease.d, Raft: rc, Logger: logger,
+		Layout: l, Group: *f.group, ReserveWindow: *f.window, MaxCount: *f.maxCount, MetricsSequences: *f.metricsSeqs, MaxConnsPerHost: *f.maxConns,
+		RPCTimeout: *f.rpcTimeout, ApplyTimeout: *f.applyTimeout, Lease: f.lease.d, Raft: rc, Logger: logger,
 		Reservations: settle.Config{DefaultTTL: *f.resTTL, MaxTTL: *f.resMaxTTL, MaxOpen: *f.resMaxOpen},
 		TestHooks:    server.TestHooks{UnsafeTrustReservation: *f.unsafeTrust, UnsafeSettleEarly: *f.settleEarly},
 	}
-	var err error
 	if cfg.TLS, err = f.tlsFiles.load(); err != nil {
-		return server.Config{}, err
+		return server.Config{}, nil, err
 	}
 	cfg.Insecure = *f.insecure
 	for _, s := range strings.Split(*f.adminSubjects, ";") {
@@ -255,10 +281,177 @@ func (f *serveFlags) config(l layout.Layout, logger hclog.Logger) (server.Config
 	}
 	if *f.adminToken != "" {
 		if _, cfg.AdminToken, err = secure.ReadToken(*f.adminToken); err != nil {
-			return server.Config{}, fmt.Errorf("%w: --admin-token-file: %v", errUsage, err)
+			// Not the TLS files ReadToken's error names: the token's.
+			why := strings.TrimPrefix(err.Error(), secure.ErrBadFiles.Error()+": ")
+			return server.Config{}, nil, fmt.Errorf("%w: --admin-token-file: %s", errUsage, why)
 		}
 	}
-	return cfg, nil
+	// As given: a 0 from a flag is refused, not taken for the default.
+	if err := cfg.ValidateAsGiven(); err != nil {
+		return server.Config{}, nil, serveConfigError(err, fs, args)
+	}
+	return cfg, peers, nil
+}
+
+// checkOwn checks what the flags say that server.Config does not hold:
+// the required flags first, then the flags only ordo serve reads.
+func (f *serveFlags) checkOwn() error {
+	var missing []string
+	if *f.id == "" {
+		missing = append(missing, "--id")
+	}
+	if *f.dataDir == "" {
+		missing = append(missing, "--data-dir")
+	}
+	if len(missing) > 0 {
+		verb := " is"
+		if len(missing) > 1 {
+			verb = " are"
+		}
+		return fmt.Errorf("%w: %s%s missing: ordo serve needs --id (this node's name, stable across restarts) and --data-dir (the directory of its state), and on a first start --bootstrap or --join ('ordo serve -h' explains them)",
+			errUsage, strings.Join(missing, " and "), verb)
+	}
+	if !slices.Contains(logLevels, strings.ToLower(strings.TrimSpace(*f.logLevel))) {
+		return fmt.Errorf("%w: --log-level %q: want one of %s", errUsage, *f.logLevel, strings.Join(logLevels, ", "))
+	}
+	if d := *f.joinTimeout; d < minJoinTimeout || d > maxJoinTimeout {
+		return fmt.Errorf("%w: --join-timeout %s: want %s to %s", errUsage, durationText(d), minJoinTimeout, durationText(maxJoinTimeout))
+	}
+	if d := *f.recoverJump; d < 0 || d > maxRecoverJump {
+		return fmt.Errorf("%w: --recover-jump %s: want 0 to %s", errUsage, durationText(d), durationText(maxRecoverJump))
+	}
+	if id := *f.clusterID; id != "" && !isClusterID(id) {
+		return fmt.Errorf("%w: --cluster-id %q: want the cluster's id as 'ordo status' shows it, 32 hex digits (0-9, a-f)", errUsage, id)
+	}
+	if *f.join != "" {
+		for _, a := range strings.Split(*f.join, ",") {
+			if a = strings.TrimSpace(a); a == "" {
+				return fmt.Errorf("%w: --join %q: an empty address: want gRPC addresses separated by single commas", errUsage, *f.join)
+			}
+			if err := server.CheckAddr(a, true, "10.0.0.1:7001"); err != nil {
+				return fmt.Errorf("%w: --join: %v", errUsage, err)
+			}
+		}
+	}
+	if *f.pprofAddr != "" {
+		if err := checkPprofAddr(*f.pprofAddr); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// isClusterID reports whether id is a cluster id as a cluster makes them
+// (fsm.NewClusterID): 32 lower-case hex digits.
+func isClusterID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// serveFieldFlags names the flag that sets each server.Config field a
+// server.FieldError may name.
+var serveFieldFlags = map[string]string{
+	"ID":                      "id",
+	"DataDir":                 "data-dir",
+	"RaftAddr":                "raft-addr",
+	"RaftAdvertise":           "raft-advertise",
+	"GRPCAddr":                "grpc-addr",
+	"GRPCAdvertise":           "grpc-advertise",
+	"HTTPAddr":                "http-addr",
+	"Layout":                  "layout",
+	"Group":                   "group",
+	"ReserveWindow":           "reserve-window",
+	"MaxCount":                "max-count",
+	"MetricsSequences":        "metrics-sequences",
+	"Reservations.DefaultTTL": "reservation-ttl",
+	"Reservations.MaxTTL":     "max-reservation-ttl",
+	"Reservations.MaxOpen":    "max-open-reservations",
+	"ApplyTimeout":            "apply-timeout",
+	"RPCTimeout":              "rpc-timeout",
+	"MaxConnsPerHost":         "max-conns-per-host",
+	"Lease":                   "lease",
+	"Raft.HeartbeatTimeout":   "heartbeat-timeout",
+	"Raft.ElectionTimeout":    "election-timeout",
+	"Raft.LeaderLeaseTimeout": "leader-lease-timeout",
+	"Raft.SnapshotThreshold":  "snapshot-threshold",
+	"Raft.SnapshotInterval":   "snapshot-interval",
+	"Raft.TrailingLogs":       "trailing-logs",
+	"TLS":                     "tls-cert",
+	"Insecure":                "insecure",
+	"AdminSubjects":           "admin-subject",
+	"AdminToken":              "admin-token-file",
+}
+
+// serveConfigError is err, from server.Config's validation, as a usage
+// error in the words of ordo serve's flags: each field named as its flag,
+// and the value's source when it is not the command line args.
+func serveConfigError(err error, fs *flag.FlagSet, args []string) error {
+	var fe *server.FieldError
+	if !errors.As(err, &fe) {
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	msg := fe.Explain(func(field string) string {
+		if name, ok := serveFieldFlags[field]; ok {
+			return "--" + name
+		}
+		return ""
+	})
+	if name, ok := serveFieldFlags[fe.Field]; ok {
+		msg += flagSource(fs, args, name)
+	}
+	return fmt.Errorf("%w: %s", errUsage, msg)
+}
+
+// namingFlags is err, when a setting is at fault (a bind to every
+// interface without an advertised address is found only when the node
+// listens), in the words of the flags (serveConfigError); else err.
+func namingFlags(err error, fs *flag.FlagSet, args []string) error {
+	var fe *server.FieldError
+	if errors.As(err, &fe) {
+		return serveConfigError(fe, fs, args)
+	}
+	return err
+}
+
+// flagSource says where flag name's value came from, when not from the
+// command line args: " (from $ORDO_…)", " (from --config)", or " (the
+// default)".
+func flagSource(fs *flag.FlagSet, args []string, name string) string {
+	switch {
+	case onCommandLine(args, name):
+		return ""
+	case envSet(name):
+		return " (from $" + envName(name) + ")"
+	case flagSet(fs, name):
+		return " (from --config)"
+	}
+	return " (the default)"
+}
+
+// envSet reports whether flag name's environment variable is set.
+func envSet(name string) bool {
+	_, ok := os.LookupEnv(envName(name))
+	return ok
+}
+
+// durationText is d as a flag takes it, without Go's trailing zero units:
+// 1m, not 1m0s.
+func durationText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
 
 // recoverAlone is ordo serve --recover: it makes the node of cfg the only
@@ -373,6 +566,12 @@ func parsePeers(spec string) ([]server.Peer, error) {
 		}
 		if seen[id] {
 			return nil, fmt.Errorf("id %q appears twice", id)
+		}
+		if err := server.CheckAddr(raftAddr, true, "10.0.0.1:7101"); err != nil {
+			return nil, fmt.Errorf("%s's raft address %v", id, err)
+		}
+		if err := server.CheckAddr(grpcAddr, true, "10.0.0.1:7001"); err != nil {
+			return nil, fmt.Errorf("%s's gRPC address %v", id, err)
 		}
 		seen[id] = true
 		peers = append(peers, server.Peer{ID: id, RaftAddr: raftAddr, GRPCAddr: grpcAddr})

@@ -8,10 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-
-	"github.com/hashicorp/go-hclog"
-
-	"github.com/seed-e8569b35/ordo/layout"
 )
 
 // serveEnvNames returns the ORDO_ variables ordo serve reads, from its
@@ -93,10 +89,11 @@ func TestServeMetricsSequences(t *testing.T) {
 	} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		f := newServeFlags(fs)
-		if err := fs.Parse(tt.args); err != nil {
+		args := append([]string{"--id", "n1", "--data-dir", t.TempDir()}, tt.args...)
+		if err := fs.Parse(args); err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := f.config(layout.MustPreset("default"), hclog.NewNullLogger())
+		cfg, _, err := f.config(fs, args)
 		if tt.err != "" {
 			if !errors.Is(err, errUsage) || !strings.Contains(err.Error(), tt.err) {
 				t.Errorf("%q: %v, want a usage error containing %q", tt.args, err, tt.err)

@@ -44,8 +44,8 @@ func runReserve(args []string) error {
 	if err := checkSequenceFlag(*sequence); err != nil {
 		return err
 	}
-	if *count < 1 {
-		return fmt.Errorf("%w: --count %d: want at least 1", errUsage, *count)
+	if err := checkCount(*count); err != nil {
+		return err
 	}
 	if err := checkTTL(*ttl); err != nil {
 		return err
@@ -334,7 +334,7 @@ func parseArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 			if errors.Is(err, flag.ErrHelp) {
 				return nil, err
 			}
-			return nil, fmt.Errorf("%w: %v", errUsage, err)
+			return nil, explainParseError(fs, err)
 		}
 	}
 	return rest, nil
