@@ -2,10 +2,13 @@ package grpcapi
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/startup"
@@ -100,15 +103,19 @@ func (s *Server) peerStatus(ctx context.Context, m Member) *api.NodeInfo {
 	}
 	id, addr := m.ID, m.GRPCAddr
 	unreachable := func(err error) *api.NodeInfo {
-		return &api.NodeInfo{GrpcAddr: addr, Role: "unreachable", Error: err.Error()}
+		return &api.NodeInfo{GrpcAddr: addr, Role: "unreachable", Error: peerError(err)}
 	}
 	if addr == "" {
 		return unreachable(fmt.Errorf("gRPC address unknown"))
 	}
-	conn, err := s.Peers.Get(addr)
+	// A connection of its own when the cached one waits out a backoff:
+	// a member that is back is listed as it answers, not as it failed
+	// before it came back.
+	conn, done, err := s.Peers.Ask(addr)
 	if err != nil {
 		return unreachable(err)
 	}
+	defer done()
 	ctx, cancel := context.WithTimeout(ctx, nodeStatusTimeout)
 	defer cancel()
 	// The call names this cluster: a node of another one at the address
@@ -123,6 +130,26 @@ func (s *Server) peerStatus(ctx context.Context, m Member) *api.NodeInfo {
 			addr, info.Id, info.ClusterId, id, own))
 	}
 	return info
+}
+
+// peerError is why a member's status could not be had, as status lists
+// it: in words, without gRPC's wrapping ("rpc error: code = ...").
+func peerError(err error) string {
+	var unreachable *UnreachableError
+	if errors.As(err, &unreachable) {
+		return "cannot be reached (" + unreachable.Reason + ")"
+	}
+	s, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	switch s.Code() {
+	case codes.DeadlineExceeded:
+		return fmt.Sprintf("no answer within %s", nodeStatusTimeout)
+	case codes.Canceled:
+		return "the question was canceled"
+	}
+	return s.Message()
 }
 
 // atLeader serves a call that only the leader may serve: local runs it

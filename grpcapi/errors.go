@@ -3,6 +3,11 @@ package grpcapi
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -54,12 +59,106 @@ var (
 	ErrRefusing = errors.New("this node refuses to serve")
 )
 
+// UnreachableError means a call to a peer failed because the peer could
+// not be reached, or its connection broke: no answer came. Peers'
+// connections fail so instead of with grpc-go's transport internals
+// ("connection error: desc = \"transport: Error while dialing ..."). It
+// is Unavailable, a status like any other peer call's error.
+type UnreachableError struct {
+	// Addr is the peer's gRPC address; Reason why it was not reached, in
+	// a few words ("connection refused").
+	Addr, Reason string
+	err          error // the call's error, as grpc-go gave it
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("%s cannot be reached (%s)", e.Addr, e.Reason)
+}
+
+// Unwrap is the call's error, as grpc-go gave it.
+func (e *UnreachableError) Unwrap() error { return e.err }
+
+// GRPCStatus makes the error a status (codeOf's), so callers that read a
+// peer call's code read it as before.
+func (e *UnreachableError) GRPCStatus() *status.Status { return status.New(codeOf(e), e.Error()) }
+
+// explainUnreachable is err, from a call to the peer at addr, as an
+// UnreachableError when it is a transport failure (transportReason).
+func explainUnreachable(addr string, err error) error {
+	if err == nil || err == io.EOF {
+		return err
+	}
+	s, ok := status.FromError(err)
+	if !ok || s.Code() != codes.Unavailable {
+		return err
+	}
+	reason, ok := transportReason(s.Message())
+	if !ok {
+		return err
+	}
+	return &UnreachableError{Addr: addr, Reason: reason, err: err}
+}
+
+// transportPrefixes begin the messages of the Unavailable statuses grpc-go
+// makes on the client side when a connection cannot be made or breaks;
+// a server's own Unavailable statuses (Ordo's) begin otherwise.
+var transportPrefixes = []string{
+	"connection error: desc = ",
+	"transport: ",
+	"transport is closing",
+	"error reading from server",
+	"closing transport due to",
+	"the connection is draining",
+	"the stream is rejected because server is draining the connection",
+}
+
+// transportReason reports whether msg, an Unavailable status's, is a
+// transport failure's, and why it failed in a few words: the innermost
+// cause, "connection refused" of `connection error: desc = "transport:
+// Error while dialing: dial tcp 127.0.0.1:7001: connect: connection
+// refused"`.
+func transportReason(msg string) (string, bool) {
+	if !slices.ContainsFunc(transportPrefixes, func(p string) bool { return strings.HasPrefix(msg, p) }) {
+		return "", false
+	}
+	if desc, ok := strings.CutPrefix(msg, "connection error: desc = "); ok {
+		if d, err := strconv.Unquote(desc); err == nil {
+			desc = d
+		}
+		msg = desc
+	}
+	reason := strings.TrimSpace(msg[strings.LastIndex(msg, ": ")+1:])
+	switch {
+	case strings.Contains(msg, "draining"), strings.HasPrefix(msg, "closing transport"), msg == "transport is closing",
+		reason == "EOF", strings.HasSuffix(reason, "connection reset by peer"), strings.HasSuffix(reason, "broken pipe"):
+		return "the connection closed", true
+	case strings.HasSuffix(reason, "i/o timeout"), strings.HasSuffix(reason, "deadline exceeded"):
+		return "timed out", true
+	case reason == "":
+		return "no connection", true
+	}
+	return reason, true
+}
+
 // ToStatus maps err to a gRPC status. A call that failed where another
 // node could serve it names leaderAddr, when known: in the message, and in
 // the trailer when ctx is a gRPC call's.
 func ToStatus(ctx context.Context, err error, leaderAddr string) error {
+	return toStatus(ctx, err, "", leaderAddr)
+}
+
+// toStatus is ToStatus, naming the leader by leaderID too when known.
+func toStatus(ctx context.Context, err error, leaderID, leaderAddr string) error {
 	if err == nil {
 		return nil
+	}
+	var unreachable *UnreachableError
+	if errors.As(err, &unreachable) {
+		// A peer that could not be reached: what the caller can do.
+		if leaderAddr != "" {
+			_ = grpc.SetTrailer(ctx, metadata.Pairs(api.LeaderAddrKey, leaderAddr))
+		}
+		return status.Error(codeOf(err), unreachableMessage(unreachable, leaderID, leaderAddr))
 	}
 	if _, ok := status.FromError(err); ok {
 		return err
@@ -75,9 +174,25 @@ func ToStatus(ctx context.Context, err error, leaderAddr string) error {
 	return status.Error(code, msg)
 }
 
+// unreachableMessage says which node this one could not reach, the leader
+// when it is that, and what the caller can do.
+func unreachableMessage(e *UnreachableError, leaderID, leaderAddr string) string {
+	who := "node at " + e.Addr
+	if e.Addr == leaderAddr {
+		who = "leader at " + e.Addr
+		if leaderID != "" {
+			who = "leader " + leaderID + " at " + e.Addr
+		}
+	}
+	return fmt.Sprintf("%s cannot be reached from this node (%s); retry, or see ordo status (GET /v1/status) for the cluster's view", who, e.Reason)
+}
+
 // codeOf is the gRPC code of err: Internal for an error no case names.
 func codeOf(err error) codes.Code {
+	var unreachable *UnreachableError
 	switch {
+	case errors.As(err, &unreachable):
+		return codes.Unavailable
 	case errors.Is(err, ErrRefusing):
 		return codes.Unavailable
 	case errors.Is(err, settle.ErrExpired), errors.Is(err, settle.ErrAbandoned), errors.Is(err, settle.ErrCompleted):

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/metadata"
 
@@ -86,6 +89,16 @@ func (p *Peers) nameClusterStream(ctx context.Context, desc *grpc.StreamDesc, cc
 	return streamer(withCluster(ctx, p.cluster()), desc, cc, method, opts...)
 }
 
+// peerBackoff is how a peer connection waits between attempts to
+// reconnect: at most a second, not grpc-go's default of up to two
+// minutes, so that a member that comes back is used again (forwarded
+// calls, term rounds, status) within about a second of serving. A member
+// that is down costs one connection attempt a second per node.
+var peerBackoff = grpc.ConnectParams{
+	Backoff:           backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: time.Second},
+	MinConnectTimeout: 20 * time.Second, // grpc-go's default
+}
+
 // Get returns the connection to addr, dialing it the first time.
 func (p *Peers) Get(addr string) (*grpc.ClientConn, error) {
 	p.mu.Lock()
@@ -93,17 +106,84 @@ func (p *Peers) Get(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
+	c, err := p.dial(addr)
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+// Ask returns a connection to addr for a question whose answer must be
+// current, such as a member's status, and the function to call once the
+// question is answered. It is the cached connection (Get), unless that
+// one is waiting out its reconnect backoff (TRANSIENT_FAILURE): a call on
+// it would fail at once with the error of the last attempt, made before
+// the member may have come back. Then the cached connection is told to
+// reconnect now, and the question goes on a connection of its own, closed
+// by done, whose one attempt is made now.
+func (p *Peers) Ask(addr string) (conn *grpc.ClientConn, done func(), err error) {
+	c, err := p.Get(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c.GetState() != connectivity.TransientFailure {
+		return c, func() {}, nil
+	}
+	c.ResetConnectBackoff()
+	fresh, err := p.dial(addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return fresh, func() { fresh.Close() }, nil
+}
+
+// dial opens a connection to addr with the peers' credentials, backoff
+// and interceptors.
+func (p *Peers) dial(addr string) (*grpc.ClientConn, error) {
 	// passthrough: each (re)connection dials the address as written, so a
 	// peer's DNS name is looked up again when its IP changes (a
 	// rescheduled pod), instead of after grpc-go's DNS re-resolution
 	// interval.
-	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(p.creds),
-		grpc.WithChainUnaryInterceptor(p.nameCluster), grpc.WithChainStreamInterceptor(p.nameClusterStream))
+	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(p.creds), grpc.WithConnectParams(peerBackoff),
+		grpc.WithChainUnaryInterceptor(p.nameCluster, explainUnary(addr)),
+		grpc.WithChainStreamInterceptor(p.nameClusterStream, explainStream(addr)))
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
-	p.conns[addr] = c
 	return c, nil
+}
+
+// explainUnary and explainStream are the last interceptors of a
+// connection to addr: a call that failed because addr could not be
+// reached (a transport failure, not an answer) fails with an
+// UnreachableError, which says so in words instead of grpc-go's transport
+// internals, and is still Unavailable.
+func explainUnary(addr string) grpc.UnaryClientInterceptor {
+	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
+		return explainUnreachable(addr, invoker(ctx, method, req, reply, cc, opts...))
+	}
+}
+
+func explainStream(addr string) grpc.StreamClientInterceptor {
+	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
+		st, err := streamer(ctx, desc, cc, method, opts...)
+		if err != nil {
+			return nil, explainUnreachable(addr, err)
+		}
+		return explainedStream{ClientStream: st, addr: addr}, nil
+	}
+}
+
+// explainedStream is a stream whose end, when the connection failed, is
+// an UnreachableError.
+type explainedStream struct {
+	grpc.ClientStream
+	addr string
+}
+
+func (s explainedStream) RecvMsg(m any) error {
+	return explainUnreachable(s.addr, s.ClientStream.RecvMsg(m))
 }
 
 // Close closes every connection; a later Get dials anew.

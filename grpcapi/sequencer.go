@@ -120,8 +120,12 @@ func (q *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *
 		_ = stream.SetHeader(metadata.Pairs(api.LeaderAddrKey, leaderAddr))
 	}
 	_ = stream.SendHeader(nil)
-	// refused is why a call may not be relayed (set before cancel).
+	// refused is why a call may not be relayed (set before cancel);
+	// left, that the client ended the stream; waiting counts the calls
+	// relayed and not yet answered.
 	var refused atomic.Pointer[error]
+	var left atomic.Bool
+	var waiting atomic.Int64
 	go func() {
 		for {
 			req, err := stream.Recv()
@@ -130,6 +134,7 @@ func (q *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *
 				return
 			}
 			if err != nil {
+				left.Store(endedByClient(stream.Context(), err))
 				cancel() // the client is gone: ends up.Recv below
 				return
 			}
@@ -138,14 +143,23 @@ func (q *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *
 				cancel()
 				return
 			}
+			waiting.Add(int64(len(req.Calls)))
 			if up.Send(req) != nil {
 				return // up.Recv below returns why
 			}
 		}
 	}()
-	err = recv.Each(up.Recv, stream.Send)
+	err = recv.Each(up.Recv, func(resp *api.NextStreamResponse) error {
+		for _, a := range resp.Answers {
+			waiting.Add(-int64(1 + len(a.Also)))
+		}
+		return stream.Send(resp)
+	})
 	if r := refused.Load(); r != nil {
 		return *r
+	}
+	if err != nil && left.Load() && waiting.Load() == 0 {
+		return nil // the client ended the stream with every call answered
 	}
 	return err
 }
@@ -198,7 +212,9 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 			select {
 			case c, ok := <-assigned:
 				if !ok {
-					return end(<-recvErr) // nil once the client is done sending
+					// Every call taken is answered: nil once the client
+					// is done sending, or has ended the stream.
+					return end(answered(stream.Context(), <-recvErr))
 				}
 				next = &c
 			case <-q.srv.Stop:
@@ -249,7 +265,7 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 			return err
 		}
 		if assigned == nil && next == nil {
-			return end(<-recvErr)
+			return end(answered(stream.Context(), <-recvErr))
 		}
 	}
 }
@@ -490,4 +506,24 @@ func isClosed(c <-chan struct{}) bool {
 	default:
 		return false
 	}
+}
+
+// answered is err, the end of a stream whose every call was answered:
+// nil when the client ended it (endedByClient).
+func answered(ctx context.Context, err error) error {
+	if endedByClient(ctx, err) {
+		return nil
+	}
+	return err
+}
+
+// endedByClient reports whether err ended a stream because its client
+// canceled it. That is how a client ends a stream it is done with (the Go
+// client's Close, a watch its caller stops): not a failure, which the
+// stream's count (ordo_requests_total{code="Canceled"}) would show on
+// every CLI call, unless a call of the stream was still waiting for its
+// answer.
+func endedByClient(ctx context.Context, err error) bool {
+	return err != nil && errors.Is(ctx.Err(), context.Canceled) &&
+		(errors.Is(err, context.Canceled) || status.Code(err) == codes.Canceled)
 }

@@ -107,7 +107,8 @@ func (s *Server) DescribeSequence(ctx context.Context, name string) (*api.Sequen
 	case err != nil:
 		return nil, s.status(ctx, fmt.Errorf("sequence %q is not in this node's state, or dropped there, and the leader cannot be asked: %w", name, err))
 	case fwd:
-		return api.NewAdminClient(conn).DescribeSequence(s.forwardContext(ctx), &api.SequenceRequest{Name: name})
+		resp, err := api.NewAdminClient(conn).DescribeSequence(s.forwardContext(ctx), &api.SequenceRequest{Name: name})
+		return resp, s.status(ctx, err)
 	case !s.Settle.Current():
 		return nil, s.status(ctx, fmt.Errorf("%w: this leader has not yet applied every entry of earlier terms, and cannot tell whether sequence %q exists", sequencer.ErrNotLeader, name))
 	case ok:

@@ -217,8 +217,8 @@ func (s *Server) status(ctx context.Context, err error) error {
 	if err == nil {
 		return nil
 	}
-	_, leaderAddr := s.Node.Leader()
-	return ToStatus(ctx, err, leaderAddr)
+	leaderID, leaderAddr := s.Node.Leader()
+	return toStatus(ctx, err, leaderID, leaderAddr)
 }
 
 // forward reports whether a call only the leader serves goes to the

@@ -347,18 +347,19 @@ func (q *Sequencer) WatchWatermark(req *api.WatchRequest, stream grpc.ServerStre
 		if err != nil {
 			return end(err)
 		}
-		return end(recv.Each(up.Recv, func(m *api.WatermarkResponse) error {
+		// A watch ends when its client stops it: that is no failure.
+		return end(answered(ctx, recv.Each(up.Recv, func(m *api.WatermarkResponse) error {
 			if m.Sequence != req.Sequence {
 				return fmt.Errorf("%w: the leader sent the W of %q for %q (an Ordo too old for named reservations)", settle.ErrClusterVersion, m.Sequence, req.Sequence)
 			}
 			return stream.Send(m)
-		}))
+		})))
 	}
 	beat := defaultHeartbeat
 	if req.HeartbeatMs != 0 {
 		beat = min(max(ms(req.HeartbeatMs), minHeartbeat), maxHeartbeat)
 	}
-	return end(q.watch(ctx, req.Sequence, beat, stream.Send))
+	return end(answered(ctx, q.watch(ctx, req.Sequence, beat, stream.Send)))
 }
 
 // watch sends seq's W with send until ctx ends, the node closes, or a

@@ -28,7 +28,6 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
@@ -89,9 +88,16 @@ const (
 	// DefaultTimeout bounds the work of one request, as the node's
 	// --rpc-timeout bounds a unary gRPC call.
 	DefaultTimeout = 30 * time.Second
-	// maxHeaderBytes caps request headers: every request here is short,
-	// its arguments in the query.
+	// maxHeaderBytes caps a request's line and headers: every request here
+	// is short, its arguments in the query. The handler refuses a longer
+	// one with a JSON 431 (headerBytes).
 	maxHeaderBytes = 16 << 10
+	// readHeaderBytes is what net/http reads of a request's line and
+	// headers before it refuses the request itself, with a plain-text 431
+	// no handler can change: well above maxHeaderBytes, so that the
+	// handler sees, and answers in JSON, every request but one of a
+	// megabyte or more. It is net/http's default.
+	readHeaderBytes = http.DefaultMaxHeaderBytes
 	// headerTimeout bounds reading a request (the TLS handshake included),
 	// so slow clients cannot hold connections.
 	headerTimeout = 10 * time.Second
@@ -113,6 +119,9 @@ var (
 	errNoCertificate = errors.New("this path needs a client certificate signed by the cluster CA")
 	// errBadName means a sequence name in the path is malformed.
 	errBadName = errors.New("bad path")
+	// errTooLarge means the request line and headers are longer than
+	// maxHeaderBytes.
+	errTooLarge = errors.New("request too large")
 )
 
 // Config configures the HTTP server of one node.
@@ -172,7 +181,11 @@ type handler struct {
 //	GET /v1/sequences/{name}/watermark                            the named sequence's W
 //	GET /metrics            cfg.Metrics, when set
 //
-// Errors are JSON {"error": "...", "code": "..."}.
+// Errors are JSON {"error": "...", "code": "..."}: unknown paths (404) and
+// methods (405), and a request line and headers over maxHeaderBytes (431)
+// too. Only what net/http answers before any handler runs stays plain
+// text: a request of readHeaderBytes or more, a malformed one, and the
+// like (docs/api.md lists them).
 func Handler(node Node, cfg Config) http.Handler {
 	h := &handler{node: node, tls: cfg.TLS != nil, observe: cfg.Observe, timeout: cfg.Timeout, logger: cfg.Logger}
 	if h.timeout <= 0 {
@@ -224,6 +237,9 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = rec
 	}
 	switch {
+	case headerBytes(r) > maxHeaderBytes:
+		h.fail(w, r, fmt.Errorf("%w: the request line and headers are %d bytes, and this node reads at most %d: shorten the URL's query or the headers",
+			errTooLarge, headerBytes(r), maxHeaderBytes))
 	case !ok:
 		h.fail(w, r, fmt.Errorf("%w: %s", errNoRoute, r.URL.Path))
 	case !contains(rt.methods, r.Method):
@@ -234,6 +250,21 @@ func (h *handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		rt.serve(w, r)
 	}
+}
+
+// headerBytes is about how many bytes r's request line and headers took on
+// the wire, as net/http counts them against http.Server.MaxHeaderBytes.
+func headerBytes(r *http.Request) int {
+	n := len(r.Method) + 1 + len(r.RequestURI) + 1 + len(r.Proto) + 2
+	if r.Host != "" {
+		n += len("Host: ") + len(r.Host) + 2
+	}
+	for k, vs := range r.Header {
+		for _, v := range vs {
+			n += len(k) + 2 + len(v) + 2
+		}
+	}
+	return n + 2
 }
 
 // statusRecorder keeps the status a handler wrote, for Config.Observe.
@@ -468,11 +499,6 @@ func expand(runs []*api.IDRun, want uint64) ([]uint64, error) {
 	return ids, nil
 }
 
-// statusJSON is protobuf's canonical JSON mapping, which writes every
-// 64-bit integer as a string; proto field names, and zero values too, so
-// every field is always there.
-var statusJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
-
 func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
@@ -481,7 +507,8 @@ func (h *handler) status(w http.ResponseWriter, r *http.Request) {
 		h.fail(w, r, err)
 		return
 	}
-	b, err := statusJSON.Marshal(resp)
+	// The one status schema, which ordo status --json prints too.
+	b, err := api.MarshalJSON(resp)
 	if err != nil {
 		h.fail(w, r, err)
 		return
@@ -514,6 +541,8 @@ func httpStatus(err error) (int, string) {
 		return http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"
 	case errors.Is(err, errBadQuery), errors.Is(err, errBadName):
 		return http.StatusBadRequest, codeName(codes.InvalidArgument)
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestHeaderFieldsTooLarge, codeName(codes.InvalidArgument)
 	case errors.Is(err, errNoCertificate):
 		return http.StatusForbidden, codeName(codes.PermissionDenied)
 	}
@@ -617,7 +646,7 @@ func NewServer(node Node, cfg Config) *Server {
 		// timeout; the margin is for writing it.
 		WriteTimeout:   timeout + 5*time.Second,
 		IdleTimeout:    idleTimeout,
-		MaxHeaderBytes: maxHeaderBytes,
+		MaxHeaderBytes: readHeaderBytes,
 	}}
 	if cfg.Logger != nil {
 		s.http.ErrorLog = cfg.Logger.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true, ForceLevel: hclog.Debug})

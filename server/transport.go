@@ -67,6 +67,11 @@ type trackedConn struct {
 	// presented is this node's cluster id in the handshake; nil until it
 	// passed, as the handshake itself reads and writes through c.
 	presented atomic.Pointer[string]
+	// shut is set when the layer closes c as the node closes: a read it
+	// cuts short is the end of the stream (io.EOF), which Raft takes
+	// quietly, not a failure it logs as an ERROR ("use of closed network
+	// connection") on every node that stops, or is removed.
+	shut atomic.Bool
 }
 
 // passed records that the handshake passed with this node presenting
@@ -94,6 +99,9 @@ func (c *trackedConn) Read(b []byte) (int, error) {
 	n, err := c.Conn.Read(b)
 	if cerr := c.checkCluster(); cerr != nil {
 		return 0, cerr
+	}
+	if err != nil && c.shut.Load() {
+		return n, io.EOF
 	}
 	return n, err
 }
@@ -136,6 +144,7 @@ func (l *streamLayer) Close() error {
 	l.mu.Unlock()
 	err := l.Listener.Close()
 	for c := range conns {
+		c.shut.Store(true)
 		c.Conn.Close()
 	}
 	return err

@@ -228,7 +228,8 @@ func runStatus(args []string) error {
 		return err
 	}
 	if *cf.json {
-		return printJSON(resp)
+		// GET /v1/status's schema: one for both (api.MarshalJSON).
+		return printProto(resp)
 	}
 	cluster := ""
 	for _, n := range resp.Nodes {

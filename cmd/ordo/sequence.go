@@ -9,7 +9,6 @@ import (
 	"sort"
 	"text/tabwriter"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/seed-e8569b35/ordo/api"
@@ -253,14 +252,10 @@ func sequenceText(ctx context.Context, c *client.Client, name string, count int)
 	return decimals(ids), nil
 }
 
-// sequenceJSON is protobuf's canonical JSON mapping, as /v1/status
-// answers: proto field names, every field present, and every 64-bit
-// number a string, as IDs are everywhere.
-var sequenceJSON = protojson.MarshalOptions{UseProtoNames: true, EmitUnpopulated: true}
-
-// printProto prints m in sequenceJSON's form, indented as printJSON does.
+// printProto prints m in the API's one JSON form (api.MarshalJSON), as
+// HTTP answers it, indented as printJSON does.
 func printProto(m proto.Message) error {
-	b, err := sequenceJSON.Marshal(m)
+	b, err := api.MarshalJSON(m)
 	if err != nil {
 		return err
 	}

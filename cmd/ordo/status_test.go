@@ -89,7 +89,7 @@ func TestStatusSequences(t *testing.T) {
 	}
 	out, err = output(t, runStatus, "--addrs", addr, "--sequences", "--json")
 	if err != nil || !strings.Contains(out, `"name": "orders"`) || !strings.Contains(out, `"rate": 120.25`) ||
-		!strings.Contains(out, `"more_sequences": 3`) || !strings.Contains(out, `"rates_from": "n1"`) {
+		!strings.Contains(out, `"more_sequences": "3"`) || !strings.Contains(out, `"rates_from": "n1"`) {
 		t.Fatalf("--json: %v, printed\n%s", err, out)
 	}
 	f.mu.Lock()
