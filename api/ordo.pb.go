@@ -2001,7 +2001,18 @@ type NodeInfo struct {
 	// Whether the node's data dir holds Raft state (a term, a log or a
 	// snapshot), read from its stores. A node of a cluster that lost its
 	// data dir answers false: see startup.DecideStart.
-	HasState      bool `protobuf:"varint,13,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
+	HasState bool `protobuf:"varint,13,opt,name=has_state,json=hasState,proto3" json:"has_state,omitempty"`
+	// The layout (its spec, as layout.Parse reads it) and group this node
+	// was configured with; empty and 0 from a node that is still starting
+	// (role "starting") and from versions before they were reported. A
+	// leader asked to add the node checks them against the cluster's.
+	Layout string `protobuf:"bytes,17,opt,name=layout,proto3" json:"layout,omitempty"`
+	Group  uint64 `protobuf:"varint,18,opt,name=group,proto3" json:"group,omitempty"`
+	// The index of the last entry of this node's Raft log or snapshot; 0
+	// when it holds none, even with a term (has_state: a node that was only
+	// sent a vote request or an entry it could not take holds a term and no
+	// log).
+	LastLogIndex  uint64 `protobuf:"varint,19,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2148,6 +2159,27 @@ func (x *NodeInfo) GetHasState() bool {
 	return false
 }
 
+func (x *NodeInfo) GetLayout() string {
+	if x != nil {
+		return x.Layout
+	}
+	return ""
+}
+
+func (x *NodeInfo) GetGroup() uint64 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *NodeInfo) GetLastLogIndex() uint64 {
+	if x != nil {
+		return x.LastLogIndex
+	}
+	return 0
+}
+
 type StatusResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Nodes      []*NodeInfo            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -2273,8 +2305,10 @@ type JoinRequest struct {
 	Layout string `protobuf:"bytes,4,opt,name=layout,proto3" json:"layout,omitempty"`
 	Group  uint64 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
 	// The highest cluster version the joining node reads; 0 from versions
-	// before cluster versions (they read 1). A cluster whose version is
-	// higher refuses it: it would stop at the first entry it cannot read.
+	// before cluster versions (they read 1), and from ordo join. The leader
+	// checks the version the node itself answers when asked (NodeStatus),
+	// not this: a cluster whose version is higher refuses it, since it
+	// would stop at the first entry it cannot read.
 	ReadsVersion  uint32 `protobuf:"varint,6,opt,name=reads_version,json=readsVersion,proto3" json:"reads_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2991,7 +3025,7 @@ const file_ordo_proto_rawDesc = "" +
 	"\x04next\x18\x04 \x01(\x04R\x04next\x12\x12\n" +
 	"\x04rate\x18\x05 \x01(\x01R\x04rate\x12\x16\n" +
 	"\x06issued\x18\x06 \x01(\x04R\x06issued\"\x13\n" +
-	"\x11NodeStatusRequest\"\xe8\x03\n" +
+	"\x11NodeStatusRequest\"\xbc\x04\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -3011,7 +3045,10 @@ const file_ordo_proto_rawDesc = "" +
 	"\x0ewatermark_tick\x18\x10 \x01(\x04R\rwatermarkTick\x12\x1d\n" +
 	"\n" +
 	"cluster_id\x18\f \x01(\tR\tclusterId\x12\x1b\n" +
-	"\thas_state\x18\r \x01(\bR\bhasState\"\xc8\x02\n" +
+	"\thas_state\x18\r \x01(\bR\bhasState\x12\x16\n" +
+	"\x06layout\x18\x11 \x01(\tR\x06layout\x12\x14\n" +
+	"\x05group\x18\x12 \x01(\x04R\x05group\x12$\n" +
+	"\x0elast_log_index\x18\x13 \x01(\x04R\flastLogIndex\"\xc8\x02\n" +
 	"\x0eStatusResponse\x12'\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x11.ordo.v1.NodeInfoR\x05nodes\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1f\n" +

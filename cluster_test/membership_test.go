@@ -11,6 +11,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/history"
+	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 )
 
 // TestMembership adds a fourth node with --join, removes it with
@@ -198,5 +199,42 @@ func TestLostDataDir(t *testing.T) {
 		return false
 	})
 	w.mustAcks(phaseAcks, phaseTimeout, "after n4 joined")
+	mustCheck(t, w.stop())
+}
+
+// TestJoinAsksTheNode (issue 26): `ordo join` naming an address where
+// nothing listens, or a member's gRPC address, is refused and adds no
+// voter, so the cluster survives a member going down afterwards; and
+// `ordo remove` of the member that is down then works. Before, the first
+// join printed "joined n7" and made a voter that never ran: one member
+// down left 2 of 4 voters, no leader, and a remove that timed out.
+func TestJoinAsksTheNode(t *testing.T) {
+	c := mustNewCluster(t, clusterOpts{})
+	w := startWorkload(t, c.addrs(), history.NewRecorder(), 0)
+	w.mustAcks(phaseAcks, phaseTimeout, "before the joins")
+
+	spare := freeaddr.Loopback(t, 2)
+	res := runOrdo(t, "join", "--id", "n7", "--raft-addr", spare[0], "--grpc-addr", spare[1], "--addrs", c.addrList(), "--timeout", "3s")
+	if res.Code == 0 || !strings.Contains(res.Stderr, spare[1]) || !strings.Contains(res.Stderr, "ordo serve --id n7 --join") {
+		t.Errorf("ordo join of a node that does not run: exit %d, stdout %q, stderr %q; want a refusal naming the address and the fix", res.Code, res.Stdout, res.Stderr)
+	}
+	n1 := c.node("n1")
+	res = runOrdo(t, "join", "--id", "n7", "--raft-addr", spare[0], "--grpc-addr", n1.GRPCAddr, "--addrs", c.addrList(), "--timeout", "10s")
+	if res.Code == 0 || !strings.Contains(res.Stderr, "AlreadyExists") || !strings.Contains(res.Stderr, n1.GRPCAddr) {
+		t.Errorf("ordo join at n1's gRPC address: exit %d, stdout %q, stderr %q; want AlreadyExists naming the address", res.Code, res.Stdout, res.Stderr)
+	}
+	c.waitStatus(leaderTimeout, "three voters after the refused joins", func(r *api.StatusResponse) bool { return len(r.Nodes) == 3 })
+
+	down := c.mustFollowers()[0]
+	c.mustKill(down)
+	w.mustAcks(phaseAcks, phaseTimeout, "with "+down.Name+" down")
+	res = mustRunOrdo(t, "remove", "--id", down.Name, "--addrs", c.addrList(), "--timeout", "10s")
+	if !strings.Contains(res.Stdout, "removed "+down.Name) {
+		t.Errorf("ordo remove --id %s (down): stdout %q", down.Name, res.Stdout)
+	}
+	c.waitStatus(leaderTimeout, "two voters without "+down.Name, func(r *api.StatusResponse) bool {
+		return len(r.Nodes) == 2 && roleOf(r, down.Name) == "" && r.LeaderId != ""
+	})
+	w.mustAcks(phaseAcks, phaseTimeout, "after the removal")
 	mustCheck(t, w.stop())
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -76,10 +77,21 @@ func (s *Server) clusterStatus(ctx context.Context, req *api.StatusRequest) (*ap
 		return nil, ToStatus(ctx, fmt.Errorf("read configuration: %w", err), leaderAddr)
 	}
 	st := s.State.State()
-	resp := &api.StatusResponse{Nodes: make([]*api.NodeInfo, len(members)), LeaderId: leaderID, LeaderAddr: leaderAddr, Group: st.Group}
+	resp := &api.StatusResponse{Nodes: s.memberStatuses(ctx, members), LeaderId: leaderID, LeaderAddr: leaderAddr, Group: st.Group}
 	if st.Layout != nil {
 		resp.Layout = st.Layout.String()
 	}
+	if req.Sequences {
+		s.addSequences(resp, req.SequenceLimit)
+	}
+	return resp, nil
+}
+
+// memberStatuses asks every member of members for its status, in
+// parallel, each under its id, Raft address and suffrage as the
+// configuration has them.
+func (s *Server) memberStatuses(ctx context.Context, members []Member) []*api.NodeInfo {
+	infos := make([]*api.NodeInfo, len(members))
 	var wg sync.WaitGroup
 	for i, m := range members {
 		wg.Add(1)
@@ -87,14 +99,11 @@ func (s *Server) clusterStatus(ctx context.Context, req *api.StatusRequest) (*ap
 			defer wg.Done()
 			info := s.peerStatus(ctx, m)
 			info.Id, info.RaftAddr, info.Voter = m.ID, m.RaftAddr, m.Voter
-			resp.Nodes[i] = info
+			infos[i] = info
 		}()
 	}
 	wg.Wait()
-	if req.Sequences {
-		s.addSequences(resp, req.SequenceLimit)
-	}
-	return resp, nil
+	return infos
 }
 
 func (s *Server) peerStatus(ctx context.Context, m Member) *api.NodeInfo {
@@ -159,6 +168,9 @@ func atLeader[Req, Resp any](ctx context.Context, s *Server, req Req,
 	remote func(api.AdminClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
 	local func() (Resp, error)) (Resp, error) {
 	conn, fwd, err := s.forward(ctx)
+	if errors.Is(err, ErrNoLeader) {
+		err = s.whyNoLeader(ctx, err)
+	}
 	if err != nil {
 		var none Resp
 		return none, err
@@ -167,6 +179,45 @@ func atLeader[Req, Resp any](ctx context.Context, s *Server, req Req,
 		return remote(api.NewAdminClient(conn), s.forwardContext(ctx), req)
 	}
 	return local()
+}
+
+// whyNoLeader is err, this node's ErrNoLeader, with why when the cause is
+// plain: fewer voters answer this node than a leader needs, so none can
+// be elected, and no membership change can commit, not even the removal
+// of a voter that is gone, until enough come back or the cluster is
+// recovered. It asks every member (memberStatuses); a voter counts as
+// answering only when it answers under its own id and does not refuse to
+// serve. When enough answer, an election is under way, and err is left as
+// it is: the caller retries.
+func (s *Server) whyNoLeader(ctx context.Context, err error) error {
+	members, merr := s.Node.Members()
+	if merr != nil {
+		return err
+	}
+	var voters int
+	var up, down []string
+	for i, info := range s.memberStatuses(ctx, members) {
+		if !members[i].Voter {
+			continue
+		}
+		voters++
+		if info.Role == "unreachable" || info.Error != "" {
+			down = append(down, fmt.Sprintf("%s (%s)", info.Id, info.Error))
+		} else {
+			up = append(up, info.Id)
+		}
+	}
+	need := voters/2 + 1
+	if voters == 0 || len(up) >= need {
+		return err
+	}
+	if len(up) == 0 {
+		up = []string{"none"}
+	}
+	return fmt.Errorf("%w: a leader needs %d of the %d voters, and %d answer this node (%s); not answering: %s. "+
+		"Bring voters back until %d answer; if the others are lost for good, recover the cluster on the surviving node "+
+		"with the newest data (ordo serve --recover; docs/operations.md, disaster recovery)",
+		err, need, voters, len(up), strings.Join(up, ", "), strings.Join(down, ", "), need)
 }
 
 // Join implements api.AdminServer.

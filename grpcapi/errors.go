@@ -52,8 +52,16 @@ var (
 	// ErrNoLeader means no leader is known to forward to.
 	ErrNoLeader = errors.New("no leader known")
 	// ErrVersionTooOld means a joining node cannot read the cluster's
-	// version (fsm.Reads).
+	// version (fsm.Reads), or does not say what it is (its layout).
 	ErrVersionTooOld = errors.New("node too old for this cluster")
+	// ErrJoinerSilent means the node a join names does not answer at its
+	// gRPC address, or is still starting: it cannot be shown to be the
+	// node to add, so it is not added. It may answer later.
+	ErrJoinerSilent = errors.New("node to add does not answer")
+	// ErrJoinerMismatch means the node at a join's gRPC address answers,
+	// but not as the node the join describes (another id, another Raft
+	// address, state of no known cluster), or as one that does not serve.
+	ErrJoinerMismatch = errors.New("node to add answers as another")
 	// ErrRefusing means this node will not serve (Node.Refusal says why);
 	// other nodes may, so clients should move on.
 	ErrRefusing = errors.New("this node refuses to serve")
@@ -221,7 +229,7 @@ func codeOf(err error) codes.Code {
 		return codes.InvalidArgument
 	case errors.Is(err, sequencer.ErrBadCount), errors.Is(err, ErrBadRequest), errors.Is(err, api.ErrBadHandle), errors.Is(err, layout.ErrInvalidLayout), errors.Is(err, leadership.ErrMisdirected):
 		return codes.InvalidArgument
-	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrVersionTooOld), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, startup.ErrClusterExists), errors.Is(err, startup.ErrOtherCluster):
+	case errors.Is(err, ErrLayoutMismatch), errors.Is(err, fsm.ErrLayoutMismatch), errors.Is(err, ErrVersionTooOld), errors.Is(err, ErrJoinerMismatch), errors.Is(err, layout.ErrWrongWidth), errors.Is(err, startup.ErrClusterExists), errors.Is(err, startup.ErrOtherCluster):
 		return codes.FailedPrecondition
 	case errors.Is(err, ErrPermissionDenied):
 		return codes.PermissionDenied
@@ -233,7 +241,7 @@ func codeOf(err error) codes.Code {
 		return codes.OutOfRange
 	case errors.Is(err, sequencer.ErrAhead):
 		return codes.ResourceExhausted
-	case errors.Is(err, sequencer.ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrNotReady), errors.Is(err, ErrWrongCluster),
+	case errors.Is(err, sequencer.ErrNotLeader), errors.Is(err, ErrNoLeader), errors.Is(err, ErrNotReady), errors.Is(err, ErrWrongCluster), errors.Is(err, ErrJoinerSilent),
 		errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrLeadershipTransferInProgress), errors.Is(err, raft.ErrRaftShutdown),
 		errors.Is(err, raft.ErrEnqueueTimeout), errors.Is(err, raft.ErrAbortedByRestore):

@@ -54,6 +54,8 @@ func TestToStatus(t *testing.T) {
 		{settle.ErrClusterVersion, codes.Unavailable},
 		{api.ErrBadHandle, codes.InvalidArgument},
 		{ErrVersionTooOld, codes.FailedPrecondition},
+		{ErrJoinerMismatch, codes.FailedPrecondition},
+		{ErrJoinerSilent, codes.Unavailable},
 		{fsm.ErrGroupInUse, codes.FailedPrecondition},
 		{context.DeadlineExceeded, codes.DeadlineExceeded},
 		{context.Canceled, codes.Canceled},

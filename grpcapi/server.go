@@ -346,9 +346,12 @@ func (s *Server) localStatus() *api.NodeInfo {
 		ClusterId:      s.Node.ClusterID(),
 		ReadsVersion:   fsm.Reads,
 		ClusterVersion: uint32(s.State.ClusterVersion()),
+		Layout:         s.cfg.Layout.String(),
+		Group:          s.cfg.Group,
 		// Raft keeps the last index and the term it stored: nothing else
 		// gives a node either.
-		HasState: s.Raft.LastIndex() > 0 || s.Raft.CurrentTerm() > 0,
+		HasState:     s.Raft.LastIndex() > 0 || s.Raft.CurrentTerm() > 0,
+		LastLogIndex: s.Raft.LastIndex(),
 	}
 	info.WatermarkTick, _ = s.State.Marks()
 	switch last := s.Raft.LastContact(); {

@@ -61,9 +61,11 @@ func (n *Node) BootstrapSingle() error {
 }
 
 // Join asks the cluster, through any of addrs (members' gRPC addresses),
-// to add this node as a voter, trying each in turn until ctx ends. Errors
-// that retrying cannot mend, such as a layout mismatch or an id in use,
-// return at once.
+// to add this node as a voter, trying each in turn until ctx ends. The
+// leader asks this node who it is before it adds it (Node.AddMember), at
+// its advertised gRPC address, so a leader that cannot reach it there
+// refuses it (Unavailable, retried). Errors that retrying cannot mend,
+// such as a layout mismatch or an id in use, return at once.
 func (n *Node) Join(ctx context.Context, addrs ...string) error {
 	if len(addrs) == 0 {
 		return fmt.Errorf("%w: no address to join through", startup.ErrBadConfig)

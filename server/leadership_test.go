@@ -364,7 +364,9 @@ func TestAdminMembershipCallsNeedARound(t *testing.T) {
 	if member, _ := leader.isMember(victim.ID()); !member {
 		t.Errorf("Remove without a round removed %s", victim.ID())
 	}
-	_, err = admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:9", GrpcAddr: "127.0.0.1:10", Layout: "default"})
+	// n9 answers as a node that may join: the round is what is missing.
+	n9 := answering(t, freshNode("n9", "127.0.0.1:9"))
+	_, err = admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:9", GrpcAddr: n9, Layout: "default"})
 	if status.Code(err) != codes.Unavailable {
 		t.Errorf("Join without a round: %v, want Unavailable", err)
 	}

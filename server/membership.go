@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
@@ -55,11 +56,17 @@ func (n *Node) Members() ([]grpcapi.Member, error) {
 	return members, nil
 }
 
-// addMember adds the node req describes as a voter, on the leader: its
-// layout and group must be the ones this node was configured with, and
-// its id and Raft address must not clash with the configuration's
-// (startup.CheckJoinRequest). The change goes through changeMembership;
-// the joining node's gRPC address is recorded once it has committed.
+// AddMember adds the node req describes as a voter, on the leader. In
+// order: the request's layout and group must be the ones this node was
+// configured with; its id and addresses must not clash with a member's
+// (checkJoinAddrs); and the node at its gRPC address, asked, must answer
+// as that node, of this cluster or of none, with this cluster's layout
+// and group, reading its version (askJoiner): a join is also an
+// operator's word (ordo join), and a voter that does not run counts
+// against the majority from the moment it is added. Then, through
+// changeMembership, the address check again (another join may have come
+// between) and the version the node answered; the joining node's gRPC
+// address is recorded once the change has committed.
 func (n *Node) AddMember(ctx context.Context, req *api.JoinRequest) error {
 	theirs, err := layout.Parse(req.Layout)
 	if err != nil {
@@ -69,11 +76,11 @@ func (n *Node) AddMember(ctx context.Context, req *api.JoinRequest) error {
 		return fmt.Errorf("%w: joining node %q has layout %s group %d, the cluster has layout %s group %d",
 			grpcapi.ErrLayoutMismatch, req.Id, theirs, req.Group, ours, group)
 	}
-	servers, err := n.servers()
-	if err != nil {
-		return fmt.Errorf("read configuration: %w", err)
+	if err := n.checkJoinAddrs(req); err != nil {
+		return err
 	}
-	if err := startup.CheckJoinRequest(servers, req); err != nil {
+	info, err := n.askJoiner(ctx, req)
+	if err != nil {
 		return err
 	}
 	if err := n.changeMembership(ctx, func() raft.Future {
@@ -84,7 +91,10 @@ func (n *Node) AddMember(ctx context.Context, req *api.JoinRequest) error {
 		if err := n.raft.Barrier(n.cfg.ApplyTimeout).Error(); err != nil {
 			return refusedFuture{fmt.Errorf("apply the log before checking the joiner's version: %w", err)}
 		}
-		if err := n.checkJoinerReads(req); err != nil {
+		if err := n.checkJoinAddrs(req); err != nil {
+			return refusedFuture{err}
+		}
+		if err := n.checkJoinerReads(req.Id, info.ReadsVersion); err != nil {
 			return refusedFuture{err}
 		}
 		return n.raft.AddVoter(raft.ServerID(req.Id), raft.ServerAddress(req.RaftAddr), 0, n.cfg.ApplyTimeout)
@@ -95,6 +105,79 @@ func (n *Node) AddMember(ctx context.Context, req *api.JoinRequest) error {
 		return fmt.Errorf("record address: %w", err)
 	}
 	n.logger.Info("node joined", "id", req.Id, "raft_addr", req.RaftAddr, "grpc_addr", req.GrpcAddr)
+	return nil
+}
+
+// checkJoinAddrs refuses a join whose id, Raft address or gRPC address a
+// member of the configuration has (startup.CheckJoinRequest).
+func (n *Node) checkJoinAddrs(req *api.JoinRequest) error {
+	servers, err := n.servers()
+	if err != nil {
+		return fmt.Errorf("read configuration: %w", err)
+	}
+	return startup.CheckJoinRequest(servers, n.fsm.State().Nodes, req)
+}
+
+// askJoiner asks the node at req's gRPC address who it is, and returns its
+// answer if it is the node req describes and may join this cluster
+// (judgeJoiner); a node that cannot be asked is refused: whether it runs
+// at all cannot be told.
+func (n *Node) askJoiner(ctx context.Context, req *api.JoinRequest) (*api.NodeInfo, error) {
+	a := startup.NewAsker(n.cfg.TLS)
+	defer a.Close()
+	info, err := a.NodeStatus(ctx, req.GrpcAddr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: asked who it is, nothing answers at %s as node %q (%s): start the node first "+
+			"(ordo serve --id %s --join <a member's gRPC address> ...; it then asks to join by itself), or check the address (--grpc-addr)",
+			grpcapi.ErrJoinerSilent, req.GrpcAddr, req.Id, status.Convert(err).Message(), req.Id)
+	}
+	if err := judgeJoiner(req, info, n.cfg.Layout, n.cfg.Group, n.ClusterID()); err != nil {
+		return nil, err
+	}
+	return info, nil
+}
+
+// judgeJoiner is the rule askJoiner applies to info, the answer of the
+// node at req's gRPC address: it must answer under req's id, be past its
+// start and not refuse to serve, answer at req's Raft address, hold state
+// of cluster (this cluster's id) or no log, and run layout l with group.
+// Each refusal names what the node said and what to fix.
+func judgeJoiner(req *api.JoinRequest, info *api.NodeInfo, l layout.Layout, group uint64, cluster string) error {
+	at := req.GrpcAddr
+	switch {
+	case info.Id != req.Id:
+		return fmt.Errorf("%w: the node at %s answers as %q, not %q: check the address (--grpc-addr) and the id (--id)",
+			grpcapi.ErrJoinerMismatch, at, info.Id, req.Id)
+	case info.Role == "starting":
+		return fmt.Errorf("%w: node %q at %s is still starting (it checks its cluster before it serves): "+
+			"started with --join it asks to join by itself; else retry once it serves", grpcapi.ErrJoinerSilent, req.Id, at)
+	case info.Error != "" || info.Role == "shutdown":
+		return fmt.Errorf("%w: node %q at %s answers that it does not serve (role %s: %s): a node removed, or of another cluster, "+
+			"stops so; start it with an empty data dir and --join", grpcapi.ErrJoinerMismatch, req.Id, at, info.Role, info.Error)
+	case info.RaftAddr != req.RaftAddr:
+		return fmt.Errorf("%w: node %q at %s answers with raft address %s, not %s: check the raft address (--raft-addr)",
+			grpcapi.ErrJoinerMismatch, req.Id, at, info.RaftAddr, req.RaftAddr)
+	case info.ClusterId != "" && info.ClusterId != cluster:
+		return fmt.Errorf("%w: node %q at %s holds the state of cluster %s, this cluster is %s: stop it, move its data dir aside, "+
+			"and start it with an empty data dir and --join", startup.ErrOtherCluster, req.Id, at, info.ClusterId, cluster)
+	case info.ClusterId == "" && info.LastLogIndex > 0:
+		// A term without a log is no one's state: a member's leader may
+		// have reached the node's address before it was added.
+		return fmt.Errorf("%w: node %q at %s holds a raft log that names no cluster, so whether it is this cluster's (%s) cannot be told: "+
+			"stop it, move its data dir aside, and start it with an empty data dir and --join", grpcapi.ErrJoinerMismatch, req.Id, at, cluster)
+	case info.Layout == "":
+		return fmt.Errorf("%w: node %q at %s does not say which layout it runs (an Ordo older than this one): upgrade it before it joins",
+			grpcapi.ErrVersionTooOld, req.Id, at)
+	}
+	theirs, err := layout.Parse(info.Layout)
+	if err != nil {
+		return fmt.Errorf("%w: node %q at %s answers with layout %q, which this node cannot read (%v): upgrade it, or this cluster, so both read it",
+			grpcapi.ErrVersionTooOld, req.Id, at, info.Layout, err)
+	}
+	if theirs != l || info.Group != group {
+		return fmt.Errorf("%w: node %q at %s runs layout %s group %d, the cluster has layout %s group %d: start it with --layout %s --group %d",
+			grpcapi.ErrLayoutMismatch, req.Id, at, theirs, info.Group, l, group, l, group)
+	}
 	return nil
 }
 

@@ -102,12 +102,13 @@ func (n *Node) voterReads(ctx context.Context, id string) (int, error) {
 	return readsVersion(info.ReadsVersion), nil
 }
 
-// checkJoinerReads refuses a joining node that cannot read the cluster's
-// log: it would stop at the first entry of a version it does not know.
-func (n *Node) checkJoinerReads(req *api.JoinRequest) error {
-	if have, reads := n.fsm.ClusterVersion(), readsVersion(req.ReadsVersion); reads < have {
+// checkJoinerReads refuses joining node id, which reports that it reads
+// cluster version reported, if it cannot read the cluster's log: it would
+// stop at the first entry of a version it does not know.
+func (n *Node) checkJoinerReads(id string, reported uint32) error {
+	if have, reads := n.fsm.ClusterVersion(), readsVersion(reported); reads < have {
 		return fmt.Errorf("%w: node %q runs an Ordo that reads cluster version %d, and this cluster's is %d: upgrade it before it joins",
-			grpcapi.ErrVersionTooOld, req.Id, reads, have)
+			grpcapi.ErrVersionTooOld, id, reads, have)
 	}
 	return nil
 }

@@ -57,7 +57,9 @@ func TestNotReadingEveryAnswer(t *testing.T) {
 
 // A node that reads an older cluster version than the cluster's is
 // refused when it asks to join (it would stop at the first entry it
-// cannot read), and the message says to upgrade it.
+// cannot read), and the message says to upgrade it. The version is the
+// one the node answers when asked (NodeStatus), not the request's, which
+// an operator's ordo join does not fill in.
 func TestJoinRefusesANodeThatCannotReadTheClusterVersion(t *testing.T) {
 	nodes := mustCluster(t)
 	leader := mustLeader(t, nodes)
@@ -68,7 +70,9 @@ func TestJoinRefusesANodeThatCannotReadTheClusterVersion(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, reads := range []uint32{0, fsm.Reads - 1} {
-		_, err := admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:9", GrpcAddr: "127.0.0.1:10", Layout: "default", ReadsVersion: reads})
+		info := freshNode("n9", "127.0.0.1:9")
+		info.ReadsVersion = reads
+		_, err := admin.Join(ctx, &api.JoinRequest{Id: "n9", RaftAddr: "127.0.0.1:9", GrpcAddr: answering(t, info), Layout: "default", ReadsVersion: fsm.Reads})
 		if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "upgrade it") {
 			t.Fatalf("join of a node reading version %d: %v, want FailedPrecondition saying to upgrade it", reads, err)
 		}

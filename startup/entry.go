@@ -424,20 +424,31 @@ func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS, 
 }
 
 // CheckJoinRequest is the leader's side of the rule: given the cluster's
-// configuration, it refuses a join under a member's id or Raft address.
-// A member restarts from its data dir without joining, so a join under a
-// member's name is a node that lost its data: it must be removed first.
-func CheckJoinRequest(servers []raft.Server, req *api.JoinRequest) error {
+// configuration, and the members' recorded gRPC addresses (grpcAddrs, by
+// id), it refuses a join under a member's id, Raft address or gRPC
+// address (either of req's addresses against either of a member's). A
+// member restarts from its data dir without joining, so a join under a
+// member's name is a node that lost its data: it must be removed first;
+// and two members at one address would each be asked as the other.
+func CheckJoinRequest(servers []raft.Server, grpcAddrs map[string]string, req *api.JoinRequest) error {
 	for _, srv := range servers {
-		sameID, sameAddr := string(srv.ID) == req.Id, string(srv.Address) == req.RaftAddr
+		raftAddr, grpcAddr := string(srv.Address), grpcAddrs[string(srv.ID)]
+		sameID, sameAddr := string(srv.ID) == req.Id, raftAddr == req.RaftAddr
 		switch {
 		case sameID && sameAddr:
 			return fmt.Errorf("%w: %q is already a member at %s; if it lost its data, remove it first (ordo remove --id %s), then join again",
 				ErrNodeExists, req.Id, srv.Address, req.Id)
 		case sameID:
-			return fmt.Errorf("%w: id %q is in use by the member at %s", ErrNodeExists, req.Id, srv.Address)
+			return fmt.Errorf("%w: id %q is in use by the member at %s; choose another id, or remove that member first (ordo remove --id %s)",
+				ErrNodeExists, req.Id, srv.Address, req.Id)
 		case sameAddr:
 			return fmt.Errorf("%w: raft address %s is in use by member %q", ErrNodeExists, req.RaftAddr, srv.ID)
+		case grpcAddr != "" && req.GrpcAddr == grpcAddr:
+			return fmt.Errorf("%w: gRPC address %s is in use by member %q", ErrNodeExists, req.GrpcAddr, srv.ID)
+		case grpcAddr != "" && req.RaftAddr == grpcAddr:
+			return fmt.Errorf("%w: raft address %s is the gRPC address of member %q", ErrNodeExists, req.RaftAddr, srv.ID)
+		case req.GrpcAddr == raftAddr:
+			return fmt.Errorf("%w: gRPC address %s is the raft address of member %q", ErrNodeExists, req.GrpcAddr, srv.ID)
 		}
 	}
 	return nil
