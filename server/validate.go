@@ -155,7 +155,7 @@ func (c Config) check() error {
 		return &FieldError{Field: "Group", Msg: "{Group}: " + err.Error()}
 	}
 	if unit := time.Duration(c.Layout.UnitMs) * time.Millisecond; c.ReserveWindow < unit || c.ReserveWindow > MaxReserveWindow {
-		return badField("ReserveWindow", "%s: want %s (one time unit of the layout) to %s", short(c.ReserveWindow), short(unit), short(MaxReserveWindow))
+		return badField("ReserveWindow", "%s: want %s (one time unit of the layout) to %s", DurationText(c.ReserveWindow), DurationText(unit), DurationText(MaxReserveWindow))
 	}
 	if err := c.checkMaxCount(); err != nil {
 		return err
@@ -166,15 +166,15 @@ func (c Config) check() error {
 	r := c.Reservations
 	switch {
 	case r.MaxTTL < settle.MinTTL || r.MaxTTL > settle.TTLLimit:
-		return badField("Reservations.MaxTTL", "%s: want %s to %s (a writer that vanished holds the settled mark back this long)", short(r.MaxTTL), short(settle.MinTTL), short(settle.TTLLimit))
+		return badField("Reservations.MaxTTL", "%s: want %s to %s (a writer that vanished holds the settled mark back this long)", DurationText(r.MaxTTL), DurationText(settle.MinTTL), DurationText(settle.TTLLimit))
 	case r.DefaultTTL < settle.MinTTL || r.DefaultTTL > r.MaxTTL:
-		return badField("Reservations.DefaultTTL", "%s: want %s to {Reservations.MaxTTL} (%s)", short(r.DefaultTTL), short(settle.MinTTL), short(r.MaxTTL))
+		return badField("Reservations.DefaultTTL", "%s: want %s to {Reservations.MaxTTL} (%s)", DurationText(r.DefaultTTL), DurationText(settle.MinTTL), DurationText(r.MaxTTL))
 	case r.MaxOpen < 1 || r.MaxOpen > settle.OpenLimit:
 		return badField("Reservations.MaxOpen", "%d: want 1 to %d", r.MaxOpen, settle.OpenLimit)
 	case c.ApplyTimeout < MinTimeout || c.ApplyTimeout > MaxApplyTimeout:
-		return badField("ApplyTimeout", "%s: want %s to %s", short(c.ApplyTimeout), short(MinTimeout), short(MaxApplyTimeout))
+		return badField("ApplyTimeout", "%s: want %s to %s", DurationText(c.ApplyTimeout), DurationText(MinTimeout), DurationText(MaxApplyTimeout))
 	case c.RPCTimeout < MinTimeout || c.RPCTimeout > MaxRPCTimeout:
-		return badField("RPCTimeout", "%s: want %s to %s", short(c.RPCTimeout), short(MinTimeout), short(MaxRPCTimeout))
+		return badField("RPCTimeout", "%s: want %s to %s", DurationText(c.RPCTimeout), DurationText(MinTimeout), DurationText(MaxRPCTimeout))
 	case c.MaxConnsPerHost == 0 || c.MaxConnsPerHost < -1 || c.MaxConnsPerHost > ConnsLimit:
 		return badField("MaxConnsPerHost", "%d: want 1 to %d, or -1 for no limit", c.MaxConnsPerHost, ConnsLimit)
 	}
@@ -183,11 +183,11 @@ func (c Config) check() error {
 	}
 	switch {
 	case c.Lease < 0 || c.Lease > 0 && c.Lease < MinLease:
-		return badField("Lease", "%s: want %s or more (a round of promises takes longer than less), or 0 for no lease", short(c.Lease), short(MinLease))
+		return badField("Lease", "%s: want %s or more (a round of promises takes longer than less), or 0 for no lease", DurationText(c.Lease), DurationText(MinLease))
 	case c.Lease > 0 && c.Lease >= c.Raft.HeartbeatTimeout:
 		// A follower stands for election once it has heard nothing for
 		// the heartbeat timeout: a shorter lease has run out by then.
-		return badField("Lease", "%s is not shorter than {Raft.HeartbeatTimeout} (%s): after a leader crash the next one would wait out its lease; shorten {Lease} or lengthen {Raft.HeartbeatTimeout}", short(c.Lease), short(c.Raft.HeartbeatTimeout))
+		return badField("Lease", "%s is not shorter than {Raft.HeartbeatTimeout} (%s): after a leader crash the next one would wait out its lease; shorten {Lease} or lengthen {Raft.HeartbeatTimeout}", DurationText(c.Lease), DurationText(c.Raft.HeartbeatTimeout))
 	}
 	// Raft's own checks and settle's see fields no setting gives.
 	if err := raft.ValidateConfig(c.Raft); err != nil {
@@ -228,7 +228,7 @@ func (c Config) checkMaxCount() error {
 		return badField("MaxCount", "%d: want 1 to %d (a request carries its count in 32 bits)", c.MaxCount, most)
 	case c.MaxCount > most:
 		return badField("MaxCount", "%d is more IDs than the layout hands out in the lead bound (%d, %s of its capacity, the larger of twice {ReserveWindow} and 10s): lower {MaxCount} or widen {ReserveWindow}",
-			c.MaxCount, most, short(time.Duration(lead>>c.Layout.SeqBits)*time.Duration(c.Layout.UnitMs)*time.Millisecond))
+			c.MaxCount, most, DurationText(time.Duration(lead>>c.Layout.SeqBits)*time.Duration(c.Layout.UnitMs)*time.Millisecond))
 	}
 	return nil
 }
@@ -238,13 +238,13 @@ func checkRaft(rc *raft.Config) error {
 	hb := rc.HeartbeatTimeout
 	switch {
 	case hb < MinRaftTimeout || hb > MaxRaftTimeout:
-		return badField("Raft.HeartbeatTimeout", "%s: want %s to %s", short(hb), short(MinRaftTimeout), short(MaxRaftTimeout))
+		return badField("Raft.HeartbeatTimeout", "%s: want %s to %s", DurationText(hb), DurationText(MinRaftTimeout), DurationText(MaxRaftTimeout))
 	case rc.ElectionTimeout < hb || rc.ElectionTimeout > MaxRaftTimeout:
-		return badField("Raft.ElectionTimeout", "%s: want {Raft.HeartbeatTimeout} (%s) to %s", short(rc.ElectionTimeout), short(hb), short(MaxRaftTimeout))
+		return badField("Raft.ElectionTimeout", "%s: want {Raft.HeartbeatTimeout} (%s) to %s", DurationText(rc.ElectionTimeout), DurationText(hb), DurationText(MaxRaftTimeout))
 	case rc.LeaderLeaseTimeout < MinRaftTimeout || rc.LeaderLeaseTimeout > hb:
-		return badField("Raft.LeaderLeaseTimeout", "%s: want %s to {Raft.HeartbeatTimeout} (%s)", short(rc.LeaderLeaseTimeout), short(MinRaftTimeout), short(hb))
+		return badField("Raft.LeaderLeaseTimeout", "%s: want %s to {Raft.HeartbeatTimeout} (%s)", DurationText(rc.LeaderLeaseTimeout), DurationText(MinRaftTimeout), DurationText(hb))
 	case rc.SnapshotInterval < MinSnapshotInterval || rc.SnapshotInterval > MaxSnapshotInterval:
-		return badField("Raft.SnapshotInterval", "%s: want %s to %s", short(rc.SnapshotInterval), short(MinSnapshotInterval), short(MaxSnapshotInterval))
+		return badField("Raft.SnapshotInterval", "%s: want %s to %s", DurationText(rc.SnapshotInterval), DurationText(MinSnapshotInterval), DurationText(MaxSnapshotInterval))
 	case rc.SnapshotThreshold < 1 || rc.SnapshotThreshold > RaftEntriesLimit:
 		return badField("Raft.SnapshotThreshold", "%d: want 1 to %d log entries", rc.SnapshotThreshold, RaftEntriesLimit)
 	case rc.TrailingLogs > RaftEntriesLimit:
@@ -289,9 +289,9 @@ func CheckAddr(addr string, dial bool, example string) error {
 	return nil
 }
 
-// short is d as a flag takes it, without Go's trailing zero units: 1m,
-// not 1m0s.
-func short(d time.Duration) string {
+// DurationText is d as a flag takes it, without Go's trailing zero units:
+// 1m, not 1m0s.
+func DurationText(d time.Duration) string {
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
 		s = strings.TrimSuffix(s, "0s")

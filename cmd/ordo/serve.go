@@ -183,27 +183,27 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		httpAddr:       fs.String("http-addr", "", "HTTP/JSON address for health probes (/healthz, /readyz), IDs (/v1/ids) and status (/v1/status); empty: no HTTP. HTTPS with the TLS flags"),
 		bootstrap:      fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state; with --join, a node it does not name joins)"),
 		join:           fs.String("join", "", "join the cluster on first start through these gRPC addresses (members or a service in front of them; comma-separated, tried in turn)"),
-		joinTimeout:    fs.Duration("join-timeout", time.Minute, fmt.Sprintf("how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join (%s to %s)", minJoinTimeout, durationText(maxJoinTimeout))),
+		joinTimeout:    fs.Duration("join-timeout", time.Minute, fmt.Sprintf("how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join (%s to %s)", minJoinTimeout, server.DurationText(maxJoinTimeout))),
 		forceBootstrap: fs.Bool("force-bootstrap", false, "ONE-SHOT, command line only: with an empty data dir, bootstrap the --bootstrap list without asking anyone whether its cluster exists: the first start of a list of this node alone, or disaster recovery when no listed node ever held the cluster's state or it is gone for good; never on a node's usual command line (see docs/operations.md)"),
 		recoverAlone:   fs.Bool("recover", false, "DISASTER RECOVERY, when a majority is lost for good: make this node the only voter of its cluster, move the high-water mark past what the lost nodes may have handed out, and exit; then start it again without --recover. Command line only. The lost nodes must NEVER start again with their data (see docs/operations.md)"),
 		denseSkip:      fs.Uint64("dense-skip", 0, "with --recover: how far every dense sequence moves past its recorded mark, at least what the lost nodes may have handed out that this node's log lacks (a gap of that many values); required when the cluster has a dense sequence (0, no skip, only when it has none)"),
-		recoverJump:    fs.Duration("recover-jump", backup.DefaultRecoverJump, fmt.Sprintf("with --recover: how far the mark moves past the later of the recorded mark and the clock, beyond one window and the lead bound, to stay above what the lost nodes may have handed out (0 to %s; 0: no further)", durationText(maxRecoverJump))),
+		recoverJump:    fs.Duration("recover-jump", backup.DefaultRecoverJump, fmt.Sprintf("with --recover: how far the mark moves past the later of the recorded mark and the clock, beyond one window and the lead bound, to stay above what the lost nodes may have handed out (0 to %s; 0: no further)", server.DurationText(maxRecoverJump))),
 		layoutSpec:     fs.String("layout", "default", "ID layout: 64-bit default, twitter, discord, instagram, sonyflake, or custom:epoch=<unix ms>,unit=<ms>,bits=<time>/<group>/<seq>[,order=time-seq-group]; 128-bit uuidv7 or ulid"),
 		group:          fs.Uint64("group", 0, "group field of every ID (names this cluster): 0 to the largest the layout's group bits hold"),
-		window:         fs.Duration("reserve-window", server.DefaultReserveWindow, fmt.Sprintf("how far ahead of the wall clock one reservation reaches (one time unit of the layout, 1ms by default, to %s): longer commits less often when idle, shorter lets a new leader's first IDs run less far ahead", durationText(server.MaxReserveWindow))),
+		window:         fs.Duration("reserve-window", server.DefaultReserveWindow, fmt.Sprintf("how far ahead of the wall clock one reservation reaches (one time unit of the layout, 1ms by default, to %s): longer commits less often when idle, shorter lets a new leader's first IDs run less far ahead", server.DurationText(server.MaxReserveWindow))),
 		maxCount:       fs.Uint64("max-count", server.DefaultMaxCount, "largest count one request may ask for (1 to what the layout hands out in the lead bound, the larger of twice --reserve-window and 10s)"),
 		metricsSeqs:    fs.Int("metrics-sequences", metrics.DefaultSequenceSeries, fmt.Sprintf("how many named sequences, the busiest, the per-sequence metrics name (1 to %d; the others are summed)", metrics.MaxSequenceSeries)),
 		resTTL:         fs.Duration("reservation-ttl", settle.DefaultTTL, fmt.Sprintf("how long a tracked reservation lives when Reserve names no TTL (%s to --max-reservation-ttl; see docs/event-stores.md)", settle.MinTTL)),
-		resMaxTTL:      fs.Duration("max-reservation-ttl", settle.DefaultMaxTTL, fmt.Sprintf("longest TTL a Reserve or Extend may ask for (%s to %s): a writer that vanished holds the settled mark back this long", settle.MinTTL, durationText(settle.TTLLimit))),
+		resMaxTTL:      fs.Duration("max-reservation-ttl", settle.DefaultMaxTTL, fmt.Sprintf("longest TTL a Reserve or Extend may ask for (%s to %s): a writer that vanished holds the settled mark back this long", settle.MinTTL, server.DurationText(settle.TTLLimit))),
 		resMaxOpen:     fs.Int("max-open-reservations", settle.DefaultMaxOpen, fmt.Sprintf("most tracked reservations open at once (1 to %d); past it Reserve answers ResourceExhausted", settle.OpenLimit)),
 		maxConns:       fs.Int("max-conns-per-host", server.DefaultMaxConnsPerHost, fmt.Sprintf("gRPC connections one remote host may hold open (1 to %d, or -1: no limit)", server.ConnsLimit)),
-		rpcTimeout:     fs.Duration("rpc-timeout", server.DefaultRPCTimeout, fmt.Sprintf("longest any unary call may run, whatever deadline the caller gave (%s to %s)", server.MinTimeout, durationText(server.MaxRPCTimeout))),
-		applyTimeout:   fs.Duration("apply-timeout", server.DefaultApplyTimeout, fmt.Sprintf("longest one Raft commit this node makes may take: a reservation, a confirmation, a membership change (%s to %s)", server.MinTimeout, durationText(server.MaxApplyTimeout))),
-		heartbeat:      fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, fmt.Sprintf("raft heartbeat timeout: a follower that hears nothing from the leader this long stands for election (%s to %s)", server.MinRaftTimeout, durationText(server.MaxRaftTimeout))),
-		election:       fs.Duration("election-timeout", defaults.ElectionTimeout, fmt.Sprintf("raft election timeout (--heartbeat-timeout to %s)", durationText(server.MaxRaftTimeout))),
+		rpcTimeout:     fs.Duration("rpc-timeout", server.DefaultRPCTimeout, fmt.Sprintf("longest any unary call may run, whatever deadline the caller gave (%s to %s)", server.MinTimeout, server.DurationText(server.MaxRPCTimeout))),
+		applyTimeout:   fs.Duration("apply-timeout", server.DefaultApplyTimeout, fmt.Sprintf("longest one Raft commit this node makes may take: a reservation, a confirmation, a membership change (%s to %s)", server.MinTimeout, server.DurationText(server.MaxApplyTimeout))),
+		heartbeat:      fs.Duration("heartbeat-timeout", defaults.HeartbeatTimeout, fmt.Sprintf("raft heartbeat timeout: a follower that hears nothing from the leader this long stands for election (%s to %s)", server.MinRaftTimeout, server.DurationText(server.MaxRaftTimeout))),
+		election:       fs.Duration("election-timeout", defaults.ElectionTimeout, fmt.Sprintf("raft election timeout (--heartbeat-timeout to %s)", server.DurationText(server.MaxRaftTimeout))),
 		raftLease:      fs.Duration("leader-lease-timeout", defaults.LeaderLeaseTimeout, fmt.Sprintf("raft leader lease timeout: a leader that has heard from no majority this long steps down (%s to --heartbeat-timeout)", server.MinRaftTimeout)),
 		snapThreshold:  fs.Uint64("snapshot-threshold", defaults.SnapshotThreshold, fmt.Sprintf("log entries between snapshots (1 to %d)", server.RaftEntriesLimit)),
-		snapInterval:   fs.Duration("snapshot-interval", defaults.SnapshotInterval, fmt.Sprintf("how often to check whether a snapshot is due (%s to %s)", server.MinSnapshotInterval, durationText(server.MaxSnapshotInterval))),
+		snapInterval:   fs.Duration("snapshot-interval", defaults.SnapshotInterval, fmt.Sprintf("how often to check whether a snapshot is due (%s to %s)", server.MinSnapshotInterval, server.DurationText(server.MaxSnapshotInterval))),
 		trailingLogs:   fs.Uint64("trailing-logs", defaults.TrailingLogs, fmt.Sprintf("log entries kept after a snapshot, so a slow follower can catch up without one (0 to %d; 0: none, a follower behind by any entry is sent the whole snapshot)", server.RaftEntriesLimit)),
 		clusterID:      fs.String("cluster-id", "", "refuse to start on a data dir of any other cluster (the id 'ordo status' shows: 32 hex digits); without it a node still refuses when its recorded peers report another cluster"),
 		tlsFiles:       addTLSFlags(fs, "this node's"),
@@ -315,10 +315,10 @@ func (f *serveFlags) checkOwn() error {
 		return fmt.Errorf("%w: --log-level %q: want one of %s", errUsage, *f.logLevel, strings.Join(logLevels, ", "))
 	}
 	if d := *f.joinTimeout; d < minJoinTimeout || d > maxJoinTimeout {
-		return fmt.Errorf("%w: --join-timeout %s: want %s to %s", errUsage, durationText(d), minJoinTimeout, durationText(maxJoinTimeout))
+		return fmt.Errorf("%w: --join-timeout %s: want %s to %s", errUsage, server.DurationText(d), minJoinTimeout, server.DurationText(maxJoinTimeout))
 	}
 	if d := *f.recoverJump; d < 0 || d > maxRecoverJump {
-		return fmt.Errorf("%w: --recover-jump %s: want 0 to %s", errUsage, durationText(d), durationText(maxRecoverJump))
+		return fmt.Errorf("%w: --recover-jump %s: want 0 to %s", errUsage, server.DurationText(d), server.DurationText(maxRecoverJump))
 	}
 	if id := *f.clusterID; id != "" && !isClusterID(id) {
 		return fmt.Errorf("%w: --cluster-id %q: want the cluster's id as 'ordo status' shows it, 32 hex digits (0-9, a-f)", errUsage, id)
@@ -439,19 +439,6 @@ func flagSource(fs *flag.FlagSet, args []string, name string) string {
 func envSet(name string) bool {
 	_, ok := os.LookupEnv(envName(name))
 	return ok
-}
-
-// durationText is d as a flag takes it, without Go's trailing zero units:
-// 1m, not 1m0s.
-func durationText(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // recoverAlone is ordo serve --recover: it makes the node of cfg the only
