@@ -3,12 +3,9 @@ package main
 import (
 	"context"
 	"errors"
-	"net"
 	"strings"
 	"sync"
 	"testing"
-
-	"google.golang.org/grpc"
 
 	"github.com/seed-e8569b35/ordo/api"
 )
@@ -56,18 +53,7 @@ func (f *adminNode) asked() (transferred, removed []string) {
 	return append([]string(nil), f.transferred...), append([]string(nil), f.removed...)
 }
 
-func (f *adminNode) serve(t *testing.T) string {
-	t.Helper()
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := grpc.NewServer()
-	api.RegisterAdminServer(s, f)
-	go func() { _ = s.Serve(lis) }()
-	t.Cleanup(s.Stop)
-	return lis.Addr().String()
-}
+func (f *adminNode) serve(t *testing.T) string { return serveAdmin(t, f) }
 
 // TestAdminCommandsIgnoreNodeID: on a host whose environment holds a
 // node's settings (ordo.env sets ORDO_ID to the node's own id), ordo

@@ -47,14 +47,17 @@ func (f *statusNode) Status(_ context.Context, req *api.StatusRequest) (*api.Sta
 	return resp, nil
 }
 
-func (f *statusNode) serve(t *testing.T) string {
+func (f *statusNode) serve(t *testing.T) string { return serveAdmin(t, f) }
+
+// serveAdmin serves admin on a free loopback port until the test ends.
+func serveAdmin(t *testing.T, admin api.AdminServer) string {
 	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := grpc.NewServer()
-	api.RegisterAdminServer(s, f)
+	api.RegisterAdminServer(s, admin)
 	go func() { _ = s.Serve(lis) }()
 	t.Cleanup(s.Stop)
 	return lis.Addr().String()
