@@ -158,7 +158,9 @@ func (q *Sequencer) relay(ctx context.Context, cancel context.CancelFunc, conn *
 	if r := refused.Load(); r != nil {
 		return *r
 	}
-	if err != nil && left.Load() && waiting.Load() == 0 {
+	// The client's cancel may end up.Recv before the reading goroutine
+	// has seen it: the stream's own context says so too.
+	if err != nil && (left.Load() || endedByClient(stream.Context(), err)) && waiting.Load() == 0 {
 		return nil // the client ended the stream with every call answered
 	}
 	return err
