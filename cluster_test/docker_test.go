@@ -36,16 +36,16 @@ type dockerNode struct {
 }
 
 // dockerStatus is what `ordo status --json` prints, as far as the test
-// needs it.
+// needs it (64-bit numbers as strings, as in HTTP's /v1/status).
 type dockerStatus struct {
 	LeaderID string `json:"leader_id"`
 	Nodes    []struct {
 		ID            string `json:"id"`
 		Role          string `json:"role"`
 		Voter         bool   `json:"voter"`
-		Term          uint64 `json:"term"`
-		LastContactMs int64  `json:"last_contact_ms"`
-		AppliedIndex  uint64 `json:"applied_index"`
+		Term          uint64 `json:"term,string"`
+		LastContactMs int64  `json:"last_contact_ms,string"`
+		AppliedIndex  uint64 `json:"applied_index,string"`
 		Error         string `json:"error"`
 	} `json:"nodes"`
 }
