@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -442,11 +443,31 @@ func askAdmin[R any](cf clientFlags, call func(context.Context, api.AdminClient,
 	}
 	defer cancel()
 	defer c.Close()
+	progress := retryProgress{out: os.Stderr, now: time.Now, start: time.Now()}
 	err = c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (err error) {
 		resp, err = call(ctx, a, opts...)
+		progress.failed(err)
 		return err
 	})
 	return resp, err
+}
+
+// retryProgress says, while an admin call is retried for more than a
+// second, why, at most every five seconds: the operator sees the cause
+// (a node that does not answer, no leader) instead of a silent wait.
+type retryProgress struct {
+	out         io.Writer
+	now         func() time.Time
+	start, last time.Time
+}
+
+func (p *retryProgress) failed(err error) {
+	now := p.now()
+	if err == nil || now.Sub(p.start) < time.Second || now.Sub(p.last) < 5*time.Second {
+		return
+	}
+	p.last = now
+	fmt.Fprintf(p.out, "ordo: still trying after %s: %v\n", now.Sub(p.start).Round(time.Second), err)
 }
 
 // adminCall runs one admin call and reports the outcome.
