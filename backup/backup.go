@@ -405,11 +405,14 @@ const DefaultRestoreJump = time.Minute
 // Why. IDs handed out before the backup are below its high-water mark (see
 // the top of this file). After the backup, the old cluster's leaders kept
 // handing out ticks from max(last+1, tick(their clock)); a leader refuses
-// a tick more than max(2·window, 10 s) ahead of the highest clock reading
-// it knows (sequencer.MaxLeadTicks), and the bound holds for a request's last
-// tick, not only its first, so no request reaches past it; every
-// reservation carries its leader's clock reading, so a new leader knows
-// the highest reading of any earlier one. So every tick the old cluster
+// a tick past its ceiling: max(2·window, 10 s) past the highest clock
+// reading it has seen (sequencer.MaxLeadTicks), or the ceiling an earlier
+// leader recorded, if later. The bound holds for a request's last tick,
+// not only its first, so no request reaches past it; every reservation
+// records its leader's ceiling, which grows only with a leader's own
+// clock, and a backup records its leader's bound with the inherited
+// ceiling counted (lead below), so the ceilings of the leaders after it
+// are within its clock plus lead, or their own clocks plus their bounds. So every tick the old cluster
 // handed out is below max(its mark at the backup, its leaders' clocks) +
 // ahead: the lead bound plus a window for the clocks' differences. The
 // old cluster stopped before
