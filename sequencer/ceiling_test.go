@@ -115,6 +115,11 @@ func TestLoweredWindowServesAtOnce(t *testing.T) {
 	} else if b.First < mark {
 		t.Fatalf("tick %d below the inherited mark %d", b.First, mark)
 	}
+	// A backup records State's bound: it must count the inherited
+	// ceiling, which this leader may reach, for a restore to start above.
+	if st := h.s.State(); st.ClockHigh+st.MaxLead < mark {
+		t.Fatalf("State says no tick past %d, below the mark %d it serves", st.ClockHigh+st.MaxLead, mark)
+	}
 
 	old := newDefaultHarness(t, 3*time.Second)
 	mark = old.now() + old.l.TicksIn(time.Hour)
