@@ -70,6 +70,22 @@ const (
 // Option configures a Client.
 type Option func(*Client)
 
+// WithRetryNotify has the client tell notify of every failed attempt it
+// is about to retry (after a backoff): the node's address ("" when no
+// node was reached) and why, so that a caller that waits long, as a
+// command line tool does, can say so: no leader, a node that does not
+// answer. notify must not block.
+func WithRetryNotify(notify func(addr string, err error)) Option {
+	return func(c *Client) { c.retrying = notify }
+}
+
+// retried tells WithRetryNotify's function of a failed attempt retried.
+func (c *Client) retried(addr string, err error) {
+	if c.retrying != nil {
+		c.retrying(addr, err)
+	}
+}
+
 // WithAttemptTimeout bounds one RPC attempt, so that a call to a node that
 // hangs (paused, partitioned) moves on to another node.
 func WithAttemptTimeout(d time.Duration) Option { return func(c *Client) { c.attemptTimeout = d } }
@@ -143,7 +159,10 @@ type Client struct {
 	attemptTimeout time.Duration
 	minBackoff     time.Duration
 	maxBackoff     time.Duration
-	dialOpts       []grpc.DialOption
+	// retrying is told of every failed attempt the client retries
+	// (WithRetryNotify); nil: nobody.
+	retrying func(addr string, err error)
+	dialOpts []grpc.DialOption
 	// coalesceInFlight > 0 turns coalescing on (WithCoalescing).
 	coalesceInFlight int
 	// idempotent keys every call for IDs (WithIdempotentRetries).
@@ -535,6 +554,7 @@ func (c *Client) follow(ctx context.Context, try attemptFunc) error {
 		if c.leave(addr, md.trailer) && attempt == 0 {
 			continue // a fresh hint: go there at once
 		}
+		c.retried(addr, err)
 		if pause(ctx, backoff) != nil {
 			return fmt.Errorf("%w (last error from %s: %w)", ctx.Err(), addr, err)
 		}

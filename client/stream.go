@@ -158,6 +158,11 @@ func (s *Stream) call(ctx context.Context, call *streamCall) ([]uint64, error) {
 			return nil, err
 		}
 		lastErr = err
+		addr := ""
+		if conn != nil {
+			addr = conn.target
+		}
+		s.c.retried(addr, err)
 		if pause(ctx, backoff) != nil {
 			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), lastErr)
 		}

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"slices"
-	"strconv"
-	"strings"
 
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
@@ -17,6 +14,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/grpcerr"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/leadership"
 	"github.com/seed-e8569b35/ordo/sequencer"
@@ -91,7 +89,7 @@ func (e *UnreachableError) Unwrap() error { return e.err }
 func (e *UnreachableError) GRPCStatus() *status.Status { return status.New(codeOf(e), e.Error()) }
 
 // explainUnreachable is err, from a call to the peer at addr, as an
-// UnreachableError when it is a transport failure (transportReason).
+// UnreachableError when it is a transport failure (grpcerr.TransportReason).
 func explainUnreachable(addr string, err error) error {
 	if err == nil || err == io.EOF {
 		return err
@@ -100,52 +98,11 @@ func explainUnreachable(addr string, err error) error {
 	if !ok || s.Code() != codes.Unavailable {
 		return err
 	}
-	reason, ok := transportReason(s.Message())
+	reason, ok := grpcerr.TransportReason(s.Message())
 	if !ok {
 		return err
 	}
 	return &UnreachableError{Addr: addr, Reason: reason, err: err}
-}
-
-// transportPrefixes begin the messages of the Unavailable statuses grpc-go
-// makes on the client side when a connection cannot be made or breaks;
-// a server's own Unavailable statuses (Ordo's) begin otherwise.
-var transportPrefixes = []string{
-	"connection error: desc = ",
-	"transport: ",
-	"transport is closing",
-	"error reading from server",
-	"closing transport due to",
-	"the connection is draining",
-	"the stream is rejected because server is draining the connection",
-}
-
-// transportReason reports whether msg, an Unavailable status's, is a
-// transport failure's, and why it failed in a few words: the innermost
-// cause, "connection refused" of `connection error: desc = "transport:
-// Error while dialing: dial tcp 127.0.0.1:7001: connect: connection
-// refused"`.
-func transportReason(msg string) (string, bool) {
-	if !slices.ContainsFunc(transportPrefixes, func(p string) bool { return strings.HasPrefix(msg, p) }) {
-		return "", false
-	}
-	if desc, ok := strings.CutPrefix(msg, "connection error: desc = "); ok {
-		if d, err := strconv.Unquote(desc); err == nil {
-			desc = d
-		}
-		msg = desc
-	}
-	reason := strings.TrimSpace(msg[strings.LastIndex(msg, ": ")+1:])
-	switch {
-	case strings.Contains(msg, "draining"), strings.HasPrefix(msg, "closing transport"), msg == "transport is closing",
-		reason == "EOF", strings.HasSuffix(reason, "connection reset by peer"), strings.HasSuffix(reason, "broken pipe"):
-		return "the connection closed", true
-	case strings.HasSuffix(reason, "i/o timeout"), strings.HasSuffix(reason, "deadline exceeded"):
-		return "timed out", true
-	case reason == "":
-		return "no connection", true
-	}
-	return reason, true
 }
 
 // ToStatus maps err to a gRPC status. A call that failed where another

@@ -15,6 +15,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/grpcerr"
 )
 
 // peerAdmin answers NodeStatus as member id.
@@ -139,9 +140,9 @@ func TestTransportReason(t *testing.T) {
 		{"no leader known; leader is at 127.0.0.1:7001", "", false},
 		{"this node refuses to serve: removed from the cluster", "", false},
 	} {
-		got, ok := transportReason(c.msg)
+		got, ok := grpcerr.TransportReason(c.msg)
 		if got != c.want || ok != c.ok {
-			t.Errorf("transportReason(%q) = %q, %v; want %q, %v", c.msg, got, ok, c.want, c.ok)
+			t.Errorf("TransportReason(%q) = %q, %v; want %q, %v", c.msg, got, ok, c.want, c.ok)
 		}
 	}
 }

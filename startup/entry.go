@@ -104,6 +104,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
+	"github.com/seed-e8569b35/ordo/internal/grpcerr"
 	"github.com/seed-e8569b35/ordo/secure"
 )
 
@@ -361,21 +362,10 @@ func checkNoneHolds(ctx context.Context, self string, e Entry, t *secure.TLS) er
 	return nil
 }
 
-// reason is err as an operator reads it: an address that cannot be
-// reached says so, without gRPC's transport wording.
-func reason(err error) string {
-	st := status.Convert(err)
-	msg := st.Message()
-	if i := strings.LastIndex(msg, ": "); st.Code() == codes.Unavailable && strings.Contains(msg, "dial") && i >= 0 {
-		return "cannot connect (" + strings.Trim(msg[i+2:], `"`) + ")"
-	}
-	return err.Error()
-}
-
 // unheard says why answer a from addr proves nothing.
 func unheard(a NodeAnswer, addr string) string {
 	if a.Err != nil {
-		return reason(a.Err)
+		return grpcerr.Describe(a.Err)
 	}
 	return fmt.Sprintf("the node at %s is %q", addr, a.Info.Id)
 }
@@ -400,7 +390,7 @@ func checkJoin(ctx context.Context, self string, addrs []string, t *secure.TLS, 
 				err = errors.New("no leader known")
 			}
 			if err != nil {
-				last = addr + ": " + reason(err)
+				last = addr + ": " + grpcerr.Describe(err)
 				continue
 			}
 			answers[i] = st

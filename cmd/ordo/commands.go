@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/client"
+	"github.com/seed-e8569b35/ordo/internal/grpcerr"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/secure"
 )
@@ -94,6 +96,8 @@ func (f clientFlags) dial() (*client.Client, context.Context, context.CancelFunc
 	if err != nil {
 		return nil, nil, nil, err
 	}
+	progress := &retryProgress{out: os.Stderr, now: time.Now, start: time.Now()}
+	opts = append(opts, client.WithRetryNotify(progress.failed))
 	c, err := client.New(addrs, opts...)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("%w: --addrs: %v", errUsage, err)
@@ -443,31 +447,37 @@ func askAdmin[R any](cf clientFlags, call func(context.Context, api.AdminClient,
 	}
 	defer cancel()
 	defer c.Close()
-	progress := retryProgress{out: os.Stderr, now: time.Now, start: time.Now()}
 	err = c.Admin(ctx, func(ctx context.Context, a api.AdminClient, opts ...grpc.CallOption) (err error) {
 		resp, err = call(ctx, a, opts...)
-		progress.failed(err)
 		return err
 	})
 	return resp, err
 }
 
-// retryProgress says, while an admin call is retried for more than a
+// retryProgress says, while a command's call is retried for more than a
 // second, why, at most every five seconds: the operator sees the cause
-// (a node that does not answer, no leader) instead of a silent wait.
+// (a node that does not answer, no leader) instead of a silent wait. The
+// client calls it from its goroutines.
 type retryProgress struct {
+	mu          sync.Mutex
 	out         io.Writer
 	now         func() time.Time
 	start, last time.Time
 }
 
-func (p *retryProgress) failed(err error) {
+func (p *retryProgress) failed(addr string, err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	now := p.now()
 	if err == nil || now.Sub(p.start) < time.Second || now.Sub(p.last) < 5*time.Second {
 		return
 	}
 	p.last = now
-	fmt.Fprintf(p.out, "ordo: still trying after %s: %v\n", now.Sub(p.start).Round(time.Second), err)
+	why := grpcerr.Describe(err)
+	if addr != "" {
+		why = addr + ": " + why
+	}
+	fmt.Fprintf(p.out, "ordo: still trying after %s: %s\n", now.Sub(p.start).Round(time.Second), why)
 }
 
 // adminCall runs one admin call and reports the outcome.

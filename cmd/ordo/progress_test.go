@@ -26,10 +26,10 @@ func TestRetryProgressSaysWhyAtMostEveryFiveSeconds(t *testing.T) {
 		{12 * time.Second, nil}, // succeeded
 	} {
 		at = start.Add(step.after)
-		p.failed(step.err)
+		p.failed("127.0.0.1:7107", step.err)
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
-	if len(lines) != 2 || !strings.Contains(lines[0], "after 1s") || !strings.Contains(lines[1], "after 6s") || !strings.Contains(lines[0], "does not answer") {
+	if len(lines) != 2 || !strings.Contains(lines[0], "after 1s") || !strings.Contains(lines[1], "after 6s") || !strings.Contains(lines[0], "127.0.0.1:7107: the node to add") {
 		t.Fatalf("progress:\n%s\nwant two lines, after 1s and 6s, naming the cause", out.String())
 	}
 }
