@@ -25,6 +25,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/grpcerr"
 	"github.com/seed-e8569b35/ordo/layout"
 )
 
@@ -78,6 +79,27 @@ type Option func(*Client)
 func WithRetryNotify(notify func(addr string, err error)) Option {
 	return func(c *Client) { c.retrying = notify }
 }
+
+// GaveUp is a call that was still failing when its context ended: it
+// says first why its last attempt failed, and where, then that the time
+// ran out. errors.Is finds both the context's error and the last
+// attempt's (whose gRPC code status.Code reports).
+type GaveUp struct {
+	// Addr is the node the last attempt asked ("" when none was reached).
+	Addr string
+	// Last is why the last attempt failed; End, the context's error.
+	Last, End error
+}
+
+func (e *GaveUp) Error() string {
+	why := grpcerr.Describe(e.Last)
+	if e.Addr != "" {
+		why = e.Addr + ": " + why
+	}
+	return fmt.Sprintf("%s; still failing when the call's time ran out (%v)", why, e.End)
+}
+
+func (e *GaveUp) Unwrap() []error { return []error{e.End, e.Last} }
 
 // retried tells WithRetryNotify's function of a failed attempt retried.
 func (c *Client) retried(addr string, err error) {
@@ -546,7 +568,7 @@ func (c *Client) follow(ctx context.Context, try attemptFunc) error {
 			// The answer is dropped: retried elsewhere, below.
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%w (last error from %s: %w)", ctx.Err(), addr, err)
+			return &GaveUp{Addr: addr, Last: err, End: ctx.Err()}
 		}
 		if !retryable(err) {
 			return err
@@ -556,7 +578,7 @@ func (c *Client) follow(ctx context.Context, try attemptFunc) error {
 		}
 		c.retried(addr, err)
 		if pause(ctx, backoff) != nil {
-			return fmt.Errorf("%w (last error from %s: %w)", ctx.Err(), addr, err)
+			return &GaveUp{Addr: addr, Last: err, End: ctx.Err()}
 		}
 		backoff = min(2*backoff, c.maxBackoff)
 	}

@@ -2,16 +2,21 @@ package client
 
 import (
 	"context"
+	"errors"
 	"net"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // WithRetryNotify hears of the attempts the client retries, with why:
 // here every node is down, on the stream (Next) and on unary calls
-// (Layout's), until the call's deadline.
+// (Layout's), until the call's deadline; the call then fails leading with
+// the last attempt's cause (GaveUp).
 func TestRetryNotifyHearsEveryRetriedFailure(t *testing.T) {
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -42,6 +47,11 @@ func TestRetryNotifyHearsEveryRetriedFailure(t *testing.T) {
 		cancel()
 		if err == nil {
 			t.Fatalf("%s against a dead node: no error", name)
+		}
+		// It leads with the cause and still is the deadline's, and the
+		// last attempt's code.
+		if !strings.HasPrefix(err.Error(), dead+": cannot connect") || !errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.Unavailable {
+			t.Errorf("%s gave up with %q (code %s, deadline %v): want it to lead with %s's cause", name, err, status.Code(err), errors.Is(err, context.DeadlineExceeded), dead)
 		}
 		mu.Lock()
 		n, first := len(heard), strings.Join(heard, "; ")

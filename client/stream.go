@@ -144,7 +144,7 @@ func (s *Stream) call(ctx context.Context, call *streamCall) ([]uint64, error) {
 	backoff := s.c.minBackoff
 	var lastErr error
 	for {
-		conn, err := s.open()
+		conn, addr, err := s.open()
 		if err == nil {
 			err = s.attempt(ctx, conn, call, id)
 			if err == nil || ctx.Err() != nil {
@@ -158,13 +158,9 @@ func (s *Stream) call(ctx context.Context, call *streamCall) ([]uint64, error) {
 			return nil, err
 		}
 		lastErr = err
-		addr := ""
-		if conn != nil {
-			addr = conn.target
-		}
 		s.c.retried(addr, err)
 		if pause(ctx, backoff) != nil {
-			return nil, fmt.Errorf("%w (last error: %w)", ctx.Err(), lastErr)
+			return nil, &GaveUp{Addr: addr, Last: lastErr, End: ctx.Err()}
 		}
 		backoff = min(2*backoff, s.c.maxBackoff)
 	}
@@ -220,32 +216,33 @@ func (c *streamConn) fail(err error) {
 	c.failOnce.Do(func() { c.failErr = err; c.cancel() })
 }
 
-// open returns the live stream, opening one to the leader guess if needed.
+// open returns the live stream and its node, opening one to the leader
+// guess if needed (the node it tried, when that fails).
 // Opening is bounded by the attempt timeout, so a node that accepts
 // connections but never answers holds callers no longer than that.
-func (s *Stream) open() (*streamConn, error) {
+func (s *Stream) open() (*streamConn, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
-		return nil, ErrClosed
+		return nil, "", ErrClosed
 	}
 	if s.conn != nil {
 		select {
 		case <-s.conn.dead:
 			s.conn = nil
 		default:
-			return s.conn, nil
+			return s.conn, s.conn.target, nil
 		}
 	}
 	target := s.c.target()
 	conn, err := s.openTo(target)
 	if err != nil {
 		s.c.moveOn(target, "")
-		return nil, err
+		return nil, target, err
 	}
 	s.useLocked(conn)
 	go s.leaveRelay(conn)
-	return conn, nil
+	return conn, target, nil
 }
 
 // openTo opens a stream to target; nothing reads or sends on it yet.
