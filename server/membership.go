@@ -17,11 +17,11 @@ import (
 	"github.com/hashicorp/raft"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/metadata"
-	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
+	"github.com/seed-e8569b35/ordo/internal/grpcerr"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/startup"
@@ -129,7 +129,7 @@ func (n *Node) askJoiner(ctx context.Context, req *api.JoinRequest) (*api.NodeIn
 	if err != nil {
 		return nil, fmt.Errorf("%w: asked who it is, nothing answers at %s as node %q (%s): start the node first "+
 			"(ordo serve --id %s --join <a member's gRPC address> ...; it then asks to join by itself), or check the address (--grpc-addr)",
-			grpcapi.ErrJoinerSilent, req.GrpcAddr, req.Id, status.Convert(err).Message(), req.Id)
+			grpcapi.ErrJoinerSilent, req.GrpcAddr, req.Id, grpcerr.Describe(err), req.Id)
 	}
 	if err := judgeJoiner(req, info, n.cfg.Layout, n.cfg.Group, n.ClusterID()); err != nil {
 		return nil, err

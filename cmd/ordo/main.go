@@ -17,6 +17,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/seed-e8569b35/ordo/internal/grpcerr"
 )
 
 const usage = `ordo: a Raft-replicated sequencer of strictly ordered IDs: 64-bit snowflakes, UUIDv7s or ULIDs.
@@ -88,7 +90,7 @@ func main() {
 		if errors.Is(err, flag.ErrHelp) {
 			return
 		}
-		fmt.Fprintf(os.Stderr, "ordo %s: %v\n", name, err)
+		fmt.Fprintf(os.Stderr, "ordo %s: %s\n", name, grpcerr.Describe(err))
 		if hint := tlsHint(err); hint != "" {
 			fmt.Fprintf(os.Stderr, "ordo %s: %s\n", name, hint)
 		}

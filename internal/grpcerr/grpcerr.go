@@ -54,13 +54,17 @@ func TransportReason(msg string) (string, bool) {
 	return reason, true
 }
 
-// Describe is err in a few words when it is a transport failure ("cannot
-// connect (connection refused)"), else err's own text.
+// Describe is err in a few words: a transport failure's reason ("cannot
+// connect (connection refused)"), a gRPC status as its code and message
+// ("AlreadyExists: node already exists: ...", without grpc-go's "rpc
+// error: code = ... desc ="), else err's text.
 func Describe(err error) string {
-	if st, ok := status.FromError(err); ok && st.Code() == codes.Unavailable {
-		if reason, ok := TransportReason(st.Message()); ok {
-			return "cannot connect (" + reason + ")"
-		}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
 	}
-	return err.Error()
+	if reason, ok := TransportReason(st.Message()); ok && st.Code() == codes.Unavailable {
+		return "cannot connect (" + reason + ")"
+	}
+	return st.Code().String() + ": " + st.Message()
 }
