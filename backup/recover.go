@@ -138,9 +138,15 @@ func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, err
 	}
 	// The jump is a decision that time has reached upTo: a leader's lead
-	// is measured from there (recordedAt), so it is not refused for
-	// running ahead.
-	cmds := []fsm.Command{{Op: fsm.OpReserve, UpTo: upTo, Clock: recordedAt(l, upTo, r.window)}}
+	// is measured from there, so it is not refused for running ahead. A
+	// cluster that records ceilings records the ceiling of a leader of
+	// the window at upTo (recordedAt); one of an earlier version, upTo
+	// itself, a clock reading.
+	clock := upTo
+	if max(st.ClusterVersion, 1) >= fsm.CeilingVersion {
+		clock = recordedAt(l, upTo, r.window)
+	}
+	cmds := []fsm.Command{{Op: fsm.OpReserve, UpTo: upTo, Clock: clock}}
 	for id := range st.Nodes {
 		if id != r.id {
 			cmds = append(cmds, fsm.Command{Op: fsm.OpDeleteNode, NodeID: id})

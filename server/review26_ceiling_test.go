@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/seed-e8569b35/ordo/backup"
+	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/internal/eventually"
 	"github.com/seed-e8569b35/ordo/internal/freeaddr"
 	"github.com/seed-e8569b35/ordo/sequencer"
@@ -20,6 +21,18 @@ func recordedCeiling(n *Node) uint64 {
 	return n.fsm.State().ClockHigh + sequencer.MaxLeadTicks(n.cfg.Layout, 0)
 }
 
+// mustRecordCeiling waits until leader n's ceiling is recorded in the
+// log: the cluster records ceilings only from the cluster version that
+// every voter reads them at (fsm.CeilingVersion), which the leader
+// raises once it serves.
+func mustRecordCeiling(t *testing.T, n *Node) {
+	t.Helper()
+	eventually.True(t, seqTestWait, n.ID()+" to record its lead ceiling", func() bool {
+		st := n.seq.State()
+		return n.fsm.ClusterVersion() >= fsm.CeilingVersion && recordedCeiling(n) >= st.ClockHigh+st.MaxLead
+	})
+}
+
 // Review 26: a recovery after a lowered --reserve-window. A leader of a
 // 1 min window recorded its ceiling (2 min past its clock); the nodes run
 // with 3 s now, and any of them elected on this log may hand out up to
@@ -31,6 +44,7 @@ func TestReview26RecoverCoversTheRecordedCeiling(t *testing.T) {
 	cfg.ReserveWindow = time.Minute
 	n := mustBootstrap(t, cfg)
 	mustNext(t, n.GRPCAddr(), 10)
+	mustRecordCeiling(t, n)
 	ceiling := recordedCeiling(n)
 	if own := cfg.Layout.TickAt(time.Now()) + sequencer.MaxLeadTicks(cfg.Layout, 3*time.Second); ceiling <= own {
 		t.Fatalf("the 1 min leader recorded a ceiling %d not past a 3 s leader's own %d", ceiling, own)
@@ -68,6 +82,7 @@ func TestReview26BackupBeforeServingCountsTheRecordedCeiling(t *testing.T) {
 		t.Fatalf("leader %s, want n1, the node of the 1 min window", leader.ID())
 	}
 	mustNext(t, leader.GRPCAddr(), 10)
+	mustRecordCeiling(t, leader)
 	x := nodes[1] // 3 s, never led
 
 	// Hold x before it serves: becoming ready takes membershipMu
