@@ -174,6 +174,7 @@ func TestReview26RecoveredNodeServesItsLeadBound(t *testing.T) {
 	cfg.ReserveWindow = window
 	n := mustBootstrap(t, cfg)
 	mustNext(t, n.GRPCAddr(), 10)
+	mustRecordCeiling(t, n) // a cluster that records ceilings
 	cfg.RaftAddr, cfg.GRPCAddr = n.RaftAddr(), n.GRPCAddr()
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
