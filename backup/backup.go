@@ -411,7 +411,9 @@ const DefaultRestoreJump = time.Minute
 // not only its first, so no request reaches past it; every reservation
 // records its leader's ceiling, which grows only with a leader's own
 // clock, and a backup records its leader's bound with the inherited
-// ceiling counted (lead below), so the ceilings of the leaders after it
+// ceiling and the one its state records counted (lead below: the
+// leader's sequencer may not have served yet in its term, and lack the
+// inherited one), so the ceilings of the leaders after it
 // are within its clock plus lead, or their own clocks plus their bounds. So every tick the old cluster
 // handed out is below max(its mark at the backup, its leaders' clocks) +
 // ahead: the lead bound plus a window for the clocks' differences. The
@@ -425,8 +427,9 @@ const DefaultRestoreJump = time.Minute
 // old leaders whose clocks ran ahead of this host by more than jump.
 //
 // The cost: the new cluster's IDs read up to jump+ahead in the future
-// until the clock catches up. The restored state records the mark as a
-// clock reading (fsm.State.ClockHigh), so the new cluster serves at once,
+// until the clock catches up. The restored state records the ceiling of
+// a leader of the window whose clock reads the mark (fsm.State.ClockHigh,
+// recordedAt), so the new cluster serves at once,
 // but it hands out at most max(2·window, 10 s) of ticks beyond the mark
 // (10 s of the layout's capacity with the defaults, however often the
 // leader changes) before it answers sequencer.ErrAhead, until the clock
@@ -447,6 +450,29 @@ func RestoreHighWater(l layout.Layout, backupHW uint64, taken, now time.Time, ju
 			sequencer.ErrTimeExhausted, l.MaxTick(), l.TickTime(l.MaxTick()).Format(time.RFC3339))
 	}
 	return hw, nil
+}
+
+// recordedAt is what a reservation records (fsm.State.ClockHigh) for the
+// ceiling of a leader of window whose clock reads tick: its ceiling, the
+// lead bound past tick, less the least lead bound (see package
+// sequencer, leadCeiling). A restore or a recovery records it at the
+// mark it jumped to, so its leaders serve the lead bound of window past
+// the mark, as leaders did when ClockHigh was a clock reading; not only
+// the least bound past it.
+func recordedAt(l layout.Layout, tick uint64, window time.Duration) uint64 {
+	if window <= 0 {
+		window = DefaultReserveWindow
+	}
+	return tick + sequencer.MaxLeadTicks(l, window) - sequencer.MaxLeadTicks(l, 0)
+}
+
+// recordedLead is how far past tick (a clock reading) the ceiling a
+// state records (its ClockHigh plus the least lead bound) reaches: a
+// leader elected on that state may hand out up to it, whatever its own
+// window, so a restore's or recovery's lead counts it.
+func recordedLead(l layout.Layout, clockHigh, tick uint64) uint64 {
+	ceiling := clockHigh + sequencer.MaxLeadTicks(l, 0)
+	return ceiling - min(ceiling, tick)
 }
 
 // CheckBackupAlive asks every member the backup names for its status,
@@ -606,10 +632,11 @@ func Restore(o RestoreOptions) (RestoreResult, error) {
 		return res, err
 	}
 	l := c.layout
-	// ClockHigh at the mark: the jump is a decision that time has reached
-	// it, so the new cluster's leaders measure their lead from there.
+	// The jump is a decision that time has reached the mark, so the new
+	// cluster's leaders measure their lead from there: ClockHigh records
+	// the ceiling of a leader of the window at the mark (recordedAt).
 	st := fsm.State{
-		HighWater: hw, ClockHigh: hw, MarkClock: hw, Layout: &l, Group: o.Backup.Group, ClusterID: id,
+		HighWater: hw, ClockHigh: recordedAt(l, hw, oldWindow), MarkClock: hw, Layout: &l, Group: o.Backup.Group, ClusterID: id,
 		Nodes: map[string]string{o.ID: o.GRPCAddr},
 		// A new cluster of one node, this version: it reads what it
 		// writes, and joiners are checked against it. W starts at the

@@ -58,8 +58,11 @@ type RecoverOptions struct {
 // mark (a reservation committed by them alone), so the mark moves past
 // it by the margin a restore uses: max(mark, now) + window + the lead
 // bound + jump (see RestoreHighWater), with o.ReserveWindow taken to be
-// the cluster's window. The mark is read from the data dir, replayed by
-// RecoverCluster into a scratch FSM, never from a running node.
+// the cluster's window, and the lead bound reaching at least the ceiling
+// the log records (an earlier leader's, which a leader of the lost nodes
+// may have handed out up to whatever its own window). The mark is read
+// from the data dir, replayed by RecoverCluster into a scratch FSM, never
+// from a running node.
 func Recover(o RecoverOptions) (uint64, error) {
 	jump := o.Jump
 	if jump < 0 {
@@ -125,13 +128,25 @@ func (r *recoveringFSM) Snapshot() (raft.FSMSnapshot, error) {
 		return nil, fmt.Errorf("%w: the data dir records no layout: the cluster never served, create it anew", startup.ErrBadConfig)
 	}
 	now := r.clock()
-	upTo, err := RestoreHighWater(*st.Layout, st.HighWater, now, now, r.jump, r.window, 0)
+	l := *st.Layout
+	// The lost nodes' leaders may have handed out up to the ceiling the
+	// log records (an earlier leader's, of a longer window), whatever
+	// their own windows: the mark moves past it too.
+	lead := recordedLead(l, st.ClockHigh, l.TickAt(now))
+	upTo, err := RestoreHighWater(l, st.HighWater, now, now, r.jump, r.window, lead)
 	if err != nil {
 		return nil, err
 	}
 	// The jump is a decision that time has reached upTo: a leader's lead
-	// is measured from there, so it is not refused for running ahead.
-	cmds := []fsm.Command{{Op: fsm.OpReserve, UpTo: upTo, Clock: upTo}}
+	// is measured from there, so it is not refused for running ahead. A
+	// cluster that records ceilings records the ceiling of a leader of
+	// the window at upTo (recordedAt); one of an earlier version, upTo
+	// itself, a clock reading.
+	clock := upTo
+	if max(st.ClusterVersion, 1) >= fsm.CeilingVersion {
+		clock = recordedAt(l, upTo, r.window)
+	}
+	cmds := []fsm.Command{{Op: fsm.OpReserve, UpTo: upTo, Clock: clock}}
 	for id := range st.Nodes {
 		if id != r.id {
 			cmds = append(cmds, fsm.Command{Op: fsm.OpDeleteNode, NodeID: id})

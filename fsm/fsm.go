@@ -65,8 +65,17 @@ const Version = 1
 // Version 2 adds OpSettle; version 3 named sequences (OpCreateSequence,
 // OpDropSequence, and Allocs in OpSettle), their tracked reservations
 // (Tracks that name a sequence) and idempotency keys (Claims, and keyed
-// Opens, in OpSettle).
-const Reads = 3
+// Opens, in OpSettle); version 4 reads a reservation's reading (Clock)
+// as its leader's lead ceiling less 10 s (CeilingVersion).
+const Reads = 4
+
+// CeilingVersion is the cluster version from which a reservation's
+// reading is its leader's lead ceiling less the least lead bound
+// (sequencer.leadCeiling), not its clock reading. A version before it
+// reads the reading as a clock reading and adds its own lead bound to
+// it, so a ceiling recorded while such a version may lead would let it
+// run ahead of the clock by two lead bounds less 10 s.
+const CeilingVersion = 4
 
 // SettleVersion is the cluster version from which OpSettle is accepted.
 const SettleVersion = 2
@@ -313,10 +322,10 @@ type State struct {
 	// Nodes maps a node ID to its gRPC address.
 	Nodes map[string]string `json:"nodes"`
 	// ClockHigh is the highest reading, in ticks, any reservation
-	// carried: its leader's lead ceiling less the least lead bound
-	// (sequencer.leadCeiling), which a new leader may reach whatever its
-	// own clock and window say; versions before the ceiling carried the
-	// clock itself, which reads the same under the default window.
+	// carried: from cluster version 4 (CeilingVersion), its leader's lead
+	// ceiling less the least lead bound (sequencer.leadCeiling), which a
+	// new leader may reach whatever its own clock and window say; before,
+	// the leader's clock reading, as versions before the ceiling record.
 	ClockHigh uint64 `json:"clock_high,omitempty"`
 	// MarkClock is the reading the reservation that last raised HighWater
 	// carried; 0 when it carried none (written by an older version), and

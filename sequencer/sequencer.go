@@ -44,6 +44,20 @@ type Log interface {
 	Confirm(ctx context.Context, askLease bool) (Confirmation, error)
 }
 
+// CeilingLog is a Log that says whether the cluster's reservations
+// record lead ceilings (leadCeiling). A Log that does not say records
+// them.
+type CeilingLog interface {
+	Log
+	// RecordsCeilings reports whether every voter reads a reservation's
+	// reading as its leader's ceiling less minMaxLead (the server's
+	// cluster version says so). Until then a version before the ceiling
+	// may lead, which reads a reading as a clock reading and adds its own
+	// lead bound to it: a reservation records the clock reading, as that
+	// version does, and the readings count as clock readings.
+	RecordsCeilings() bool
+}
+
 // Reservation is what a committed reservation found and set: the fields
 // of the FSM's result the sequencer reads.
 type Reservation struct {
@@ -117,6 +131,12 @@ type Sequencer struct {
 	// leadCeiling): a leader of a longer window, or whose clock ran
 	// ahead, may have handed out up to it, so this one may too.
 	inherited uint64
+	// ceilingRecorded is whether a reservation of this serving period
+	// recorded the ceiling (RecordsCeilings held when it was proposed):
+	// until one did, RenewIfLow proposes one, so a leader that was
+	// serving when the cluster version was raised records its ceiling
+	// within a moment, not a renewal half a window away.
+	ceilingRecorded bool
 	// stretch is how far past what it had to cover the last reservation
 	// reached; handed counts the ticks handed out since it was asked for.
 	stretch, handed uint64
@@ -237,8 +257,9 @@ func (s *Sequencer) Close() {
 // out ticks from what that reservation found below it.
 func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	now := s.layout.TickAt(s.clock())
+	ceilings := s.recordsCeilings()
 	s.mu.Lock()
-	reading := s.recordedLocked(now)
+	reading := s.recordedLocked(now, ceilings)
 	s.mu.Unlock()
 	res, err := s.log.Reserve(ctx, s.reach(highWater, now, s.slack), reading)
 	if err != nil {
@@ -257,7 +278,13 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 	// step back across a restart) or a shorter window does not make this
 	// one refuse.
 	s.clockHigh = max(s.clockHigh, now)
-	if res.ClockHigh > 0 {
+	s.ceilingRecorded = ceilings
+	switch {
+	case !s.recordsCeilings():
+		// Readings are clock readings (a version before the ceiling may
+		// lead): count them as seen, as that version does.
+		s.clockHigh = max(s.clockHigh, res.ClockHigh)
+	case res.ClockHigh > 0:
 		s.inherited = max(s.inherited, res.ClockHigh+s.minLead())
 	}
 	if res.PrevClock == 0 {
@@ -274,9 +301,23 @@ func (s *Sequencer) Lead(ctx context.Context, highWater uint64) error {
 func (s *Sequencer) minLead() uint64 { return s.layout.TicksIn(minMaxLead) }
 
 // recordedLocked is the reading a reservation made now records: this
-// leader's ceiling, minLead below it (leadCeiling).
-func (s *Sequencer) recordedLocked(now uint64) uint64 {
+// leader's ceiling, minLead below it (leadCeiling), when the cluster
+// records ceilings; else the clock reading, as versions before the
+// ceiling record (see CeilingLog).
+func (s *Sequencer) recordedLocked(now uint64, ceilings bool) uint64 {
+	if !ceilings {
+		return now
+	}
 	return leadCeiling(max(s.clockHigh, now), s.maxLead, s.inherited) - s.minLead()
+}
+
+// recordsCeilings reports whether the cluster records lead ceilings
+// (CeilingLog); a Log that does not say records them.
+func (s *Sequencer) recordsCeilings() bool {
+	if c, ok := s.log.(CeilingLog); ok {
+		return c.RecordsCeilings()
+	}
+	return true
 }
 
 // warnAheadLocked says, when a new leader inherits a mark past its own
@@ -615,7 +656,7 @@ func (s *Sequencer) RenewIfLow() {
 		return
 	}
 	now := s.layout.TickAt(s.clock())
-	if from := max(s.next, now); s.lowLocked(from, now) {
+	if from := max(s.next, now); s.lowLocked(from, now) || !s.ceilingRecorded && s.recordsCeilings() {
 		s.renewLocked(from)
 	}
 }
@@ -647,7 +688,8 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 	s.stretch = min(max(s.slack, 4*s.handed), s.window)
 	s.handed = 0
 	upTo := s.reach(max(need, s.next), now, s.stretch)
-	reading := s.recordedLocked(now)
+	ceilings := s.recordsCeilings()
+	reading := s.recordedLocked(now, ceilings)
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -669,6 +711,7 @@ func (s *Sequencer) renewLocked(need uint64) chan struct{} {
 			s.stopServingLocked()
 		default:
 			s.limit = max(s.limit, res.HighWater)
+			s.ceilingRecorded = s.ceilingRecorded || ceilings
 		}
 		s.renewDone = nil
 		close(done)

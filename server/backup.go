@@ -47,6 +47,15 @@ func (n *Node) Backup(ctx context.Context) (*api.BackupResponse, error) {
 	if confirmed.Term != term {
 		return nil, fmt.Errorf("%w: confirmed in term %d, the state was read in term %d", sequencer.ErrNotLeader, confirmed.Term, term)
 	}
+	// The lead bound counts the ceiling the log records (ClockHigh plus
+	// the least bound), past the clock at the copy, besides the
+	// sequencer's: a leader elected on this state may hand out up to it,
+	// and the sequencer's state lacks it while this node has not yet
+	// served in its term (Raft elected it; it is still becoming ready).
+	lead := n.seq.State().MaxLead
+	if recorded := st.ClockHigh + sequencer.MaxLeadTicks(*st.Layout, 0); recorded > st.Layout.TickAt(taken) {
+		lead = max(lead, recorded-st.Layout.TickAt(taken))
+	}
 	n.logger.Info("backup taken", "term", term, "applied_index", applied, "high_water", st.HighWater)
 	return &api.BackupResponse{
 		ClusterId:    st.ClusterID,
@@ -62,7 +71,7 @@ func (n *Node) Backup(ctx context.Context) (*api.BackupResponse, error) {
 		// leader sees it (per-node settings: a restore takes the larger of
 		// these and its own).
 		ReserveWindowMs:    n.cfg.ReserveWindow.Milliseconds(),
-		LeadBoundTicks:     n.seq.State().MaxLead,
+		LeadBoundTicks:     lead,
 		MaxCount:           n.cfg.MaxCount,
 		WatermarkTick:      st.Tracking.Settled,
 		Sequences:          sequenceInfos(seqs),

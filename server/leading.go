@@ -241,6 +241,11 @@ func (l raftLog) Reserve(ctx context.Context, upTo, clock uint64) (sequencer.Res
 	return sequencer.Reservation{Prev: res.Prev, HighWater: res.HighWater, ClockHigh: res.ClockHigh, PrevClock: res.PrevClock, Term: res.Term}, err
 }
 
+// RecordsCeilings implements sequencer.CeilingLog: every voter reads a
+// reservation's reading as a lead ceiling once the cluster version says
+// so (fsm.CeilingVersion).
+func (l raftLog) RecordsCeilings() bool { return l.n.fsm.ClusterVersion() >= fsm.CeilingVersion }
+
 // Settle proposes a settle entry. Called from the settler's one loop, so
 // entries enter the log in the order it proposes them.
 func (l raftLog) Settle(c fsm.Command) settle.Pending {

@@ -251,6 +251,9 @@ func TestRestartWithShorterReserveWindowServesAtOnce(t *testing.T) {
 	if hw, now := n.fsm.State().HighWater, n.cfg.Layout.TickAt(time.Now()); hw < now+n.cfg.Layout.TicksIn(MaxReserveWindow/2) {
 		t.Fatalf("the mark leads the clock by less than half of %s: the test needs the long window's", MaxReserveWindow)
 	}
+	// The ceiling is recorded once the cluster version says every voter
+	// reads it (review 26): a new cluster raises it as it first serves.
+	mustRecordCeiling(t, n)
 	if err := n.Close(); err != nil {
 		t.Fatal(err)
 	}
