@@ -131,9 +131,13 @@ func startWatch(t *testing.T, nodes ...*node) *statusWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	w := &statusWatch{cancel: cancel, ids: map[string]map[string]bool{}, leader: map[string]bool{}, highWater: map[string]uint64{}}
+	// Every node's entry first: a watcher reads the map while the loop
+	// below would still be writing it.
+	for _, n := range nodes {
+		w.ids[n.Name] = map[string]bool{}
+	}
 	for _, n := range nodes {
 		admin := api.NewAdminClient(grpctest.Dial(t, n.GRPCAddr))
-		w.ids[n.Name] = map[string]bool{}
 		w.wg.Add(1)
 		go func() {
 			defer w.wg.Done()
