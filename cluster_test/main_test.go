@@ -97,10 +97,19 @@ func runOrdo(t testing.TB, args ...string) cliResult {
 // runOrdoFor is runOrdo with another deadline.
 func runOrdoFor(t testing.TB, timeout time.Duration, args ...string) cliResult {
 	t.Helper()
+	return runCommand(t, timeout, verify.NodeEnv(), ordoBin, args...)
+}
+
+// runCommand runs name with args in env and returns its output and exit
+// code. It fails the test only when the process cannot be run or is
+// killed by the deadline.
+func runCommand(t testing.TB, timeout time.Duration, env []string, name string, args ...string) cliResult {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, ordoBin, args...)
-	cmd.Env = verify.NodeEnv()
+	cmd := exec.CommandContext(ctx, name, args...)
+	cmd.Env = env
+	cmd.WaitDelay = 5 * time.Second // a child that keeps the pipes open
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
@@ -109,11 +118,11 @@ func runOrdoFor(t testing.TB, timeout time.Duration, args ...string) cliResult {
 	switch {
 	case err == nil:
 	case ctx.Err() != nil:
-		t.Fatalf("ordo %s: did not finish within %v; stderr: %s", strings.Join(args, " "), timeout, res.Stderr)
+		t.Fatalf("%s %s: did not finish within %v; stderr: %s", filepath.Base(name), strings.Join(args, " "), timeout, res.Stderr)
 	case errors.As(err, &ee):
 		res.Code = ee.ExitCode()
 	default:
-		t.Fatalf("ordo %s: %v", strings.Join(args, " "), err)
+		t.Fatalf("%s %s: %v", filepath.Base(name), strings.Join(args, " "), err)
 	}
 	return res
 }

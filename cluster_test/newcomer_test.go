@@ -4,8 +4,6 @@ package cluster_test
 
 import (
 	"bufio"
-	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,25 +46,7 @@ type newcomer struct {
 // environment with the ORDO_ADDRS that `scripts/cluster.sh up` printed.
 func (o *newcomer) ordo(args ...string) cliResult {
 	o.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), cliTimeout+10*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, ordoBin, args...)
-	cmd.Env = o.env
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := cliResult{Stdout: out.String(), Stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		o.t.Fatalf("ordo %s: did not finish; stderr: %s", strings.Join(args, " "), res.Stderr)
-	case errors.As(err, &ee):
-		res.Code = ee.ExitCode()
-	default:
-		o.t.Fatalf("ordo %s: %v", strings.Join(args, " "), err)
-	}
-	return res
+	return runCommand(o.t, cliTimeout+10*time.Second, o.env, ordoBin, args...)
 }
 
 // mustOrdo runs ordo and fails the test unless it exits 0.

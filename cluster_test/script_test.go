@@ -3,12 +3,8 @@
 package cluster_test
 
 import (
-	"bytes"
-	"context"
-	"errors"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -60,26 +56,7 @@ func newClusterScript(t *testing.T) *clusterScript {
 // run runs the script with args and returns its output and exit code.
 func (s *clusterScript) run(args ...string) cliResult {
 	s.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), scriptTimeout)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, "bash", append([]string{filepath.Join("..", "scripts", "cluster.sh")}, args...)...)
-	cmd.Env = s.env
-	cmd.WaitDelay = 5 * time.Second
-	var out, errb bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &errb
-	err := cmd.Run()
-	res := cliResult{Stdout: out.String(), Stderr: errb.String()}
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-	case ctx.Err() != nil:
-		s.t.Fatalf("cluster.sh %s: did not finish within %v; stderr: %s", strings.Join(args, " "), scriptTimeout, res.Stderr)
-	case errors.As(err, &ee):
-		res.Code = ee.ExitCode()
-	default:
-		s.t.Fatalf("cluster.sh %s: %v", strings.Join(args, " "), err)
-	}
-	return res
+	return runCommand(s.t, scriptTimeout, s.env, "bash", append([]string{filepath.Join("..", "scripts", "cluster.sh")}, args...)...)
 }
 
 // mustUp runs `up` with args and fails the test unless the script says
