@@ -9,8 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/fsm"
 	"github.com/seed-e8569b35/ordo/grpcapi"
@@ -279,22 +277,5 @@ func TestRestoreMovesNamedSequences(t *testing.T) {
 // wrote.
 func restoredSequences(t *testing.T, dir string) map[string]*fsm.Sequence {
 	t.Helper()
-	store, snaps, err := startup.OpenStores(dir, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer store.Close()
-	metas, err := snaps.List()
-	if err != nil || len(metas) == 0 {
-		t.Fatalf("snapshots: %v, %v", metas, err)
-	}
-	_, rc, err := snaps.Open(metas[0].ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f := fsm.New(nil, nil)
-	if err := f.Restore(rc); err != nil {
-		t.Fatal(err)
-	}
-	return f.Sequences()
+	return restoredFSM(t, dir).Sequences()
 }

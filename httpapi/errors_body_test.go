@@ -15,7 +15,13 @@ import (
 // test ends, and returns its base URL.
 func serve(t *testing.T, node Node, cfg Config) string {
 	t.Helper()
-	srv := NewServer(node, cfg)
+	return "http://" + listen(t, NewServer(node, cfg))
+}
+
+// listen serves srv on a free loopback port until the test ends, and
+// returns its address.
+func listen(t *testing.T, srv *Server) string {
+	t.Helper()
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -32,7 +38,7 @@ func serve(t *testing.T, node Node, cfg Config) string {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	return "http://" + lis.Addr().String()
+	return lis.Addr().String()
 }
 
 // TestEveryErrorBodyIsJSON: over a served port, every refusal a client can

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -556,24 +555,8 @@ func TestTLS(t *testing.T) {
 	pki := securetest.New(t, "ordo-test-ca")
 	node := securetest.MustLoad(t, pki.Node("ordo-node"))
 	metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "m 1\n") })
-	srv := NewServer(newFake(t), Config{TLS: node.ServerConfig(nil, false), Metrics: metrics})
-	lis, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(lis) }()
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
-			t.Error(err)
-		}
-		if err := <-served; err != nil {
-			t.Errorf("Serve: %v", err)
-		}
-	})
-	base := "https://" + lis.Addr().String()
+	addr := listen(t, NewServer(newFake(t), Config{TLS: node.ServerConfig(nil, false), Metrics: metrics}))
+	base := "https://" + addr
 	clientFor := func(files secure.Files) *http.Client {
 		tl := securetest.MustLoad(t, files)
 		return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: tl.ClientConfig()}}
@@ -622,7 +605,7 @@ func TestTLS(t *testing.T) {
 	}
 	// Plain HTTP on the TLS port gets nothing.
 	plain := &http.Client{Timeout: 5 * time.Second}
-	if resp, err := plain.Get("http://" + lis.Addr().String() + "/v1/ids"); err == nil {
+	if resp, err := plain.Get("http://" + addr + "/v1/ids"); err == nil {
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		if resp.StatusCode == 200 {

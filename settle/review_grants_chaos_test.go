@@ -141,16 +141,8 @@ func TestReviewGrantsAcrossTermChangesKeepOrder(t *testing.T) {
 				r.log.setTerm(term)
 				name := seqs[rng.IntN(len(seqs))]
 				rec := recs[name].BeginN(-1-others, 50)
-				res := r.apply(fsm.Command{Op: fsm.OpSettle, Allocs: []fsm.Alloc{{Seq: name, Count: 50}}, NowMs: r.clock.Now().UnixMilli()})
-				if a := res.Allocations[0]; res.Err == nil && a.Err == nil {
-					ids := make([]uint64, 50)
-					for k := range ids {
-						ids[k] = a.First + uint64(k)
-					}
-					rec.OK(ids)
+				if otherLeaderAllocs(r, name, rec) {
 					others++
-				} else {
-					rec.Fail(a.Err)
 				}
 				time.Sleep(time.Duration(1+rng.IntN(2)) * time.Millisecond)
 				term++
@@ -175,19 +167,8 @@ func TestReviewGrantsAcrossTermChangesKeepOrder(t *testing.T) {
 					name := seqs[rng.IntN(len(seqs))]
 					rec := recs[name].BeginN(-1-others, 50)
 					r.log.Release() // the held entries commit in the old term first
-					// Not otherLeader, which fails the test from this
-					// goroutine: the calls may have run the mark to the
-					// lead bound, and this one is then refused.
-					res := r.apply(fsm.Command{Op: fsm.OpSettle, Allocs: []fsm.Alloc{{Seq: name, Count: 50}}, NowMs: r.clock.Now().UnixMilli()})
-					if a := res.Allocations[0]; res.Err == nil && a.Err == nil {
-						ids := make([]uint64, 50)
-						for k := range ids {
-							ids[k] = a.First + uint64(k)
-						}
-						rec.OK(ids)
+					if otherLeaderAllocs(r, name, rec) {
 						others++
-					} else {
-						rec.Fail(a.Err)
 					}
 				}
 				term++
@@ -272,4 +253,28 @@ func TestReviewGrantsCancelledWhileWaitingForRefills(t *testing.T) {
 	if n := r.allocEntries(); n != entries {
 		t.Errorf("the calls after the refills committed proposed %d more alloc entries, want none: the refills serve them", n-entries)
 	}
+}
+
+// otherLeaderAllocs commits, as another leader would, an Alloc of 50 IDs
+// of name and records its outcome in rec; it reports whether it got
+// them. Not otherLeader, which fails the test from this goroutine: the
+// calls may have run the mark to the lead bound, and this one is then
+// refused.
+func otherLeaderAllocs(r *rig, name string, rec history.Pending) bool {
+	res := r.apply(fsm.Command{Op: fsm.OpSettle, Allocs: []fsm.Alloc{{Seq: name, Count: 50}}, NowMs: r.clock.Now().UnixMilli()})
+	if res.Err != nil {
+		rec.Fail(res.Err)
+		return false
+	}
+	a := res.Allocations[0]
+	if a.Err != nil {
+		rec.Fail(a.Err)
+		return false
+	}
+	ids := make([]uint64, 50)
+	for k := range ids {
+		ids[k] = a.First + uint64(k)
+	}
+	rec.OK(ids)
+	return true
 }
