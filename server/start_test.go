@@ -290,11 +290,12 @@ func mustRefuseUnreadable(t *testing.T, n *Node) {
 
 // TestAnotherOneNodeClustersDataDirIsRefused: a data dir of another,
 // one-node cluster lists no voter but this node, so only the command
-// line's list names the cluster the operator meant: when its peers
-// answer, under their ids, for one other cluster and none for the data
-// dir's, the node refuses to start, naming both clusters (issue 22, hole
-// 3). Before, with no other voter to ask, it started, and led the other
-// cluster at this member's addresses.
+// line names the cluster the operator meant: when an address of it (a
+// --bootstrap peer under its id, a --join address) answers for another
+// cluster and none for the data dir's, the node refuses to start, naming
+// both clusters (issue 22, hole 3). Before, with no other voter to ask,
+// it started and led the other cluster at this member's addresses: with
+// --join only, or with one of its two listed peers down.
 func TestAnotherOneNodeClustersDataDirIsRefused(t *testing.T) {
 	dir := t.TempDir()
 	x := mustBootstrap(t, testConfig(t, "n3", dir))
@@ -305,11 +306,22 @@ func TestAnotherOneNodeClustersDataDirIsRefused(t *testing.T) {
 		info := &api.NodeInfo{Id: id, Role: "follower", ClusterId: "cluster-a", HasState: true}
 		return Peer{ID: id, RaftAddr: freeaddr.Loopback(t, 1)[0], GRPCAddr: startuptest.Serve(t, &startuptest.Admin{Info: info})}
 	}
-	self := Peer{ID: "n3", RaftAddr: freeaddr.Loopback(t, 1)[0], GRPCAddr: freeaddr.Loopback(t, 1)[0]}
-	ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
-	defer cancel()
-	_, err := DecideStart(ctx, testConfig(t, "n3", dir), Entry{Bootstrap: []Peer{peer("n1"), peer("n2"), self}})
-	if !errors.Is(err, startup.ErrOtherCluster) || !strings.Contains(err.Error(), xID) || !strings.Contains(err.Error(), "cluster-a") {
-		t.Fatalf("a one-node cluster's data dir, started with a list whose peers answer for cluster-a: %v, want startup.ErrOtherCluster naming %s and cluster-a", err, xID)
+	down := func(id string) Peer {
+		return Peer{ID: id, RaftAddr: freeaddr.Loopback(t, 1)[0], GRPCAddr: freeaddr.Loopback(t, 1)[0]}
+	}
+	self := down("n3")
+	n1, n2 := peer("n1"), peer("n2")
+	for name, e := range map[string]Entry{
+		"the list's peers answer":    {Bootstrap: []Peer{n1, n2, self}},
+		"one of the list's peers":    {Bootstrap: []Peer{down("n1"), n2, self}},
+		"--join only":                {Join: []string{n1.GRPCAddr, n2.GRPCAddr}},
+		"one --join address, and it": {Join: []string{self.GRPCAddr, n2.GRPCAddr}},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
+		_, err := DecideStart(ctx, testConfig(t, "n3", dir), e)
+		cancel()
+		if !errors.Is(err, startup.ErrOtherCluster) || !strings.Contains(err.Error(), xID) || !strings.Contains(err.Error(), "cluster-a") {
+			t.Errorf("%s: a one-node cluster's data dir, started with a command line that answers for cluster-a: %v, want startup.ErrOtherCluster naming %s and cluster-a", name, err, xID)
+		}
 	}
 }

@@ -21,10 +21,13 @@ package startup
 //
 //	data dir     --bootstrap        what the others say                      --join  start
 //	-----------  -----------------  ---------------------------------------  ------  ----------------------------------------
-//	holds state  (ignored)          (--cluster-id names another)               any   refuse (ErrOtherCluster)
-//	holds state  (ignored)          a majority of the other voters answer      any   refuse (ErrOtherCluster)
+//	holds state  any                (--cluster-id names another)               any   refuse (ErrOtherCluster)
+//	holds state  any                a majority of the other voters answer      any   refuse (ErrOtherCluster)
 //	                                for one other cluster, none for this one
-//	holds state  (ignored)          otherwise                                  any   restart from the data dir
+//	holds state  any                no other voter; a peer or --join address   any   refuse (ErrOtherCluster)
+//	                                answers for another cluster, none for
+//	                                this one
+//	holds state  any                otherwise                                  any   restart from the data dir
 //	empty        --force-bootstrap  one holds state (asked once, no wait)      any   refuse (ErrClusterExists)
 //	empty        --force-bootstrap  otherwise                                  any   bootstrap (one-shot)
 //	empty        names only it                                                 none  refuse (usage): --force-bootstrap once
@@ -43,13 +46,13 @@ package startup
 //
 // For a data dir that holds state, "the others" are the other voters of
 // its latest Raft configuration, asked at their recorded gRPC addresses,
-// and the other peers of the --bootstrap list, which name the cluster the
-// operator meant where another cluster's data dir lists only its own
-// voters (checkCluster); an answer counts only under the voter's own id, and any
-// answer for this data dir's cluster shows it alive, making the rest
-// stale addresses, which are logged (judgeCluster). Voters that do not
-// answer prove nothing: a member restarting while the others are down
-// starts.
+// and the addresses of the command line (the other --bootstrap peers, the
+// --join addresses), which name the cluster the operator meant where
+// another cluster's data dir lists no voter but this node (checkCluster).
+// A voter's answer counts only under its own id; any answer for this data
+// dir's cluster shows it alive, making the rest stale addresses, which
+// are logged (judgeCluster). Voters that do not answer prove nothing: a
+// member restarting while the others are down starts.
 //
 // A listed peer counts as "no state" only when the node at its address
 // answers under its id and reports no Raft state; a --join address, which
@@ -446,15 +449,15 @@ func CheckJoinRequest(servers []raft.Server, grpcAddrs map[string]string, req *a
 
 // checkCluster refuses to start on a data dir that belongs to another
 // cluster: one whose recorded cluster id (in st, read from dataDir)
-// differs from e's --cluster-id (when given), or one that the other voters
-// of its latest Raft configuration, asked at their recorded gRPC
-// addresses, and the other peers of e's list show to be another cluster's
-// (judgeCluster). A node started on another
-// cluster's data could otherwise take part in this cluster's elections
-// with that cluster's log, and its high-water mark. Only the voters of the
-// configuration are asked: the address map also holds entries of nodes
-// removed long ago, where anything may listen now. What judgeCluster
-// found stale is logged.
+// differs from e's --cluster-id (when given), or one that judgeCluster
+// finds another cluster's from what the other voters of its latest Raft
+// configuration (asked at their recorded gRPC addresses) and the
+// addresses of e's command line (the other peers of --bootstrap, and
+// --join) answer. A node started on another cluster's data could
+// otherwise serve that cluster's IDs at this cluster's address. Only the
+// voters of the configuration are asked of what the data dir records: the
+// address map also holds entries of nodes removed long ago, where
+// anything may listen now. What judgeCluster found stale is logged.
 func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, e Entry, t *secure.TLS, logger hclog.Logger) error {
 	if st.ClusterID == "" {
 		return nil // the first leader has not recorded one yet
@@ -467,38 +470,45 @@ func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, e Ent
 	if err != nil {
 		return err
 	}
-	addrs := map[string]string{}
+	// Keys: "voter <id>", "peer <id>" (--bootstrap), "join <addr>".
+	addrs, want := map[string]string{}, map[string]string{}
 	for _, srv := range conf.Servers {
 		if id := string(srv.ID); srv.Suffrage == raft.Voter && id != self {
-			addrs[id] = st.Nodes[id] // "" when none is recorded: not asked
+			addrs["voter "+id], want["voter "+id] = st.Nodes[id], id // "" when none is recorded: not asked
 		}
 	}
-	// The peers of the command line's list count too: a data dir of
-	// another cluster lists that cluster's voters, which may be none but
-	// this node, while the list names the cluster the operator meant.
 	for _, p := range e.Bootstrap {
-		if _, voter := addrs[p.ID]; !voter && p.ID != self {
-			addrs[p.ID] = p.GRPCAddr
+		if p.ID != self {
+			addrs["peer "+p.ID], want["peer "+p.ID] = p.GRPCAddr, p.ID
 		}
+	}
+	for _, a := range e.Join {
+		addrs["join "+a] = a
 	}
 	ask := NewAsker(t)
 	defer ask.Close()
 	got := ask.NodeStatuses(ctx, addrs)
-	answers := make([]voterAnswer, 0, len(addrs))
-	for _, id := range slices.Sorted(maps.Keys(addrs)) {
-		answers = append(answers, voterAnswer{ID: id, Addr: addrs[id], Info: got[id].Info})
+	var voters, named []voterAnswer
+	for _, k := range slices.Sorted(maps.Keys(addrs)) {
+		a := voterAnswer{ID: want[k], Addr: addrs[k], Info: got[k].Info}
+		if strings.HasPrefix(k, "voter ") {
+			voters = append(voters, a)
+		} else {
+			named = append(named, a)
+		}
 	}
-	stale, err := judgeCluster(self, dataDir, st.ClusterID, answers)
+	stale, err := judgeCluster(self, dataDir, st.ClusterID, voters, named)
 	for _, s := range stale {
 		logger.Warn(s.Why, "member", s.Member, "addr", s.Addr, "answered_as", s.AnsweredAs, "its_cluster", s.Cluster, "this_cluster", st.ClusterID)
 	}
 	return err
 }
 
-// voterAnswer is what the recorded gRPC address of one other voter of a
-// data dir's configuration answered when asked who it is.
+// voterAnswer is what one address answered when asked who it is: a
+// voter's recorded gRPC address, or an address of the command line.
 type voterAnswer struct {
-	// ID is the voter, Addr its recorded gRPC address ("" when none).
+	// ID is who should answer ("" for a --join address: anyone but the
+	// node itself), Addr where ("" when no address is recorded).
 	ID, Addr string
 	// Info is the answer; nil when nothing answered.
 	Info *api.NodeInfo
@@ -516,56 +526,68 @@ type staleAnswer struct {
 
 // judgeCluster is the rule behind checkCluster, apart from the asking:
 // may node self start on dataDir, which holds cluster own, given what the
-// other voters of its configuration answered (answers, one per voter)?
+// other voters of its configuration answered (voters, one per voter) and
+// what the addresses of its command line answered (named: the other
+// --bootstrap peers, the --join addresses)?
 //
-// It refuses (ErrOtherCluster) only when a majority of the other voters
-// answered, each under its own id, for one and the same other cluster,
-// and no answer named own. That is a data dir copied from, or left over
-// by, another cluster whose members now answer where this one's are
-// recorded. Everything else starts:
+// Any answer that names own, under whatever id but self's, shows this
+// cluster alive: the node starts, and the answers for other clusters are
+// logged as stale addresses. Otherwise it refuses (ErrOtherCluster) when
 //
-//   - An answer under another id is not that voter's: the address is
-//     stale (the voter moved, and something else listens there). It is
-//     logged and ignored.
-//   - Any answer naming own, under whatever id, shows this cluster alive:
-//     the answers for another cluster came from stale addresses, logged.
-//   - Answers for another cluster from fewer than a majority, or for
-//     several, prove nothing; they are logged.
-//   - Voters that do not answer, or answer without a cluster id (no state
-//     yet, an older version), prove nothing either: a node restarting
-//     while the others are down must start.
+//   - a majority of the other voters answered, each under its own id,
+//     for one and the same other cluster: a data dir copied from, or left
+//     over by, another cluster whose members now answer where this one's
+//     are recorded; or
+//   - the configuration has no other voter, and an address of the command
+//     line answers for another cluster (a --bootstrap peer under its own
+//     id, a --join address under any id but self's): a one-node cluster's
+//     data dir, which would lead alone and serve its IDs at once, on a
+//     node the operator started as a member of that other cluster. A
+//     one-node cluster whose command line still names another cluster's
+//     nodes looks the same, and is refused too: cannot tell means refuse.
 //
-// A node whose data dir is another cluster's but whose recorded voters do
-// not answer thus starts; the Raft transport's handshake catches it then.
-func judgeCluster(self, dataDir, own string, answers []voterAnswer) ([]staleAnswer, error) {
+// Everything else starts. An answer under another id than the voter's is
+// a stale address (the voter moved, and something else listens there);
+// answers for another cluster from fewer than a majority, or for several,
+// prove nothing; voters that do not answer, or answer without a cluster
+// id (no state yet, an older version), prove nothing either: a node
+// restarting while the others are down must start. A data dir of another
+// cluster with other voters that do not answer thus starts, and cannot
+// lead without them: the Raft transport's handshake keeps it from this
+// cluster's nodes.
+func judgeCluster(self, dataDir, own string, voters, named []voterAnswer) ([]staleAnswer, error) {
 	var stale, foreign []staleAnswer
 	ownAlive := false
-	byCluster := map[string][]staleAnswer{}
-	for _, a := range answers {
-		if a.Info == nil || a.Info.ClusterId == "" {
+	var byCluster map[string][]staleAnswer // made when a voter answers for another cluster
+	var accusers []staleAnswer             // command-line addresses for another cluster
+	for i, a := range slices.Concat(voters, named) {
+		if a.Info == nil || a.Info.ClusterId == "" || a.Info.Id == self {
 			continue
 		}
 		s := staleAnswer{Member: a.ID, Addr: a.Addr, AnsweredAs: a.Info.Id, Cluster: a.Info.ClusterId}
 		ownAlive = ownAlive || s.Cluster == own
 		switch {
-		case s.AnsweredAs != a.ID:
+		case a.ID != "" && s.AnsweredAs != a.ID:
 			s.Why = "stale address: another node answers at this member's recorded gRPC address; ignoring it"
 			stale = append(stale, s)
 		case s.Cluster != own:
 			foreign = append(foreign, s)
-			byCluster[s.Cluster] = append(byCluster[s.Cluster], s)
+			if i < len(voters) {
+				if byCluster == nil {
+					byCluster = map[string][]staleAnswer{}
+				}
+				byCluster[s.Cluster] = append(byCluster[s.Cluster], s)
+			} else {
+				accusers = append(accusers, s)
+			}
 		}
 	}
-	need := len(answers)/2 + 1
-	for _, cluster := range slices.Sorted(maps.Keys(byCluster)) {
-		if said := byCluster[cluster]; !ownAlive && len(said) >= need {
-			var who []string
-			for _, s := range said {
-				who = append(who, s.Member+" at "+s.Addr)
-			}
-			return stale, fmt.Errorf("%w: the data dir %s holds cluster %s, but %d of the %d other voters of its Raft configuration answer for cluster %s (%s), and none for cluster %s: "+
-				"this data dir is another cluster's. Move it aside, remove this node from the cluster (ordo remove --id %s), and start it with an empty data dir and --join",
-				ErrOtherCluster, dataDir, own, len(said), len(answers), cluster, strings.Join(who, ", "), own, self)
+	if !ownAlive {
+		if err := otherClusterVoters(self, dataDir, own, len(voters), byCluster); err != nil {
+			return stale, err
+		}
+		if len(voters) == 0 && len(accusers) > 0 {
+			return stale, otherClusterCommandLine(self, dataDir, own, accusers)
 		}
 	}
 	for _, s := range foreign {
@@ -577,6 +599,42 @@ func judgeCluster(self, dataDir, own string, answers []voterAnswer) ([]staleAnsw
 		stale = append(stale, s)
 	}
 	return stale, nil
+}
+
+// otherClusterVoters is judgeCluster's refusal when a majority of the n
+// other voters answered for one other cluster (byCluster: their answers
+// by cluster), and nil otherwise.
+func otherClusterVoters(self, dataDir, own string, n int, byCluster map[string][]staleAnswer) error {
+	for _, cluster := range slices.Sorted(maps.Keys(byCluster)) {
+		if said := byCluster[cluster]; len(said) >= n/2+1 {
+			return fmt.Errorf("%w: the data dir %s holds cluster %s, but %d of the %d other voters of its Raft configuration answer for cluster %s (%s), and none for cluster %s: "+
+				"this data dir is another cluster's. Move it aside, remove this node from the cluster (ordo remove --id %s), and start it with an empty data dir and --join",
+				ErrOtherCluster, dataDir, own, len(said), n, cluster, whoAt(said), own, self)
+		}
+	}
+	return nil
+}
+
+// otherClusterCommandLine is judgeCluster's refusal of a one-node
+// cluster's data dir whose command line names another cluster's nodes.
+func otherClusterCommandLine(self, dataDir, own string, accusers []staleAnswer) error {
+	return fmt.Errorf("%w: the data dir %s holds cluster %s, in which this node is the only voter, but the addresses of its command line answer for another cluster (%s). "+
+		"If this node is a member of that cluster and this data dir is not its own, move the data dir aside, remove the node (ordo remove --id %s), and start it with an empty data dir and --join. "+
+		"If this data dir is right, it is a one-node cluster: start it without the other cluster's addresses in --bootstrap and --join",
+		ErrOtherCluster, dataDir, own, whoAt(accusers), self)
+}
+
+// whoAt lists who answered where for which cluster.
+func whoAt(said []staleAnswer) string {
+	var who []string
+	for _, s := range said {
+		w := s.AnsweredAs + " at " + s.Addr
+		if s.Member != "" && s.Member != s.AnsweredAs {
+			w = s.Member + " at " + s.Addr
+		}
+		who = append(who, w+" for "+s.Cluster)
+	}
+	return strings.Join(who, ", ")
 }
 
 // CheckCluster is checkCluster on what dataDir holds, for a node told

@@ -18,14 +18,21 @@ import (
 //   - each node's --join list: none, some (the next node), or all;
 //   - each node up or down, and each with its data dir or without;
 //   - no stale address, or one node's address now answered by a node of
-//     another cluster (that node is then unreachable at it).
+//     another cluster (that node is then unreachable at it), under
+//     another id or under the member's own.
 // The property, for a cluster that ran (every node was a member): a node
 // with an empty data dir never bootstraps while another member holds
 // state or cannot be asked, and never joins its own cluster as the
-// member it was; and a node that holds its data always restarts. For a
-// new cluster (no node ever held state, every node up), the standing
-// command lines of a list of all create it, and a founder's one-shot
-// --force-bootstrap creates it and the others join.
+// member it was; and a node that holds its data restarts (checkCluster's
+// rule, judgeCluster, run against the others' answers), unless a
+// majority of the other voters' addresses answer, under the voters' ids,
+// for another cluster, which is what a data dir of another cluster sees.
+// For a new cluster (no node ever held state, every node up), the
+// standing command lines of a list of all create it, and a founder's
+// one-shot --force-bootstrap creates it and the others join.
+//
+// TestForeignDataDirOnEverySmallCluster puts a one-node cluster's data
+// dir on one node of such a cluster.
 
 // modelNode is one node of a modelled cluster: its command line and its
 // durable state.
@@ -38,14 +45,42 @@ type modelNode struct {
 type modelWorld struct {
 	nodes []modelNode
 	// stale, when >= 0, is the node whose address a node of another
-	// cluster answers now.
-	stale int
+	// cluster answers now: as "x1", or as that member's own id when
+	// staleSameID.
+	stale       int
+	staleSameID bool
 	// ran: every node was a member (else the cluster is new).
 	ran bool
 }
 
-func modelID(i int) string   { return fmt.Sprintf("n%d", i+1) }
-func modelAddr(i int) string { return fmt.Sprintf("g%d", i+1) }
+// Names and answers, made once: the model asks millions of times.
+var (
+	modelIDs   = [...]string{"n1", "n2", "n3", "n4", "n5"}
+	modelAddrs = [...]string{"g1", "g2", "g3", "g4", "g5"}
+	strangerAs = func() (out [5]*api.NodeInfo) {
+		for j := range out {
+			out[j] = &api.NodeInfo{Id: modelIDs[j], HasState: true, ClusterId: "other", Term: 9}
+		}
+		return out
+	}()
+	stranger     = &api.NodeInfo{Id: "x1", HasState: true, ClusterId: "other", Term: 9}
+	startingWith = infos(func(id string) *api.NodeInfo {
+		return &api.NodeInfo{Id: id, Role: "starting", HasState: true, ClusterId: "c"}
+	})
+	starting      = infos(func(id string) *api.NodeInfo { return &api.NodeInfo{Id: id, Role: "starting"} })
+	holding       = infos(func(id string) *api.NodeInfo { return &api.NodeInfo{Id: id, HasState: true, ClusterId: "c", Term: 3} })
+	errNotRunning = errors.New("connection refused")
+)
+
+func infos(f func(id string) *api.NodeInfo) (out [5]*api.NodeInfo) {
+	for j := range out {
+		out[j] = f(modelIDs[j])
+	}
+	return out
+}
+
+func modelID(i int) string   { return modelIDs[i] }
+func modelAddr(i int) string { return modelAddrs[i] }
 
 func (w modelWorld) index(addr string) int { return int(addr[1] - '1') }
 
@@ -54,16 +89,21 @@ func (w modelWorld) nodeStatus(asker int, addr string) NodeAnswer {
 	j := w.index(addr)
 	n := w.nodes[j]
 	switch {
+	case j == w.stale && w.staleSameID:
+		return NodeAnswer{Info: strangerAs[j]}
 	case j == w.stale:
-		return NodeAnswer{Info: &api.NodeInfo{Id: "x1", HasState: true, ClusterId: "other", Term: 9}}
+		return NodeAnswer{Info: stranger}
+	case j == asker && n.holds:
+		// A starting node answers with what its data dir holds.
+		return NodeAnswer{Info: startingWith[j]}
 	case j == asker:
-		return NodeAnswer{Info: &api.NodeInfo{Id: modelID(j), Role: "starting"}}
+		return NodeAnswer{Info: starting[j]}
 	case !n.up:
-		return NodeAnswer{Err: errors.New("connection refused")}
+		return NodeAnswer{Err: errNotRunning}
 	case n.holds:
-		return NodeAnswer{Info: &api.NodeInfo{Id: modelID(j), HasState: true, ClusterId: "c", Term: 3}}
+		return NodeAnswer{Info: holding[j]}
 	}
-	return NodeAnswer{Info: &api.NodeInfo{Id: modelID(j), Role: "starting"}}
+	return NodeAnswer{Info: starting[j]}
 }
 
 // leads reports whether the cluster has a leader: a majority of its
@@ -113,10 +153,10 @@ const (
 // model of durable states).
 func (w modelWorld) decide(i int) modelOutcome {
 	n := w.nodes[i]
-	if n.holds {
-		return outRestart
-	}
 	self := modelID(i)
+	if n.holds {
+		return w.restart(i, "c", nil)
+	}
 	p, err := entryPath(self, n.entry)
 	if err != nil {
 		return outRefuse
@@ -151,6 +191,37 @@ func (w modelWorld) decide(i int) modelOutcome {
 		return outJoin
 	}
 	return outJoinForeign
+}
+
+// restart runs checkCluster's rule for node i, whose data dir holds
+// cluster own with the other voters voters (every other node when nil),
+// against what answers at their addresses and at its command line's.
+func (w modelWorld) restart(i int, own string, voters []int) modelOutcome {
+	self, e := modelID(i), w.nodes[i].entry
+	if voters == nil {
+		for j := range w.nodes {
+			if j != i {
+				voters = append(voters, j)
+			}
+		}
+	}
+	vs := make([]voterAnswer, 0, len(voters))
+	named := make([]voterAnswer, 0, len(e.Bootstrap)+len(e.Join))
+	for _, j := range voters {
+		vs = append(vs, voterAnswer{ID: modelID(j), Addr: modelAddr(j), Info: w.nodeStatus(i, modelAddr(j)).Info})
+	}
+	for _, p := range e.Bootstrap {
+		if p.ID != self {
+			named = append(named, voterAnswer{ID: p.ID, Addr: p.GRPCAddr, Info: w.nodeStatus(i, p.GRPCAddr).Info})
+		}
+	}
+	for _, a := range e.Join {
+		named = append(named, voterAnswer{Addr: a, Info: w.nodeStatus(i, a).Info})
+	}
+	if _, err := judgeCluster(self, "/data", own, vs, named); err != nil {
+		return outRefuse
+	}
+	return outRestart
 }
 
 // leaderAnswersFirst reports whether the first leader to answer node
@@ -231,17 +302,22 @@ func TestStartRuleOnEverySmallCluster(t *testing.T) {
 					if stale >= 0 && mask>>(2*stale)&1 == 1 {
 						continue // the stale node is not at its address: up or down is the same
 					}
-					w := modelWorld{nodes: make([]modelNode, k), stale: stale, ran: true}
-					for i := range k {
-						w.nodes[i] = modelNode{entry: es[i], up: mask>>(2*i)&1 == 1, holds: mask>>(2*i+1)&1 == 1}
-					}
-					configs++
-					for i, n := range w.nodes {
-						if !n.up || i == stale {
-							continue
+					for _, sameID := range []bool{false, true} {
+						if sameID && (stale < 0 || k == 5) {
+							continue // five nodes' same-id strangers: as four's, at twice the run time
 						}
-						decisions++
-						checkRan(w, i, fail)
+						w := modelWorld{nodes: make([]modelNode, k), stale: stale, staleSameID: sameID, ran: true}
+						for i := range k {
+							w.nodes[i] = modelNode{entry: es[i], up: mask>>(2*i)&1 == 1, holds: mask>>(2*i+1)&1 == 1}
+						}
+						configs++
+						for i, n := range w.nodes {
+							if !n.up || i == stale {
+								continue
+							}
+							decisions++
+							checkRan(w, i, fail)
+						}
 					}
 				}
 			}
@@ -266,7 +342,7 @@ func checkRan(w modelWorld, i int, fail func(string, ...any)) {
 	got := w.decide(i)
 	n := w.nodes[i]
 	switch {
-	case n.holds && got != outRestart:
+	case n.holds && got != outRestart && !w.looksForeign():
 		fail("%s: a node with its data does not restart (%d)", w.describe(i), got)
 	case got == outBootstrap:
 		for j, o := range w.nodes {
@@ -278,6 +354,14 @@ func checkRan(w modelWorld, i int, fail func(string, ...any)) {
 	case got == outJoin:
 		fail("%s: joins its own cluster as the member it was", w.describe(i))
 	}
+}
+
+// looksForeign reports whether a majority of any node's other voters
+// answer, under their own ids, for another cluster: a data dir of
+// another cluster sees its voters so, and refuses.
+func (w modelWorld) looksForeign() bool {
+	others := len(w.nodes) - 1
+	return w.stale >= 0 && w.staleSameID && 1 >= others/2+1
 }
 
 // checkNew checks a new cluster: a list of all creates it on every node;
@@ -338,9 +422,113 @@ func (w modelWorld) describe(i int) string {
 	for j, n := range w.nodes {
 		state := map[[2]bool]string{{true, true}: "up", {true, false}: "up-empty", {false, true}: "down", {false, false}: "down-empty"}[[2]bool{n.up, n.holds}]
 		if j == w.stale {
-			state = "stale(foreign)"
+			state = "stale(foreign as x1)"
+			if w.staleSameID {
+				state = "stale(foreign as " + modelID(j) + ")"
+			}
 		}
 		fmt.Fprintf(&b, " [%s %s bootstrap=%d join=%v]", modelID(j), state, len(n.entry.Bootstrap), n.entry.Join)
 	}
 	return b.String()
+}
+
+// peerState is what answers at a modelled node's address.
+type peerState int
+
+const (
+	peerDown           peerState = iota
+	peerHolds                    // up, with this cluster's data
+	peerEmpty                    // up, starting with an empty data dir
+	peerStranger                 // a node of another cluster, as x1
+	peerStrangerSameID           // a node of another cluster, under the member's id
+	peerStates
+)
+
+// TestForeignDataDirOnEverySmallCluster: a one-node cluster's data dir
+// (cluster x2, whose only voter is this node) on one node of a cluster of
+// 2 to 5, with every command line of the small-cluster model and every
+// state of the other nodes' addresses. Such a data dir would lead alone at
+// once and serve x2's IDs at the member's address. Property: it is
+// refused whenever an address of its command line answers for the cluster
+// the command line names (a --bootstrap peer under its id, a --join
+// address under any id), and it starts when no address of its command
+// line answers for any cluster (nothing to tell it from a one-node
+// cluster restarting).
+func TestForeignDataDirOnEverySmallCluster(t *testing.T) {
+	configs := 0
+	for k := 2; k <= 5; k++ {
+		states := make([]peerState, k)
+		var rec func(j int)
+		rec = func(j int) {
+			if j < k {
+				for s := range peerStates {
+					states[j] = s
+					rec(j + 1)
+				}
+				return
+			}
+			for f := range k {
+				// f's command lines: a list of all, or the founder's own
+				// (f is the founder, or on no list), and each --join list.
+				lists := [][]Peer{modelPeers(k), nil}
+				if f == 0 {
+					lists[1] = modelPeers(1)
+				}
+				for _, list := range lists {
+					for _, join := range joinChoices(f, k) {
+						configs++
+						checkForeign(t, f, Entry{Bootstrap: list, Join: join}, states)
+					}
+				}
+			}
+		}
+		rec(0)
+	}
+	t.Logf("%d configurations", configs)
+}
+
+// checkForeign runs checkCluster's rule for node f holding cluster x2 as
+// its only voter, command line e, the others' addresses answering as
+// states says (f's own state is ignored: it answers as itself).
+func checkForeign(t *testing.T, f int, e Entry, states []peerState) {
+	t.Helper()
+	answer := func(addr string) *api.NodeInfo {
+		j := int(addr[1] - '1')
+		switch {
+		case j == f:
+			return &api.NodeInfo{Id: modelID(f), Role: "starting", HasState: true, ClusterId: "x2"}
+		case states[j] == peerHolds:
+			return holding[j]
+		case states[j] == peerEmpty:
+			return starting[j]
+		case states[j] == peerStranger:
+			return stranger
+		case states[j] == peerStrangerSameID:
+			return strangerAs[j]
+		}
+		return nil
+	}
+	var named []voterAnswer
+	accused, spoke := false, false
+	for _, p := range e.Bootstrap {
+		if p.ID != modelID(f) {
+			a := answer(p.GRPCAddr)
+			named = append(named, voterAnswer{ID: p.ID, Addr: p.GRPCAddr, Info: a})
+			accused = accused || a != nil && a.Id == p.ID && a.ClusterId == "c"
+			spoke = spoke || a != nil && a.ClusterId != ""
+		}
+	}
+	for _, addr := range e.Join {
+		a := answer(addr)
+		named = append(named, voterAnswer{Addr: addr, Info: a})
+		accused = accused || a != nil && a.Id != modelID(f) && a.ClusterId == "c"
+		spoke = spoke || a != nil && a.Id != modelID(f) && a.ClusterId != ""
+	}
+	_, err := judgeCluster(modelID(f), "/data", "x2", []voterAnswer{}, named)
+	switch {
+	case accused && err == nil:
+		t.Fatalf("%s holding one-node cluster x2, command line %+v, others %v: starts though its command line's cluster answers", modelID(f), e, states)
+	case !spoke && err != nil:
+		t.Fatalf("%s holding one-node cluster x2, command line %+v, others %v: refused (%v) though no address of its command line answers for any cluster", modelID(f), e, states, err)
+	}
 }

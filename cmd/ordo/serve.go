@@ -181,7 +181,7 @@ func newServeFlags(fs *flag.FlagSet) *serveFlags {
 		grpcAddr:       fs.String("grpc-addr", "127.0.0.1:7001", "gRPC address for clients and peers"),
 		grpcAdvertise:  fs.String("grpc-advertise", "", "gRPC address other nodes and clients are told, if not --grpc-addr (NAT, or binding 0.0.0.0)"),
 		httpAddr:       fs.String("http-addr", "", "HTTP/JSON address for health probes (/healthz, /readyz), IDs (/v1/ids) and status (/v1/status); empty: no HTTP. HTTPS with the TLS flags"),
-		bootstrap:      fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (ignored when the data dir holds state; with --join, a node it does not name joins)"),
+		bootstrap:      fs.String("bootstrap", "", "create a cluster on first start: id=raftaddr@grpcaddr,... (once the data dir holds state, its peers only check that it is this cluster's; with --join, a node it does not name joins)"),
 		join:           fs.String("join", "", "join the cluster on first start through these gRPC addresses (members or a service in front of them; comma-separated, tried in turn)"),
 		joinTimeout:    fs.Duration("join-timeout", time.Minute, fmt.Sprintf("how long a node with an empty data dir keeps asking its peers whether it may bootstrap or join, and then keeps trying to join (%s to %s)", minJoinTimeout, server.DurationText(maxJoinTimeout))),
 		forceBootstrap: fs.Bool("force-bootstrap", false, "ONE-SHOT, command line only: with an empty data dir, bootstrap the --bootstrap list without asking anyone whether its cluster exists: the first start of a list of this node alone, or disaster recovery when no listed node ever held the cluster's state or it is gone for good; never on a node's usual command line (see docs/operations.md)"),
