@@ -2012,7 +2012,12 @@ type NodeInfo struct {
 	// when it holds none, even with a term (has_state: a node that was only
 	// sent a vote request or an entry it could not take holds a term and no
 	// log).
-	LastLogIndex  uint64 `protobuf:"varint,19,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
+	LastLogIndex uint64 `protobuf:"varint,19,opt,name=last_log_index,json=lastLogIndex,proto3" json:"last_log_index,omitempty"`
+	// What the node's process has spent since it started, and what its
+	// calls cost in messages: a benchmark reads it before and after a run
+	// and divides by the IDs (ordo bench). Unset from a node that is still
+	// starting and from versions before it was reported.
+	Usage         *NodeUsage `protobuf:"bytes,20,opt,name=usage,proto3" json:"usage,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2180,6 +2185,141 @@ func (x *NodeInfo) GetLastLogIndex() uint64 {
 	return 0
 }
 
+func (x *NodeInfo) GetUsage() *NodeUsage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+// NodeUsage counts from a node's start. The system-call and switch counts
+// are 0 where the host does not keep them (they come from /proc and
+// getrusage).
+type NodeUsage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// CPU time, user and system, of every thread, in microseconds.
+	CpuMicros uint64 `protobuf:"varint,1,opt,name=cpu_micros,json=cpuMicros,proto3" json:"cpu_micros,omitempty"`
+	// Read- and write-like system calls (sockets and files alike).
+	ReadSyscalls  uint64 `protobuf:"varint,2,opt,name=read_syscalls,json=readSyscalls,proto3" json:"read_syscalls,omitempty"`
+	WriteSyscalls uint64 `protobuf:"varint,3,opt,name=write_syscalls,json=writeSyscalls,proto3" json:"write_syscalls,omitempty"`
+	// Context switches, voluntary and not.
+	ContextSwitches uint64 `protobuf:"varint,4,opt,name=context_switches,json=contextSwitches,proto3" json:"context_switches,omitempty"`
+	// IDs this node handed out as leader (ordo_ids_issued_total).
+	IdsIssued uint64 `protobuf:"varint,5,opt,name=ids_issued,json=idsIssued,proto3" json:"ids_issued,omitempty"`
+	// NextStream messages this node read, and the calls they carried; the
+	// messages it sent, and the answers they carried (a joint answer is
+	// one). Calls per message read is how well the clients batch; answers
+	// per message sent, how well this node does.
+	StreamMessagesReceived uint64 `protobuf:"varint,6,opt,name=stream_messages_received,json=streamMessagesReceived,proto3" json:"stream_messages_received,omitempty"`
+	StreamCallsReceived    uint64 `protobuf:"varint,7,opt,name=stream_calls_received,json=streamCallsReceived,proto3" json:"stream_calls_received,omitempty"`
+	StreamMessagesSent     uint64 `protobuf:"varint,8,opt,name=stream_messages_sent,json=streamMessagesSent,proto3" json:"stream_messages_sent,omitempty"`
+	StreamAnswersSent      uint64 `protobuf:"varint,9,opt,name=stream_answers_sent,json=streamAnswersSent,proto3" json:"stream_answers_sent,omitempty"`
+	// Leadership confirmation rounds this node ran as leader.
+	ConfirmRounds uint64 `protobuf:"varint,10,opt,name=confirm_rounds,json=confirmRounds,proto3" json:"confirm_rounds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeUsage) Reset() {
+	*x = NodeUsage{}
+	mi := &file_ordo_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeUsage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeUsage) ProtoMessage() {}
+
+func (x *NodeUsage) ProtoReflect() protoreflect.Message {
+	mi := &file_ordo_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeUsage.ProtoReflect.Descriptor instead.
+func (*NodeUsage) Descriptor() ([]byte, []int) {
+	return file_ordo_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *NodeUsage) GetCpuMicros() uint64 {
+	if x != nil {
+		return x.CpuMicros
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetReadSyscalls() uint64 {
+	if x != nil {
+		return x.ReadSyscalls
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetWriteSyscalls() uint64 {
+	if x != nil {
+		return x.WriteSyscalls
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetContextSwitches() uint64 {
+	if x != nil {
+		return x.ContextSwitches
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetIdsIssued() uint64 {
+	if x != nil {
+		return x.IdsIssued
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetStreamMessagesReceived() uint64 {
+	if x != nil {
+		return x.StreamMessagesReceived
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetStreamCallsReceived() uint64 {
+	if x != nil {
+		return x.StreamCallsReceived
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetStreamMessagesSent() uint64 {
+	if x != nil {
+		return x.StreamMessagesSent
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetStreamAnswersSent() uint64 {
+	if x != nil {
+		return x.StreamAnswersSent
+	}
+	return 0
+}
+
+func (x *NodeUsage) GetConfirmRounds() uint64 {
+	if x != nil {
+		return x.ConfirmRounds
+	}
+	return 0
+}
+
 type StatusResponse struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Nodes      []*NodeInfo            `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
@@ -2204,7 +2344,7 @@ type StatusResponse struct {
 
 func (x *StatusResponse) Reset() {
 	*x = StatusResponse{}
-	mi := &file_ordo_proto_msgTypes[28]
+	mi := &file_ordo_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2216,7 +2356,7 @@ func (x *StatusResponse) String() string {
 func (*StatusResponse) ProtoMessage() {}
 
 func (x *StatusResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[28]
+	mi := &file_ordo_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2229,7 +2369,7 @@ func (x *StatusResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusResponse.ProtoReflect.Descriptor instead.
 func (*StatusResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{28}
+	return file_ordo_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *StatusResponse) GetNodes() []*NodeInfo {
@@ -2316,7 +2456,7 @@ type JoinRequest struct {
 
 func (x *JoinRequest) Reset() {
 	*x = JoinRequest{}
-	mi := &file_ordo_proto_msgTypes[29]
+	mi := &file_ordo_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2328,7 +2468,7 @@ func (x *JoinRequest) String() string {
 func (*JoinRequest) ProtoMessage() {}
 
 func (x *JoinRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[29]
+	mi := &file_ordo_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2341,7 +2481,7 @@ func (x *JoinRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinRequest.ProtoReflect.Descriptor instead.
 func (*JoinRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{29}
+	return file_ordo_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *JoinRequest) GetId() string {
@@ -2394,7 +2534,7 @@ type JoinResponse struct {
 
 func (x *JoinResponse) Reset() {
 	*x = JoinResponse{}
-	mi := &file_ordo_proto_msgTypes[30]
+	mi := &file_ordo_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2406,7 +2546,7 @@ func (x *JoinResponse) String() string {
 func (*JoinResponse) ProtoMessage() {}
 
 func (x *JoinResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[30]
+	mi := &file_ordo_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2419,7 +2559,7 @@ func (x *JoinResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JoinResponse.ProtoReflect.Descriptor instead.
 func (*JoinResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{30}
+	return file_ordo_proto_rawDescGZIP(), []int{31}
 }
 
 type RegisterRequest struct {
@@ -2432,7 +2572,7 @@ type RegisterRequest struct {
 
 func (x *RegisterRequest) Reset() {
 	*x = RegisterRequest{}
-	mi := &file_ordo_proto_msgTypes[31]
+	mi := &file_ordo_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2444,7 +2584,7 @@ func (x *RegisterRequest) String() string {
 func (*RegisterRequest) ProtoMessage() {}
 
 func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[31]
+	mi := &file_ordo_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2457,7 +2597,7 @@ func (x *RegisterRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterRequest.ProtoReflect.Descriptor instead.
 func (*RegisterRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{31}
+	return file_ordo_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RegisterRequest) GetId() string {
@@ -2482,7 +2622,7 @@ type RegisterResponse struct {
 
 func (x *RegisterResponse) Reset() {
 	*x = RegisterResponse{}
-	mi := &file_ordo_proto_msgTypes[32]
+	mi := &file_ordo_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2494,7 +2634,7 @@ func (x *RegisterResponse) String() string {
 func (*RegisterResponse) ProtoMessage() {}
 
 func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[32]
+	mi := &file_ordo_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2507,7 +2647,7 @@ func (x *RegisterResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterResponse.ProtoReflect.Descriptor instead.
 func (*RegisterResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{32}
+	return file_ordo_proto_rawDescGZIP(), []int{33}
 }
 
 type RemoveRequest struct {
@@ -2519,7 +2659,7 @@ type RemoveRequest struct {
 
 func (x *RemoveRequest) Reset() {
 	*x = RemoveRequest{}
-	mi := &file_ordo_proto_msgTypes[33]
+	mi := &file_ordo_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2671,7 @@ func (x *RemoveRequest) String() string {
 func (*RemoveRequest) ProtoMessage() {}
 
 func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[33]
+	mi := &file_ordo_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2684,7 @@ func (x *RemoveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveRequest.ProtoReflect.Descriptor instead.
 func (*RemoveRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{33}
+	return file_ordo_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RemoveRequest) GetId() string {
@@ -2562,7 +2702,7 @@ type RemoveResponse struct {
 
 func (x *RemoveResponse) Reset() {
 	*x = RemoveResponse{}
-	mi := &file_ordo_proto_msgTypes[34]
+	mi := &file_ordo_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2574,7 +2714,7 @@ func (x *RemoveResponse) String() string {
 func (*RemoveResponse) ProtoMessage() {}
 
 func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[34]
+	mi := &file_ordo_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2587,7 +2727,7 @@ func (x *RemoveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoveResponse.ProtoReflect.Descriptor instead.
 func (*RemoveResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{34}
+	return file_ordo_proto_rawDescGZIP(), []int{35}
 }
 
 type TransferLeaderRequest struct {
@@ -2599,7 +2739,7 @@ type TransferLeaderRequest struct {
 
 func (x *TransferLeaderRequest) Reset() {
 	*x = TransferLeaderRequest{}
-	mi := &file_ordo_proto_msgTypes[35]
+	mi := &file_ordo_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2751,7 @@ func (x *TransferLeaderRequest) String() string {
 func (*TransferLeaderRequest) ProtoMessage() {}
 
 func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[35]
+	mi := &file_ordo_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2764,7 @@ func (x *TransferLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderRequest.ProtoReflect.Descriptor instead.
 func (*TransferLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{35}
+	return file_ordo_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *TransferLeaderRequest) GetId() string {
@@ -2643,7 +2783,7 @@ type TransferLeaderResponse struct {
 
 func (x *TransferLeaderResponse) Reset() {
 	*x = TransferLeaderResponse{}
-	mi := &file_ordo_proto_msgTypes[36]
+	mi := &file_ordo_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2655,7 +2795,7 @@ func (x *TransferLeaderResponse) String() string {
 func (*TransferLeaderResponse) ProtoMessage() {}
 
 func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[36]
+	mi := &file_ordo_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2668,7 +2808,7 @@ func (x *TransferLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TransferLeaderResponse.ProtoReflect.Descriptor instead.
 func (*TransferLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{36}
+	return file_ordo_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *TransferLeaderResponse) GetLeaderId() string {
@@ -2686,7 +2826,7 @@ type BackupRequest struct {
 
 func (x *BackupRequest) Reset() {
 	*x = BackupRequest{}
-	mi := &file_ordo_proto_msgTypes[37]
+	mi := &file_ordo_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2698,7 +2838,7 @@ func (x *BackupRequest) String() string {
 func (*BackupRequest) ProtoMessage() {}
 
 func (x *BackupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[37]
+	mi := &file_ordo_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2711,7 +2851,7 @@ func (x *BackupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupRequest.ProtoReflect.Descriptor instead.
 func (*BackupRequest) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{37}
+	return file_ordo_proto_rawDescGZIP(), []int{38}
 }
 
 type BackupResponse struct {
@@ -2756,7 +2896,7 @@ type BackupResponse struct {
 
 func (x *BackupResponse) Reset() {
 	*x = BackupResponse{}
-	mi := &file_ordo_proto_msgTypes[38]
+	mi := &file_ordo_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2768,7 +2908,7 @@ func (x *BackupResponse) String() string {
 func (*BackupResponse) ProtoMessage() {}
 
 func (x *BackupResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ordo_proto_msgTypes[38]
+	mi := &file_ordo_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2781,7 +2921,7 @@ func (x *BackupResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BackupResponse.ProtoReflect.Descriptor instead.
 func (*BackupResponse) Descriptor() ([]byte, []int) {
-	return file_ordo_proto_rawDescGZIP(), []int{38}
+	return file_ordo_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *BackupResponse) GetClusterId() string {
@@ -3025,7 +3165,7 @@ const file_ordo_proto_rawDesc = "" +
 	"\x04next\x18\x04 \x01(\x04R\x04next\x12\x12\n" +
 	"\x04rate\x18\x05 \x01(\x01R\x04rate\x12\x16\n" +
 	"\x06issued\x18\x06 \x01(\x04R\x06issued\"\x13\n" +
-	"\x11NodeStatusRequest\"\xbc\x04\n" +
+	"\x11NodeStatusRequest\"\xe6\x04\n" +
 	"\bNodeInfo\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1b\n" +
 	"\traft_addr\x18\x02 \x01(\tR\braftAddr\x12\x1b\n" +
@@ -3048,7 +3188,22 @@ const file_ordo_proto_rawDesc = "" +
 	"\thas_state\x18\r \x01(\bR\bhasState\x12\x16\n" +
 	"\x06layout\x18\x11 \x01(\tR\x06layout\x12\x14\n" +
 	"\x05group\x18\x12 \x01(\x04R\x05group\x12$\n" +
-	"\x0elast_log_index\x18\x13 \x01(\x04R\flastLogIndex\"\xc8\x02\n" +
+	"\x0elast_log_index\x18\x13 \x01(\x04R\flastLogIndex\x12(\n" +
+	"\x05usage\x18\x14 \x01(\v2\x12.ordo.v1.NodeUsageR\x05usage\"\xb7\x03\n" +
+	"\tNodeUsage\x12\x1d\n" +
+	"\n" +
+	"cpu_micros\x18\x01 \x01(\x04R\tcpuMicros\x12#\n" +
+	"\rread_syscalls\x18\x02 \x01(\x04R\freadSyscalls\x12%\n" +
+	"\x0ewrite_syscalls\x18\x03 \x01(\x04R\rwriteSyscalls\x12)\n" +
+	"\x10context_switches\x18\x04 \x01(\x04R\x0fcontextSwitches\x12\x1d\n" +
+	"\n" +
+	"ids_issued\x18\x05 \x01(\x04R\tidsIssued\x128\n" +
+	"\x18stream_messages_received\x18\x06 \x01(\x04R\x16streamMessagesReceived\x122\n" +
+	"\x15stream_calls_received\x18\a \x01(\x04R\x13streamCallsReceived\x120\n" +
+	"\x14stream_messages_sent\x18\b \x01(\x04R\x12streamMessagesSent\x12.\n" +
+	"\x13stream_answers_sent\x18\t \x01(\x04R\x11streamAnswersSent\x12%\n" +
+	"\x0econfirm_rounds\x18\n" +
+	" \x01(\x04R\rconfirmRounds\"\xc8\x02\n" +
 	"\x0eStatusResponse\x12'\n" +
 	"\x05nodes\x18\x01 \x03(\v2\x11.ordo.v1.NodeInfoR\x05nodes\x12\x1b\n" +
 	"\tleader_id\x18\x02 \x01(\tR\bleaderId\x12\x1f\n" +
@@ -3154,7 +3309,7 @@ func file_ordo_proto_rawDescGZIP() []byte {
 }
 
 var file_ordo_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_ordo_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_ordo_proto_goTypes = []any{
 	(Fate)(0),                      // 0: ordo.v1.Fate
 	(*ReserveRequest)(nil),         // 1: ordo.v1.ReserveRequest
@@ -3185,19 +3340,20 @@ var file_ordo_proto_goTypes = []any{
 	(*SequenceStatus)(nil),         // 26: ordo.v1.SequenceStatus
 	(*NodeStatusRequest)(nil),      // 27: ordo.v1.NodeStatusRequest
 	(*NodeInfo)(nil),               // 28: ordo.v1.NodeInfo
-	(*StatusResponse)(nil),         // 29: ordo.v1.StatusResponse
-	(*JoinRequest)(nil),            // 30: ordo.v1.JoinRequest
-	(*JoinResponse)(nil),           // 31: ordo.v1.JoinResponse
-	(*RegisterRequest)(nil),        // 32: ordo.v1.RegisterRequest
-	(*RegisterResponse)(nil),       // 33: ordo.v1.RegisterResponse
-	(*RemoveRequest)(nil),          // 34: ordo.v1.RemoveRequest
-	(*RemoveResponse)(nil),         // 35: ordo.v1.RemoveResponse
-	(*TransferLeaderRequest)(nil),  // 36: ordo.v1.TransferLeaderRequest
-	(*TransferLeaderResponse)(nil), // 37: ordo.v1.TransferLeaderResponse
-	(*BackupRequest)(nil),          // 38: ordo.v1.BackupRequest
-	(*BackupResponse)(nil),         // 39: ordo.v1.BackupResponse
-	nil,                            // 40: ordo.v1.BackupResponse.MembersEntry
-	nil,                            // 41: ordo.v1.BackupResponse.SequenceWatermarksEntry
+	(*NodeUsage)(nil),              // 29: ordo.v1.NodeUsage
+	(*StatusResponse)(nil),         // 30: ordo.v1.StatusResponse
+	(*JoinRequest)(nil),            // 31: ordo.v1.JoinRequest
+	(*JoinResponse)(nil),           // 32: ordo.v1.JoinResponse
+	(*RegisterRequest)(nil),        // 33: ordo.v1.RegisterRequest
+	(*RegisterResponse)(nil),       // 34: ordo.v1.RegisterResponse
+	(*RemoveRequest)(nil),          // 35: ordo.v1.RemoveRequest
+	(*RemoveResponse)(nil),         // 36: ordo.v1.RemoveResponse
+	(*TransferLeaderRequest)(nil),  // 37: ordo.v1.TransferLeaderRequest
+	(*TransferLeaderResponse)(nil), // 38: ordo.v1.TransferLeaderResponse
+	(*BackupRequest)(nil),          // 39: ordo.v1.BackupRequest
+	(*BackupResponse)(nil),         // 40: ordo.v1.BackupResponse
+	nil,                            // 41: ordo.v1.BackupResponse.MembersEntry
+	nil,                            // 42: ordo.v1.BackupResponse.SequenceWatermarksEntry
 }
 var file_ordo_proto_depIdxs = []int32{
 	21, // 0: ordo.v1.ReserveResponse.runs:type_name -> ordo.v1.IDRun
@@ -3208,60 +3364,61 @@ var file_ordo_proto_depIdxs = []int32{
 	21, // 5: ordo.v1.StreamAnswer.runs:type_name -> ordo.v1.IDRun
 	17, // 6: ordo.v1.ListSequencesResponse.sequences:type_name -> ordo.v1.SequenceInfo
 	21, // 7: ordo.v1.NextResponse.runs:type_name -> ordo.v1.IDRun
-	28, // 8: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
-	26, // 9: ordo.v1.StatusResponse.sequences:type_name -> ordo.v1.SequenceStatus
-	40, // 10: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
-	17, // 11: ordo.v1.BackupResponse.sequences:type_name -> ordo.v1.SequenceInfo
-	41, // 12: ordo.v1.BackupResponse.sequence_watermarks:type_name -> ordo.v1.BackupResponse.SequenceWatermarksEntry
-	20, // 13: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
-	23, // 14: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
-	9,  // 15: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
-	1,  // 16: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
-	3,  // 17: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
-	3,  // 18: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
-	4,  // 19: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
-	6,  // 20: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
-	7,  // 21: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
-	25, // 22: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
-	27, // 23: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
-	30, // 24: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
-	32, // 25: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
-	34, // 26: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
-	36, // 27: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
-	38, // 28: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
-	13, // 29: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
-	14, // 30: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
-	16, // 31: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
-	16, // 32: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
-	18, // 33: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
-	9,  // 34: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
-	22, // 35: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
-	24, // 36: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
-	11, // 37: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
-	2,  // 38: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
-	5,  // 39: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
-	5,  // 40: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
-	5,  // 41: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
-	8,  // 42: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
-	8,  // 43: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
-	29, // 44: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
-	28, // 45: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
-	31, // 46: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
-	33, // 47: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
-	35, // 48: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
-	37, // 49: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
-	39, // 50: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
-	17, // 51: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
-	15, // 52: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
-	17, // 53: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
-	17, // 54: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
-	19, // 55: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
-	11, // 56: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
-	35, // [35:57] is the sub-list for method output_type
-	13, // [13:35] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	29, // 8: ordo.v1.NodeInfo.usage:type_name -> ordo.v1.NodeUsage
+	28, // 9: ordo.v1.StatusResponse.nodes:type_name -> ordo.v1.NodeInfo
+	26, // 10: ordo.v1.StatusResponse.sequences:type_name -> ordo.v1.SequenceStatus
+	41, // 11: ordo.v1.BackupResponse.members:type_name -> ordo.v1.BackupResponse.MembersEntry
+	17, // 12: ordo.v1.BackupResponse.sequences:type_name -> ordo.v1.SequenceInfo
+	42, // 13: ordo.v1.BackupResponse.sequence_watermarks:type_name -> ordo.v1.BackupResponse.SequenceWatermarksEntry
+	20, // 14: ordo.v1.Sequencer.Next:input_type -> ordo.v1.NextRequest
+	23, // 15: ordo.v1.Sequencer.Layout:input_type -> ordo.v1.LayoutRequest
+	9,  // 16: ordo.v1.Sequencer.NextStream:input_type -> ordo.v1.NextStreamRequest
+	1,  // 17: ordo.v1.Sequencer.Reserve:input_type -> ordo.v1.ReserveRequest
+	3,  // 18: ordo.v1.Sequencer.Complete:input_type -> ordo.v1.HandleRequest
+	3,  // 19: ordo.v1.Sequencer.Abandon:input_type -> ordo.v1.HandleRequest
+	4,  // 20: ordo.v1.Sequencer.Extend:input_type -> ordo.v1.ExtendRequest
+	6,  // 21: ordo.v1.Sequencer.Watermark:input_type -> ordo.v1.WatermarkRequest
+	7,  // 22: ordo.v1.Sequencer.WatchWatermark:input_type -> ordo.v1.WatchRequest
+	25, // 23: ordo.v1.Admin.Status:input_type -> ordo.v1.StatusRequest
+	27, // 24: ordo.v1.Admin.NodeStatus:input_type -> ordo.v1.NodeStatusRequest
+	31, // 25: ordo.v1.Admin.Join:input_type -> ordo.v1.JoinRequest
+	33, // 26: ordo.v1.Admin.Register:input_type -> ordo.v1.RegisterRequest
+	35, // 27: ordo.v1.Admin.Remove:input_type -> ordo.v1.RemoveRequest
+	37, // 28: ordo.v1.Admin.TransferLeader:input_type -> ordo.v1.TransferLeaderRequest
+	39, // 29: ordo.v1.Admin.Backup:input_type -> ordo.v1.BackupRequest
+	13, // 30: ordo.v1.Admin.CreateSequence:input_type -> ordo.v1.CreateSequenceRequest
+	14, // 31: ordo.v1.Admin.ListSequences:input_type -> ordo.v1.ListSequencesRequest
+	16, // 32: ordo.v1.Admin.DescribeSequence:input_type -> ordo.v1.SequenceRequest
+	16, // 33: ordo.v1.Admin.DropSequence:input_type -> ordo.v1.SequenceRequest
+	18, // 34: ordo.v1.Peer.Term:input_type -> ordo.v1.TermRequest
+	9,  // 35: ordo.v1.Floor.Echo:input_type -> ordo.v1.NextStreamRequest
+	22, // 36: ordo.v1.Sequencer.Next:output_type -> ordo.v1.NextResponse
+	24, // 37: ordo.v1.Sequencer.Layout:output_type -> ordo.v1.LayoutResponse
+	11, // 38: ordo.v1.Sequencer.NextStream:output_type -> ordo.v1.NextStreamResponse
+	2,  // 39: ordo.v1.Sequencer.Reserve:output_type -> ordo.v1.ReserveResponse
+	5,  // 40: ordo.v1.Sequencer.Complete:output_type -> ordo.v1.SettleResponse
+	5,  // 41: ordo.v1.Sequencer.Abandon:output_type -> ordo.v1.SettleResponse
+	5,  // 42: ordo.v1.Sequencer.Extend:output_type -> ordo.v1.SettleResponse
+	8,  // 43: ordo.v1.Sequencer.Watermark:output_type -> ordo.v1.WatermarkResponse
+	8,  // 44: ordo.v1.Sequencer.WatchWatermark:output_type -> ordo.v1.WatermarkResponse
+	30, // 45: ordo.v1.Admin.Status:output_type -> ordo.v1.StatusResponse
+	28, // 46: ordo.v1.Admin.NodeStatus:output_type -> ordo.v1.NodeInfo
+	32, // 47: ordo.v1.Admin.Join:output_type -> ordo.v1.JoinResponse
+	34, // 48: ordo.v1.Admin.Register:output_type -> ordo.v1.RegisterResponse
+	36, // 49: ordo.v1.Admin.Remove:output_type -> ordo.v1.RemoveResponse
+	38, // 50: ordo.v1.Admin.TransferLeader:output_type -> ordo.v1.TransferLeaderResponse
+	40, // 51: ordo.v1.Admin.Backup:output_type -> ordo.v1.BackupResponse
+	17, // 52: ordo.v1.Admin.CreateSequence:output_type -> ordo.v1.SequenceInfo
+	15, // 53: ordo.v1.Admin.ListSequences:output_type -> ordo.v1.ListSequencesResponse
+	17, // 54: ordo.v1.Admin.DescribeSequence:output_type -> ordo.v1.SequenceInfo
+	17, // 55: ordo.v1.Admin.DropSequence:output_type -> ordo.v1.SequenceInfo
+	19, // 56: ordo.v1.Peer.Term:output_type -> ordo.v1.TermResponse
+	11, // 57: ordo.v1.Floor.Echo:output_type -> ordo.v1.NextStreamResponse
+	36, // [36:58] is the sub-list for method output_type
+	14, // [14:36] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_ordo_proto_init() }
@@ -3275,7 +3432,7 @@ func file_ordo_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ordo_proto_rawDesc), len(file_ordo_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   41,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   4,
 		},

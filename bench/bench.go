@@ -143,6 +143,9 @@ type Result struct {
 	Check history.Report `json:"check"`
 	// Lag is TargetWatermarkLag's measurement, nil for the other targets.
 	Lag *Lag `json:"watermark_lag,omitempty"`
+	// Costs is what the run cost this process and, for every target but
+	// etcd, each node whose status answered before and after it.
+	Costs []Cost `json:"costs"`
 }
 
 // OK reports whether everything received kept the guarantees: the
@@ -163,6 +166,9 @@ func (r Result) String() string {
 	}
 	if r.Lag != nil {
 		s += r.Lag.String()
+	}
+	for _, c := range r.Costs {
+		s += c.String() + "\n"
 	}
 	return s
 }
@@ -193,10 +199,17 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	if err != nil {
 		return Result{}, fmt.Errorf("first request: %w", err)
 	}
+	nodes, err := statusOf(cfg)
+	if err != nil {
+		return Result{}, err
+	}
+	defer nodes.close()
 	rec := history.NewRecorder()
 	var tally history.Tally
+	costs := startCosts(ctx, nodes.ask)
 	start, elapsed := drive(ctx, cfg, tgt, rec, &tally)
 	res := result(cfg.Target, rec, &tally, start, elapsed, groups)
+	res.Costs = costs.end(ctx, res.IDs, elapsed)
 	if l, ok := tgt.(*lagTarget); ok {
 		res.Lag = l.lag()
 	}

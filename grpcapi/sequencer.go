@@ -266,6 +266,7 @@ func (q *Sequencer) NextStream(stream grpc.BidiStreamingServer[api.NextStreamReq
 		if err := stream.Send(resp); err != nil {
 			return err
 		}
+		q.srv.Meter.StreamSent(len(resp.Answers))
 		if assigned == nil && next == nil {
 			return end(answered(stream.Context(), <-recvErr))
 		}
@@ -416,6 +417,7 @@ func (q *Sequencer) assignCalls(ctx context.Context, stream grpc.BidiStreamingSe
 	widthErr := q.srv.checkWidth(ctx)
 	ticks := len(metadata.ValueFromIncomingContext(ctx, api.TicksKey)) > 0
 	return recv.Each(stream.Recv, func(req *api.NextStreamRequest) error {
+		q.srv.Meter.StreamRead(len(req.Calls))
 		for calls := req.Calls; len(calls) > 0; {
 			if granted(calls[0]) {
 				// The run of such calls from the front.

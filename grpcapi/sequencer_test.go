@@ -47,6 +47,9 @@ func (nopMeter) Issued(uint64)                         {}
 func (nopMeter) IssuedIn([]string, []uint64)           {}
 func (nopMeter) SequenceRate(string) (uint64, float64) { return 0, 0 }
 func (nopMeter) RateWindow() time.Duration             { return 10 * time.Second }
+func (nopMeter) StreamRead(int)                        {}
+func (nopMeter) StreamSent(int)                        {}
+func (nopMeter) Usage() *api.NodeUsage                 { return nil }
 
 // newTestServer is the Server of node n with fakeIDs, the default layout
 // (a tick below a time unit's size is its ID) and MaxCount 10; stop ends

@@ -116,6 +116,13 @@ type Meter interface {
 	Served(method, code string, d time.Duration)
 	// Issued counts IDs handed out.
 	Issued(count uint64)
+	// StreamRead counts a NextStream message read with calls calls, and
+	// StreamSent one sent with answers answers.
+	StreamRead(calls int)
+	StreamSent(answers int)
+	// Usage is what the node's process spent, and these counts, since it
+	// started.
+	Usage() *api.NodeUsage
 	// IssuedIn counts counts[i] IDs handed out of named sequence
 	// names[i], for each i; Issued counts them too.
 	IssuedIn(names []string, counts []uint64)
@@ -352,6 +359,7 @@ func (s *Server) localStatus() *api.NodeInfo {
 		// gives a node either.
 		HasState:     s.Raft.LastIndex() > 0 || s.Raft.CurrentTerm() > 0,
 		LastLogIndex: s.Raft.LastIndex(),
+		Usage:        s.Meter.Usage(),
 	}
 	info.WatermarkTick, _ = s.State.Marks()
 	switch last := s.Raft.LastContact(); {

@@ -9,6 +9,7 @@ package metrics
 
 import (
 	"net/http"
+	"sync/atomic"
 	"time"
 
 	gometrics "github.com/armon/go-metrics"
@@ -18,7 +19,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/seed-e8569b35/ordo/api"
 	"github.com/seed-e8569b35/ordo/internal/buildinfo"
+	"github.com/seed-e8569b35/ordo/internal/proc"
 	"github.com/seed-e8569b35/ordo/layout"
 	"github.com/seed-e8569b35/ordo/sequencer"
 	"github.com/seed-e8569b35/ordo/settle"
@@ -71,7 +74,6 @@ type Settler interface {
 type Metrics struct {
 	reg *prometheus.Registry
 
-	ids           prometheus.Counter
 	requests      *prometheus.CounterVec
 	latency       *prometheus.HistogramVec
 	reservations  *prometheus.CounterVec
@@ -80,6 +82,12 @@ type Metrics struct {
 	confirmTime   prometheus.Histogram
 	leaderChanges prometheus.Counter
 	sequences     *SequenceCounts
+
+	// Counted on the hot path with one atomic add each, read by Usage
+	// and by the counters of the same names.
+	ids, rounds               atomic.Uint64
+	messagesRead, callsRead   atomic.Uint64
+	messagesSent, answersSent atomic.Uint64
 }
 
 // latencyBuckets span 50 µs to about 3 s: a confirmed call takes two
@@ -97,7 +105,13 @@ func New(r Raft, f FSM, seq Sequencer, st Settler, l layout.Layout, sequenceSeri
 	}
 	m := &Metrics{reg: prometheus.NewRegistry(), sequences: NewSequenceCounts(time.Now)}
 	m.reg.MustRegister(newSequenceCollector(m.sequences, min(sequenceSeries, MaxSequenceSeries)))
-	m.ids = register(m.reg, prometheus.NewCounter(prometheus.CounterOpts{Name: "ordo_ids_issued_total", Help: "IDs handed out by this node as leader."}))
+	m.reg.MustRegister(
+		counter("ordo_ids_issued_total", "IDs handed out by this node as leader.", loadFloat(&m.ids)),
+		counter("ordo_stream_messages_read_total", "NextStream messages this node read as leader.", loadFloat(&m.messagesRead)),
+		counter("ordo_stream_calls_read_total", "Calls the NextStream messages this node read carried.", loadFloat(&m.callsRead)),
+		counter("ordo_stream_messages_sent_total", "NextStream messages this node sent as leader.", loadFloat(&m.messagesSent)),
+		counter("ordo_stream_answers_sent_total", "Answers the NextStream messages this node sent carried (a joint answer is one).", loadFloat(&m.answersSent)),
+	)
 	m.requests = register(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ordo_requests_total", Help: "Calls served, by gRPC method (or HTTP route) and status code."}, []string{"method", "code"}))
 	m.latency = register(m.reg, prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "ordo_request_duration_seconds", Help: "Time to serve a call, by method.", Buckets: latencyBuckets}, []string{"method"}))
 	m.reservations = register(m.reg, prometheus.NewCounterVec(prometheus.CounterOpts{Name: "ordo_reservations_total", Help: "Reservations committed through Raft, by result (ok, error)."}, []string{"result"}))
@@ -221,7 +235,38 @@ func (m *Metrics) Served(method, code string, d time.Duration) {
 }
 
 // Issued counts n IDs handed out.
-func (m *Metrics) Issued(n uint64) { m.ids.Add(float64(n)) }
+func (m *Metrics) Issued(n uint64) { m.ids.Add(n) }
+
+// StreamRead counts one NextStream message read, carrying calls calls.
+func (m *Metrics) StreamRead(calls int) {
+	m.messagesRead.Add(1)
+	m.callsRead.Add(uint64(calls))
+}
+
+// StreamSent counts one NextStream message sent, carrying answers
+// answers.
+func (m *Metrics) StreamSent(answers int) {
+	m.messagesSent.Add(1)
+	m.answersSent.Add(uint64(answers))
+}
+
+// Usage is what this node's process spent since it started, with the
+// counts of what it served, as NodeStatus reports them.
+func (m *Metrics) Usage() *api.NodeUsage {
+	u := proc.Self()
+	return &api.NodeUsage{
+		CpuMicros:              uint64(u.CPU.Microseconds()),
+		ReadSyscalls:           u.ReadCalls,
+		WriteSyscalls:          u.WriteCalls,
+		ContextSwitches:        u.Switches,
+		IdsIssued:              m.ids.Load(),
+		StreamMessagesReceived: m.messagesRead.Load(),
+		StreamCallsReceived:    m.callsRead.Load(),
+		StreamMessagesSent:     m.messagesSent.Load(),
+		StreamAnswersSent:      m.answersSent.Load(),
+		ConfirmRounds:          m.rounds.Load(),
+	}
+}
 
 // IssuedIn counts counts[i] IDs handed out of named sequence names[i],
 // for each i (Issued counts them too).
@@ -245,6 +290,7 @@ func (m *Metrics) Reserved(d time.Duration, err error) {
 
 // Confirmed counts one confirmation round that took d.
 func (m *Metrics) Confirmed(d time.Duration, err error) {
+	m.rounds.Add(1)
 	m.confirmations.WithLabelValues(result(err)).Inc()
 	m.confirmTime.Observe(d.Seconds())
 }
@@ -267,6 +313,11 @@ func gauge(name, help string, f func() float64) prometheus.Collector {
 // elsewhere; f must never go down.
 func counter(name, help string, f func() float64) prometheus.Collector {
 	return prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, f)
+}
+
+// loadFloat reads a count for a counter.
+func loadFloat(n *atomic.Uint64) func() float64 {
+	return func() float64 { return float64(n.Load()) }
 }
 
 // register registers c with reg and returns it, so that each metric is

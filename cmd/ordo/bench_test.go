@@ -126,3 +126,40 @@ tmpfs /tmp tmpfs rw 0 0
 		t.Errorf("mountOf with no mounts = %q", dev)
 	}
 }
+
+// TestBenchReportsWhatEachProcessSpent: a run prints its own CPU per ID
+// and each node's, the leader's with its stream batching and rounds.
+func TestBenchReportsWhatEachProcessSpent(t *testing.T) {
+	n := testNode(t, "n1", t.TempDir(), "127.0.0.1:0")
+	if err := n.BootstrapSingle(); err != nil {
+		t.Fatal(err)
+	}
+	out, err := captureStdout(t, func() error {
+		return runBench([]string{"--addrs", n.GRPCAddr(), "--duration", "300ms", "--concurrency", "8", "--json"})
+	})
+	if err != nil {
+		t.Fatalf("ordo bench: %v\n%s", err, out)
+	}
+	var res struct {
+		IDs   int64 `json:"ids"`
+		Costs []struct {
+			Name              string  `json:"name"`
+			Role              string  `json:"role"`
+			CPUPerID          float64 `json:"cpu_per_id_us"`
+			CallsPerMessage   float64 `json:"calls_per_message"`
+			AnswersPerMessage float64 `json:"answers_per_message"`
+			RoundsPerSecond   float64 `json:"rounds_per_second"`
+		} `json:"costs"`
+	}
+	if err := json.Unmarshal(out, &res); err != nil {
+		t.Fatalf("ordo bench --json: %v\n%s", err, out)
+	}
+	if res.IDs == 0 || len(res.Costs) != 2 || res.Costs[0].Name != "bench" || res.Costs[1].Name != "n1" || res.Costs[1].Role != "leader" {
+		t.Fatalf("ordo bench costs: %s\nwant the bench's, then the leader n1's", out)
+	}
+	// The node runs in this process, so both read the same CPU clock: only
+	// that each moved can be checked here, not how they compare.
+	if l := res.Costs[1]; res.Costs[0].CPUPerID <= 0 || l.CPUPerID <= 0 || l.CallsPerMessage < 1 || l.AnswersPerMessage < 1 || l.RoundsPerSecond <= 0 {
+		t.Fatalf("ordo bench costs %+v: want CPU per ID, at least one call per message read and one answer per message sent, and rounds", res.Costs)
+	}
+}
