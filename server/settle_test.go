@@ -97,11 +97,20 @@ func TestSettledOrderThroughFollowersAndFailover(t *testing.T) {
 }
 
 // mustTransfer hands leadership from leader to another node and waits
-// until one serves.
+// until one serves. Under load a transfer may time out before the target
+// wins (Raft gives it an election timeout): it is asked again while
+// leader still leads.
 func mustTransfer(t *testing.T, nodes []*Node, leader *Node) *Node {
 	t.Helper()
-	if err := leader.TransferLeadership(""); err != nil {
-		t.Fatalf("transfer: %v", err)
+	for deadline := time.Now().Add(seqTestWait); ; {
+		err := leader.TransferLeadership("")
+		if err == nil || !leader.IsLeader() {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("transfer: %v", err)
+		}
+		t.Logf("transfer: %v; asking again", err)
 	}
 	var next *Node
 	eventually.True(t, seqTestWait, "another node to lead and serve", func() bool {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -43,20 +44,28 @@ func TestWideLayoutCluster(t *testing.T) {
 		}
 		// A stream without ordo-ticks may carry 64-bit named sequences'
 		// calls; its first call of the default sequence ends it.
-		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-		st, err := api.NewSequencerClient(conn).NextStream(ctx)
-		if err == nil {
-			err = st.Send(&api.NextStreamRequest{Calls: []*api.StreamCall{{Id: 1, Count: 1}}})
+		// A leader change under load answers Unavailable first: ask again.
+		for deadline := time.Now().Add(10 * time.Second); ; {
+			ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
+			var st grpc.BidiStreamingClient[api.NextStreamRequest, api.NextStreamResponse]
+			st, err = api.NewSequencerClient(conn).NextStream(ctx)
+			if err == nil {
+				err = st.Send(&api.NextStreamRequest{Calls: []*api.StreamCall{{Id: 1, Count: 1}}})
+			}
+			if err == nil {
+				_, err = st.Recv()
+			}
+			cancel()
+			if status.Code(err) != codes.Unavailable || time.Now().After(deadline) {
+				break
+			}
+			time.Sleep(50 * time.Millisecond)
 		}
-		if err == nil {
-			_, err = st.Recv()
-		}
-		cancel()
 		if status.Code(err) != codes.FailedPrecondition {
 			t.Fatalf("%s: a default call on NextStream without %s = %v, want FailedPrecondition", n.ID(), api.TicksKey, err)
 		}
 		ctx, cancel = context.WithTimeout(ticks, 10*time.Second)
-		st, err = api.NewSequencerClient(conn).NextStream(ctx)
+		st, err := api.NewSequencerClient(conn).NextStream(ctx)
 		if err == nil {
 			err = st.Send(&api.NextStreamRequest{Calls: []*api.StreamCall{{Id: 1, Count: 3}}})
 		}
