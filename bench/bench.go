@@ -208,8 +208,9 @@ func Run(ctx context.Context, cfg Config) (Result, error) {
 	var tally history.Tally
 	costs := startCosts(ctx, nodes.ask)
 	start, elapsed := drive(ctx, cfg, tgt, rec, &tally)
+	spent := costs.end(ctx)
 	res := result(cfg.Target, rec, &tally, start, elapsed, groups)
-	res.Costs = costs.end(ctx, res.IDs, elapsed)
+	res.Costs = spent.perID(res.IDs, elapsed)
 	if l, ok := tgt.(*lagTarget); ok {
 		res.Lag = l.lag()
 	}

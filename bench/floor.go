@@ -46,7 +46,8 @@ func dial(addr string, tlsConf *tls.Config) (*grpc.ClientConn, error) {
 	if tlsConf != nil {
 		creds = credentials.NewTLS(tlsConf)
 	}
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(creds))
+	return grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
+		grpc.WithInitialWindowSize(api.StreamWindow), grpc.WithInitialConnWindowSize(api.ConnWindow))
 }
 
 func (t *floorTarget) call(ctx context.Context, _ int) ([]uint64, error) {
@@ -154,6 +155,7 @@ func (t *streamFloorTarget) receive(st grpc.BidiStreamingClient[api.NextStreamRe
 			t.cancel()
 			return
 		}
+		t.queue.AnsweredBy(resp)
 		answered = answered[:0]
 		t.mu.Lock()
 		for _, a := range resp.Answers {

@@ -73,18 +73,32 @@ func startCosts(ctx context.Context, nodes func(context.Context) map[string]*api
 	return m
 }
 
-// end is what the run cost, per each of its ids IDs, the benchmark first
-// and then the nodes whose status answered at both ends, the leader
-// first.
-func (m *costMeter) end(ctx context.Context, ids int64, elapsed time.Duration) []Cost {
-	self := proc.Self().Sub(m.self)
-	out := []Cost{costOf("bench", "", self, ids)}
-	if m.ask == nil {
-		return out
+// spent is what the benchmark and the nodes had spent at the end of a
+// run, read as soon as its callers stop (the history check after it is
+// not the run's cost).
+type spent struct {
+	m     *costMeter
+	self  proc.Usage
+	nodes map[string]*api.NodeInfo
+}
+
+// end reads what the benchmark and the nodes have spent by now.
+func (m *costMeter) end(ctx context.Context) spent {
+	s := spent{m: m, self: proc.Self()}
+	if m.ask != nil {
+		s.nodes = m.ask(ctx)
 	}
+	return s
+}
+
+// perID is what the run cost, per each of its ids IDs, the benchmark
+// first and then the nodes whose status answered at both ends, the
+// leader first.
+func (s spent) perID(ids int64, elapsed time.Duration) []Cost {
+	out := []Cost{costOf("bench", "", s.self.Sub(s.m.self), ids)}
 	var nodes []Cost
-	for id, after := range m.ask(ctx) {
-		before := m.nodes[id]
+	for id, after := range s.nodes {
+		before := s.m.nodes[id]
 		if before == nil || before.Usage == nil || after.Usage == nil {
 			continue
 		}

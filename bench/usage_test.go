@@ -36,7 +36,7 @@ func TestCostsPerIDFromTwoStatuses(t *testing.T) {
 		}
 		return after
 	})
-	costs := m.end(context.Background(), 2000, 2*time.Second)
+	costs := m.end(context.Background()).perID(2000, 2*time.Second)
 	if len(costs) != 3 || costs[0].Name != "bench" || costs[1].Name != "n2" || costs[2].Name != "n1" {
 		t.Fatalf("costs %+v: want bench, the leader n2, then n1 (n3 and n4 answered once)", costs)
 	}

@@ -408,6 +408,7 @@ func (s *Stream) receive(conn *streamConn) {
 			conn.cancel()
 			return
 		}
+		conn.queue.AnsweredBy(resp)
 		// calls[i] are the calls answer i answers: its id's, then its
 		// also's; nil where the caller gave up, or was answered: a gap.
 		s.mu.Lock()

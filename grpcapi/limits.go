@@ -9,6 +9,8 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/keepalive"
+
+	"github.com/seed-e8569b35/ordo/api"
 )
 
 // Limits on what one caller can make a node hold over gRPC. Requests are
@@ -43,6 +45,8 @@ func ServerOptions() []grpc.ServerOption {
 		// Clients may ping at most every 10 s; more often is abuse and
 		// closes the connection.
 		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+		grpc.InitialWindowSize(api.StreamWindow),
+		grpc.InitialConnWindowSize(api.ConnWindow),
 	}
 }
 

@@ -146,6 +146,7 @@ func (p *Peers) dial(addr string) (*grpc.ClientConn, error) {
 	// rescheduled pod), instead of after grpc-go's DNS re-resolution
 	// interval.
 	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(p.creds), grpc.WithConnectParams(peerBackoff),
+		grpc.WithInitialWindowSize(api.StreamWindow), grpc.WithInitialConnWindowSize(api.ConnWindow),
 		grpc.WithChainUnaryInterceptor(p.nameCluster, explainUnary(addr)),
 		grpc.WithChainStreamInterceptor(p.nameClusterStream, explainStream(addr)))
 	if err != nil {

@@ -64,3 +64,66 @@ func TestRunReturnsTheSendError(t *testing.T) {
 		t.Fatalf("Run = %v, want the send's error", err)
 	}
 }
+
+// TestAtMostMaxInFlightMessagesAreOut: with MaxInFlight messages out, the
+// next waits, gathering every call made meanwhile, until an answer
+// covers every call of the oldest message (a joint answer covers several).
+func TestAtMostMaxInFlightMessagesAreOut(t *testing.T) {
+	q := New()
+	dead := make(chan struct{})
+	defer close(dead)
+	sent := make(chan *api.NextStreamRequest, 16)
+	go func() {
+		_ = q.Run(dead, func(req *api.NextStreamRequest) error { sent <- req; return nil })
+	}()
+	next := func(what string) *api.NextStreamRequest {
+		t.Helper()
+		select {
+		case req := <-sent:
+			return req
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: nothing sent in 10 s", what)
+			return nil
+		}
+	}
+	none := func(what string) {
+		t.Helper()
+		select {
+		case req := <-sent:
+			t.Fatalf("%s: sent %v", what, req.Calls)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	id := uint64(0)
+	add := func(n int) {
+		for range n {
+			q.Add(&api.StreamCall{Id: id, Count: 1})
+			id++
+		}
+	}
+	// Two messages out, one call each.
+	add(1)
+	next("the first message")
+	add(1)
+	next("the second message")
+	add(3)
+	none("with MaxInFlight messages out")
+	// An answer to one call covers the first message: the three calls
+	// made meanwhile go in one message.
+	q.AnsweredBy(&api.NextStreamResponse{Answers: []*api.StreamAnswer{{Id: 0}}})
+	if got := next("once the first message is answered"); len(got.Calls) != 3 {
+		t.Fatalf("the next message has %d calls, want the 3 made while it waited", len(got.Calls))
+	}
+	add(1)
+	none("with the second and third out")
+	// A joint answer for calls 1 and 2 covers the second message, not
+	// the third (calls 2 to 4).
+	q.AnsweredBy(&api.NextStreamResponse{Answers: []*api.StreamAnswer{{Id: 1, Also: []uint64{2}}}})
+	if got := next("once a joint answer covers the second message"); len(got.Calls) != 1 {
+		t.Fatalf("sent %v, want the one call waiting", got.Calls)
+	}
+	add(1)
+	none("with the third and fourth out")
+	q.AnsweredBy(&api.NextStreamResponse{Answers: []*api.StreamAnswer{{Id: 3, Also: []uint64{4}}}})
+	next("once the third message is answered")
+}
