@@ -6,12 +6,14 @@ package api
 // measures; on a busy stream of small messages that is a ping and its ack
 // for about every message each way, and on a host where a system call is
 // dear (a virtual machine: a loopback write costs tens of microseconds)
-// those calls were a fifth of the leader's CPU per ID (issue 27). A fixed
-// window of a message's largest size keeps a stream from waiting on
-// window updates; the connection's holds several such streams.
+// those calls were a fifth of the leader's CPU per ID (issue 27). Each
+// stream's window bounds what a node holds of a stream it is not reading
+// (1024 streams a connection at most); a larger message still goes, as
+// the reader frees the window.
 const (
-	// StreamWindow is each stream's window: the largest message (1 MiB).
-	StreamWindow = 1 << 20
+	// StreamWindow is each stream's window: a batch of 1024 calls is
+	// about 10 KB, of the longest sequence names about 72 KB.
+	StreamWindow = 256 << 10
 	// ConnWindow is each connection's window.
 	ConnWindow = 8 << 20
 )

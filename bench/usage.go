@@ -99,7 +99,7 @@ func (s spent) perID(ids int64, elapsed time.Duration) []Cost {
 	var nodes []Cost
 	for id, after := range s.nodes {
 		before := s.m.nodes[id]
-		if before == nil || before.Usage == nil || after.Usage == nil {
+		if before == nil || before.Usage == nil || after.Usage == nil || restarted(before.Usage, after.Usage) {
 			continue
 		}
 		a, b := after.Usage, before.Usage
@@ -124,6 +124,16 @@ func (s spent) perID(ids int64, elapsed time.Duration) []Cost {
 		return strings.Compare(x.Name, y.Name)
 	})
 	return append(out, nodes...)
+}
+
+// restarted reports whether a node's counts went back between two
+// statuses: it restarted during the run, and what it spent is unknown.
+func restarted(before, after *api.NodeUsage) bool {
+	return after.CpuMicros < before.CpuMicros || after.ReadSyscalls < before.ReadSyscalls ||
+		after.WriteSyscalls < before.WriteSyscalls || after.ContextSwitches < before.ContextSwitches ||
+		after.StreamCallsReceived < before.StreamCallsReceived || after.StreamMessagesReceived < before.StreamMessagesReceived ||
+		after.StreamAnswersSent < before.StreamAnswersSent || after.StreamMessagesSent < before.StreamMessagesSent ||
+		after.ConfirmRounds < before.ConfirmRounds
 }
 
 // costOf is u spent over ids IDs.

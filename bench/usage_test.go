@@ -22,11 +22,14 @@ func TestCostsPerIDFromTwoStatuses(t *testing.T) {
 		"n1": {Id: "n1", Role: "follower", Usage: usage(1000, 10, 0, 0, 0, 0, 0)},
 		"n2": {Id: "n2", Role: "leader", Usage: usage(5000, 100, 10, 100, 10, 20, 7)},
 		"n3": {Id: "n3", Role: "follower", Usage: usage(1, 1, 0, 0, 0, 0, 0)},
+		"n5": {Id: "n5", Role: "follower", Usage: usage(90000, 900, 0, 0, 0, 0, 3)},
 	}
 	after := map[string]*api.NodeInfo{
 		"n1": {Id: "n1", Role: "follower", Usage: usage(1500, 30, 0, 0, 0, 0, 0)},
 		"n2": {Id: "n2", Role: "leader", Usage: usage(9000, 300, 30, 900, 50, 100, 207)},
 		"n4": {Id: "n4", Role: "follower", Usage: usage(9, 9, 0, 0, 0, 0, 0)},
+		// n5 restarted during the run: its counts went back.
+		"n5": {Id: "n5", Role: "follower", Usage: usage(100, 10, 0, 0, 0, 0, 0)},
 	}
 	calls := 0
 	m := startCosts(context.Background(), func(context.Context) map[string]*api.NodeInfo {
@@ -38,7 +41,7 @@ func TestCostsPerIDFromTwoStatuses(t *testing.T) {
 	})
 	costs := m.end(context.Background()).perID(2000, 2*time.Second)
 	if len(costs) != 3 || costs[0].Name != "bench" || costs[1].Name != "n2" || costs[2].Name != "n1" {
-		t.Fatalf("costs %+v: want bench, the leader n2, then n1 (n3 and n4 answered once)", costs)
+		t.Fatalf("costs %+v: want bench, the leader n2, then n1 (n3 and n4 answered once, n5 restarted)", costs)
 	}
 	leader := costs[1]
 	want := Cost{Name: "n2", Role: "leader", CPU: 4 * time.Millisecond, CPUPerID: 2, ReadsPerID: 0.1,

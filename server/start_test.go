@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -309,6 +310,14 @@ func TestAnotherOneNodeClustersDataDirIsRefused(t *testing.T) {
 	down := func(id string) Peer {
 		return Peer{ID: id, RaftAddr: freeaddr.Loopback(t, 1)[0], GRPCAddr: freeaddr.Loopback(t, 1)[0]}
 	}
+	// A peer starting at the same time: no cluster id for a moment.
+	late := func(id string) Peer {
+		p := peer(id)
+		p.GRPCAddr = grpctest.Serve(t, func(s *grpc.Server) {
+			api.RegisterAdminServer(s, &lateAdmin{id: id, cluster: "cluster-a", from: time.Now().Add(500 * time.Millisecond)})
+		})
+		return p
+	}
 	self := down("n3")
 	n1, n2 := peer("n1"), peer("n2")
 	for name, e := range map[string]Entry{
@@ -316,6 +325,7 @@ func TestAnotherOneNodeClustersDataDirIsRefused(t *testing.T) {
 		"one of the list's peers":    {Bootstrap: []Peer{down("n1"), n2, self}},
 		"--join only":                {Join: []string{n1.GRPCAddr, n2.GRPCAddr}},
 		"one --join address, and it": {Join: []string{self.GRPCAddr, n2.GRPCAddr}},
+		"a peer says so a bit later": {Bootstrap: []Peer{late("n1"), down("n2"), self}},
 	} {
 		ctx, cancel := context.WithTimeout(context.Background(), seqTestWait)
 		_, err := DecideStart(ctx, testConfig(t, "n3", dir), e)
@@ -324,4 +334,19 @@ func TestAnotherOneNodeClustersDataDirIsRefused(t *testing.T) {
 			t.Errorf("%s: a one-node cluster's data dir, started with a command line that answers for cluster-a: %v, want startup.ErrOtherCluster naming %s and cluster-a", name, err, xID)
 		}
 	}
+}
+
+// lateAdmin answers NodeStatus as node id, without a cluster id until
+// from (a node still starting), with cluster after.
+type lateAdmin struct {
+	api.UnimplementedAdminServer
+	id, cluster string
+	from        time.Time
+}
+
+func (a *lateAdmin) NodeStatus(context.Context, *api.NodeStatusRequest) (*api.NodeInfo, error) {
+	if time.Now().Before(a.from) {
+		return &api.NodeInfo{Id: a.id, Role: "starting"}, nil
+	}
+	return &api.NodeInfo{Id: a.id, Role: "follower", ClusterId: a.cluster, HasState: true}, nil
 }

@@ -62,6 +62,9 @@ func TestJudgeCluster(t *testing.T) {
 		{"other voters down, --join answers for B", []voterAnswer{down("n2"), down("n3")}, []voterAnswer{join("m1", "B"), join("m2", "B")}, false, "", 2},
 		{"other voters for A, --join answers for B", []voterAnswer{said("n2", "A")}, []voterAnswer{join("m1", "B")}, false, "", 1},
 		{"a voter for B, --join answers for A", []voterAnswer{said("n2", "B")}, []voterAnswer{join("m1", "A")}, false, "", 1},
+		{"every other voter for B, a --join address too", []voterAnswer{said("n2", "B"), said("n3", "B")}, []voterAnswer{join("m1", "B")}, true, "2 of the 2 other voters", 0},
+		{"every other voter for B, the --bootstrap peers down", []voterAnswer{said("n2", "B"), said("n3", "B")}, []voterAnswer{down("n2"), down("n3"), joinDown("m1")}, true, "2 of the 2 other voters", 0},
+		{"one of two other voters for B, a --join address for B", []voterAnswer{said("n2", "B"), down("n3")}, []voterAnswer{join("m1", "B")}, false, "", 2},
 		{"five voters, three for B, one for C", []voterAnswer{said("n2", "B"), said("n3", "B"), said("n4", "B"), said("n5", "C")}, nil, true, "cluster B", 0},
 	}
 	for _, tc := range cases {

@@ -487,14 +487,30 @@ func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, e Ent
 	}
 	ask := NewAsker(t)
 	defer ask.Close()
-	got := ask.NodeStatuses(ctx, addrs)
+	waiting := waitLog{logger: logger}
 	var voters, named []voterAnswer
-	for _, k := range slices.Sorted(maps.Keys(addrs)) {
-		a := voterAnswer{ID: want[k], Addr: addrs[k], Info: got[k].Info}
-		if strings.HasPrefix(k, "voter ") {
-			voters = append(voters, a)
-		} else {
-			named = append(named, a)
+	for settle := time.Now().Add(BootstrapSettle); ; {
+		got := ask.NodeStatuses(ctx, addrs)
+		voters, named = voters[:0], named[:0]
+		for _, k := range slices.Sorted(maps.Keys(addrs)) {
+			a := voterAnswer{ID: want[k], Addr: addrs[k], Info: got[k].Info}
+			if strings.HasPrefix(k, "voter ") {
+				voters = append(voters, a)
+			} else {
+				named = append(named, a)
+			}
+		}
+		// A data dir with no other voter would lead alone at once: while
+		// no address of the command line has said which cluster it is of
+		// (nodes starting at the same time, in a whole-cluster restart),
+		// ask again for a moment before starting.
+		if len(voters) > 0 || len(named) == 0 || anySays(self, named) || time.Now().After(settle) || ctx.Err() != nil {
+			break
+		}
+		waiting.log("this data dir's cluster has no other voter: waiting a moment for the command line's addresses to say which cluster they are of", "addrs", len(named))
+		select {
+		case <-ctx.Done():
+		case <-time.After(startPoll):
 		}
 	}
 	stale, err := judgeCluster(self, dataDir, st.ClusterID, voters, named)
@@ -502,6 +518,16 @@ func checkCluster(ctx context.Context, self, dataDir string, st fsm.State, e Ent
 		logger.Warn(s.Why, "member", s.Member, "addr", s.Addr, "answered_as", s.AnsweredAs, "its_cluster", s.Cluster, "this_cluster", st.ClusterID)
 	}
 	return err
+}
+
+// anySays reports whether an answer, not self's, names a cluster.
+func anySays(self string, answers []voterAnswer) bool {
+	for _, a := range answers {
+		if a.Info != nil && a.Info.ClusterId != "" && a.Info.Id != self {
+			return true
+		}
+	}
+	return false
 }
 
 // voterAnswer is what one address answered when asked who it is: a

@@ -344,6 +344,8 @@ func checkRan(w modelWorld, i int, fail func(string, ...any)) {
 	switch {
 	case n.holds && got != outRestart && !w.looksForeign():
 		fail("%s: a node with its data does not restart (%d)", w.describe(i), got)
+	case n.holds && got != outRefuse && w.looksForeign():
+		fail("%s: a node whose other voters answer, by a majority, for another cluster starts (%d)", w.describe(i), got)
 	case got == outBootstrap:
 		for j, o := range w.nodes {
 			if j != i && (o.holds || !o.up || j == w.stale) {

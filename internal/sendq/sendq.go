@@ -28,6 +28,12 @@ import (
 // costs the leader about a fifth more CPU per ID.
 const MaxInFlight = 2
 
+// MaxCalls is the most calls one message carries, as a node answers at
+// most so many in a message: 1024 calls of the longest sequence name are
+// about 72 KB, well under a node's 1 MiB message limit. The rest wait for
+// the next message.
+const MaxCalls = 1024
+
 // Queue holds calls not yet sent. Add and AnsweredBy are safe for
 // concurrent use; one goroutine runs Run.
 type Queue struct {
@@ -80,9 +86,9 @@ func (q *Queue) signal() {
 	}
 }
 
-// Run sends the queued calls, all that queued meanwhile in one message,
-// whenever fewer than MaxInFlight messages are out, until dead is closed
-// (nil) or a send fails (its error).
+// Run sends the queued calls, all that queued meanwhile in one message
+// (MaxCalls at most), whenever fewer than MaxInFlight messages are out,
+// until dead is closed (nil) or a send fails (its error).
 func (q *Queue) Run(dead <-chan struct{}, send func(*api.NextStreamRequest) error) error {
 	for {
 		select {
@@ -101,6 +107,10 @@ func (q *Queue) Run(dead <-chan struct{}, send func(*api.NextStreamRequest) erro
 		}
 		calls := q.calls
 		q.calls = nil
+		if len(calls) > MaxCalls {
+			calls, q.calls = calls[:MaxCalls:MaxCalls], calls[MaxCalls:]
+			q.signal() // the rest go as soon as a message may
+		}
 		if len(calls) > 0 {
 			q.sent += uint64(len(calls))
 			q.ends = append(q.ends, q.sent)

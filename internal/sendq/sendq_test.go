@@ -2,10 +2,12 @@ package sendq
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"google.golang.org/protobuf/proto"
 )
 
 // TestCallsQueuedDuringASendGoTogether: the calls added while a message
@@ -126,4 +128,55 @@ func TestAtMostMaxInFlightMessagesAreOut(t *testing.T) {
 	none("with the third and fourth out")
 	q.AnsweredBy(&api.NextStreamResponse{Answers: []*api.StreamAnswer{{Id: 3, Also: []uint64{4}}}})
 	next("once the third message is answered")
+}
+
+// TestAMessageCarriesAtMostMaxCalls: calls that gathered while messages
+// were out go MaxCalls to a message, the longest sequence name's well under
+// a node's message limit (review: 15,000 callers of one named sequence
+// made one message of 1.08 MB, which the node refuses, again and again).
+func TestAMessageCarriesAtMostMaxCalls(t *testing.T) {
+	q := New()
+	dead := make(chan struct{})
+	defer close(dead)
+	sent := make(chan *api.NextStreamRequest, 64)
+	go func() {
+		_ = q.Run(dead, func(req *api.NextStreamRequest) error { sent <- req; return nil })
+	}()
+	next := func() *api.NextStreamRequest {
+		t.Helper()
+		select {
+		case req := <-sent:
+			return req
+		case <-time.After(10 * time.Second):
+			t.Fatal("nothing sent in 10 s")
+			return nil
+		}
+	}
+	name := strings.Repeat("s", api.MaxSequenceName)
+	id := uint64(0)
+	add := func(n int) {
+		for range n {
+			q.Add(&api.StreamCall{Id: id, Count: 1, Sequence: name})
+			id++
+		}
+	}
+	add(1)
+	next()
+	add(1)
+	next() // MaxInFlight out
+	const waiting = 2*MaxCalls + 10
+	add(waiting)
+	got := 0
+	for got < waiting {
+		// Each answer covers the oldest message out, so the next goes.
+		q.AnsweredBy(&api.NextStreamResponse{Answers: []*api.StreamAnswer{{Id: 0, Also: make([]uint64, MaxCalls)}}})
+		req := next()
+		if len(req.Calls) > MaxCalls {
+			t.Fatalf("a message of %d calls, want at most %d", len(req.Calls), MaxCalls)
+		}
+		if n := proto.Size(req); n > 128<<10 {
+			t.Fatalf("a message of %d bytes, want well under the node's 1 MiB", n)
+		}
+		got += len(req.Calls)
+	}
 }
