@@ -71,22 +71,10 @@ func TestRunReturnsTheSendError(t *testing.T) {
 // next waits, gathering every call made meanwhile, until an answer
 // covers every call of the oldest message (a joint answer covers several).
 func TestAtMostMaxInFlightMessagesAreOut(t *testing.T) {
-	q := New()
-	dead := make(chan struct{})
-	defer close(dead)
-	sent := make(chan *api.NextStreamRequest, 16)
-	go func() {
-		_ = q.Run(dead, func(req *api.NextStreamRequest) error { sent <- req; return nil })
-	}()
+	q, sent := running(t)
 	next := func(what string) *api.NextStreamRequest {
 		t.Helper()
-		select {
-		case req := <-sent:
-			return req
-		case <-time.After(10 * time.Second):
-			t.Fatalf("%s: nothing sent in 10 s", what)
-			return nil
-		}
+		return mustSend(t, sent, what)
 	}
 	none := func(what string) {
 		t.Helper()
@@ -135,22 +123,10 @@ func TestAtMostMaxInFlightMessagesAreOut(t *testing.T) {
 // a node's message limit (review: 15,000 callers of one named sequence
 // made one message of 1.08 MB, which the node refuses, again and again).
 func TestAMessageCarriesAtMostMaxCalls(t *testing.T) {
-	q := New()
-	dead := make(chan struct{})
-	defer close(dead)
-	sent := make(chan *api.NextStreamRequest, 64)
-	go func() {
-		_ = q.Run(dead, func(req *api.NextStreamRequest) error { sent <- req; return nil })
-	}()
+	q, sent := running(t)
 	next := func() *api.NextStreamRequest {
 		t.Helper()
-		select {
-		case req := <-sent:
-			return req
-		case <-time.After(10 * time.Second):
-			t.Fatal("nothing sent in 10 s")
-			return nil
-		}
+		return mustSend(t, sent, "a message")
 	}
 	name := strings.Repeat("s", api.MaxSequenceName)
 	id := uint64(0)
@@ -178,5 +154,29 @@ func TestAMessageCarriesAtMostMaxCalls(t *testing.T) {
 			t.Fatalf("a message of %d bytes, want well under the node's 1 MiB", n)
 		}
 		got += len(req.Calls)
+	}
+}
+
+// running is a queue whose Run sends into sent, until the test ends.
+func running(t *testing.T) (*Queue, chan *api.NextStreamRequest) {
+	q := New()
+	dead := make(chan struct{})
+	t.Cleanup(func() { close(dead) })
+	sent := make(chan *api.NextStreamRequest, 64)
+	go func() {
+		_ = q.Run(dead, func(req *api.NextStreamRequest) error { sent <- req; return nil })
+	}()
+	return q, sent
+}
+
+// mustSend is the next message sent, within 10 s.
+func mustSend(t *testing.T, sent chan *api.NextStreamRequest, what string) *api.NextStreamRequest {
+	t.Helper()
+	select {
+	case req := <-sent:
+		return req
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: nothing sent in 10 s", what)
+		return nil
 	}
 }
