@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/sendq"
 )
 
 // The package's fakes and test helpers live here, so that each test file
@@ -236,16 +237,20 @@ func (f *fakeStreamServer) NextStream(st nextStream) error {
 	return f.serve(st)
 }
 
-// answerInBatches reads k calls, however they come in messages, then
-// answers them in reverse order, all in one message, with IDs from a
-// shared counter, again and again.
+// answerInBatches reads k calls, however they come in messages (or what
+// the most messages a stream has out carry), then answers them in
+// reverse order, all in one message, with IDs from a shared counter,
+// again and again.
 func answerInBatches(k int) func(nextStream) error {
 	var mu sync.Mutex
 	last := uint64(0)
 	return func(st nextStream) error {
 		for {
 			var calls []*api.StreamCall
-			for len(calls) < k {
+			// A stream has at most sendq.MaxInFlight messages out: a node
+			// that waited for more calls than those carry would wait for
+			// good.
+			for msgs := 0; len(calls) < k && msgs < sendq.MaxInFlight; msgs++ {
 				r, err := st.Recv()
 				if err != nil {
 					return nil
