@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/seed-e8569b35/ordo/api"
+	"github.com/seed-e8569b35/ordo/internal/sendq"
 )
 
 // TestStreamPipelines sends 8 calls that the server answers only once all
@@ -259,11 +260,13 @@ func TestStreamLeavesARelay(t *testing.T) {
 	}
 }
 
-// answerJointly answers every message of k or more calls with one joint
-// answer, its runs from next, which may bend what it sends.
+// answerJointly answers every k or more calls (or what the most messages
+// a stream has out carry) with one joint answer, its runs from next,
+// which may bend what it sends.
 func answerJointly(k int, next *atomic.Uint64, bend func(a *api.StreamAnswer)) func(nextStream) error {
 	return func(st nextStream) error {
 		var calls []*api.StreamCall
+		msgs := 0
 		for {
 			r, err := st.Recv()
 			if err != nil {
@@ -273,9 +276,11 @@ func answerJointly(k int, next *atomic.Uint64, bend func(a *api.StreamAnswer)) f
 				return status.Error(codes.InvalidArgument, "the client did not ask for joint answers")
 			}
 			calls = append(calls, r.Calls...)
-			if len(calls) < k {
+			// A stream has at most sendq.MaxInFlight messages out.
+			if msgs++; len(calls) < k && msgs < sendq.MaxInFlight {
 				continue
 			}
+			msgs = 0
 			a := &api.StreamAnswer{Id: calls[0].Id}
 			total := uint32(0)
 			for i, c := range calls {
