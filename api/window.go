@@ -1,5 +1,7 @@
 package api
 
+import "google.golang.org/grpc"
+
 // Flow-control windows every Ordo connection uses, on both ends: fixed,
 // which turns off grpc-go's bandwidth-delay estimator. The estimator pings
 // the peer as data arrives and adjusts the window from the round trip it
@@ -17,3 +19,10 @@ const (
 	// ConnWindow is each connection's window.
 	ConnWindow = 8 << 20
 )
+
+// DialWindows are the dial options that give a connection these windows:
+// every dialer of Ordo nodes (the client, nodes' peers, the bench's
+// floor) uses them, as every node's server does (grpcapi.ServerOptions).
+func DialWindows() []grpc.DialOption {
+	return []grpc.DialOption{grpc.WithInitialWindowSize(StreamWindow), grpc.WithInitialConnWindowSize(ConnWindow)}
+}

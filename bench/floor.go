@@ -46,8 +46,7 @@ func dial(addr string, tlsConf *tls.Config) (*grpc.ClientConn, error) {
 	if tlsConf != nil {
 		creds = credentials.NewTLS(tlsConf)
 	}
-	return grpc.NewClient(addr, grpc.WithTransportCredentials(creds),
-		grpc.WithInitialWindowSize(api.StreamWindow), grpc.WithInitialConnWindowSize(api.ConnWindow))
+	return grpc.NewClient(addr, append(api.DialWindows(), grpc.WithTransportCredentials(creds))...)
 }
 
 func (t *floorTarget) call(ctx context.Context, _ int) ([]uint64, error) {

@@ -243,9 +243,8 @@ func New(addrs []string, opts ...Option) (*Client, error) {
 		attemptTimeout: DefaultAttemptTimeout,
 		minBackoff:     DefaultMinBackoff,
 		maxBackoff:     DefaultMaxBackoff,
-		dialOpts: []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials()),
-			grpc.WithInitialWindowSize(api.StreamWindow), grpc.WithInitialConnWindowSize(api.ConnWindow)},
-		conns: map[string]*grpc.ClientConn{},
+		dialOpts:       append(api.DialWindows(), grpc.WithTransportCredentials(insecure.NewCredentials())),
+		conns:          map[string]*grpc.ClientConn{},
 	}
 	for _, o := range opts {
 		o(c)

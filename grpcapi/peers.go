@@ -145,10 +145,10 @@ func (p *Peers) dial(addr string) (*grpc.ClientConn, error) {
 	// peer's DNS name is looked up again when its IP changes (a
 	// rescheduled pod), instead of after grpc-go's DNS re-resolution
 	// interval.
-	c, err := grpc.NewClient("passthrough:///"+addr, grpc.WithTransportCredentials(p.creds), grpc.WithConnectParams(peerBackoff),
-		grpc.WithInitialWindowSize(api.StreamWindow), grpc.WithInitialConnWindowSize(api.ConnWindow),
+	c, err := grpc.NewClient("passthrough:///"+addr, append(api.DialWindows(),
+		grpc.WithTransportCredentials(p.creds), grpc.WithConnectParams(peerBackoff),
 		grpc.WithChainUnaryInterceptor(p.nameCluster, explainUnary(addr)),
-		grpc.WithChainStreamInterceptor(p.nameClusterStream, explainStream(addr)))
+		grpc.WithChainStreamInterceptor(p.nameClusterStream, explainStream(addr)))...)
 	if err != nil {
 		return nil, fmt.Errorf("dial %s: %w", addr, err)
 	}
